@@ -1,0 +1,123 @@
+"""Command line: ``attnexplorer [SESSION | --preset NAME]``, ``export``, ``presets``, ``bench``.
+
+Only argparse is imported at module level so that ``attnexplorer --help`` is instant; each
+command imports what it needs (torch, Qt) when it runs. Every user-facing problem is an
+``AttnExplorerError``: it becomes one plain line on stderr and exit status 2, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+
+SUBCOMMANDS = ("export", "presets", "bench")
+
+
+def _add_source_args(p: argparse.ArgumentParser, required: bool) -> None:
+    src = p.add_mutually_exclusive_group(required=required)
+    src.add_argument("--preset", metavar="NAME", help="start from a preset (see `attnexplorer presets`)")
+    src.add_argument("--session", metavar="FILE", help="a session file (.json)")
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="params",
+                   help="a preset parameter, e.g. --set tau=0.02 (repeatable)")
+
+
+def _add_compute_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mask", metavar="MASK",
+                   help="override the mask: none, causal, window:W, padding:J,K,... ")
+    p.add_argument("--scale", metavar="SCALE",
+                   help="override the scale: inv_sqrt_dk, none, temperature:T")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda or mps when available")
+    p.add_argument("--dtype", default="float32", help="float32 (default), float64, float16, bfloat16")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The launcher's parser (no subcommand: open the window)."""
+    p = argparse.ArgumentParser(
+        prog="attnexplorer",
+        description="Explore transformer self-attention by hand. Commands: "
+        "export (write matrices and figures with no window), presets (list presets), "
+        "bench (measure speed). Run `attnexplorer COMMAND --help` for each.",
+    )
+    p.add_argument("session_file", nargs="?", metavar="SESSION", help="a session file to open")
+    p.add_argument("--preset", metavar="NAME", help="open a preset, e.g. pronoun, dessert, sine, random")
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="params",
+                   help="a preset parameter (repeatable)")
+    p.add_argument("--self-test", action="store_true",
+                   help="check headlessly that this install works (presets, compute, panels, exports)")
+    p.add_argument("--version", action="version", version=f"attnexplorer {__version__}")
+    return p
+
+
+def build_export_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="attnexplorer export",
+        description="Compute a preset or a session with no window and write its matrices "
+        "(and figures) to a folder.",
+    )
+    _add_source_args(p, required=True)
+    p.add_argument("--out", required=True, metavar="DIR", help="the folder to write into (created if missing)")
+    p.add_argument("--matrices", default="npz,json", metavar="FORMATS",
+                   help="comma-separated: npz, npy, csv, json, tex, md (default: npz,json)")
+    p.add_argument("--figures", default="", metavar="FORMATS",
+                   help="comma-separated: png, svg, pdf (default: none)")
+    _add_compute_args(p)
+    return p
+
+
+def build_presets_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="attnexplorer presets", description="List the presets and their parameters.")
+    return p
+
+
+def build_bench_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="attnexplorer bench",
+                                description="Measure engine, redraw and start-up speed headlessly.")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--quick", action="store_true", help="fewer sizes and repeats (for tests)")
+    p.add_argument("--device", default=None, help="only this device (default: cpu and cuda when present)")
+    return p
+
+
+def _fail(message: str) -> int:
+    print(f"attnexplorer: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from .core.errors import AttnExplorerError
+
+    try:
+        if argv and argv[0] in SUBCOMMANDS:
+            command, rest = argv[0], argv[1:]
+            if command == "export":
+                from .io.export_command import run_export
+
+                return run_export(build_export_parser().parse_args(rest))
+            if command == "presets":
+                build_presets_parser().parse_args(rest)
+                from .core.presets import describe_presets
+
+                print(describe_presets())
+                return 0
+            if command == "bench":
+                from .bench import run_bench
+
+                return run_bench(build_bench_parser().parse_args(rest))
+        args = build_parser().parse_args(argv)
+        if args.self_test:
+            from .selftest import run_self_test
+
+            return run_self_test()
+        if args.session_file and args.preset:
+            return _fail("give either a session file or --preset, not both")
+        from .ui.app import run_app
+
+        return run_app(args)
+    except AttnExplorerError as err:
+        return _fail(str(err))
+    except KeyboardInterrupt:
+        return 130

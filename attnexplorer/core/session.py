@@ -1,0 +1,273 @@
+"""The session: everything a user can edit, as one immutable value.
+
+A ``Session`` holds the tokens, the embeddings and the per-head weights in the ``x @ W``
+convention (row vectors: ``Q = X @ W_q``), plus the mask, the scale and the preset it came
+from. It is frozen: an edit makes a new session (``session.replace(...)``), which is what
+makes undo, autosave and "compute on another thread" safe and simple.
+
+Arrays are stored as read-only float64 numpy arrays, stacked over heads:
+``w_query``/``w_key`` are ``(H, d, d_k)``, ``w_value`` is ``(H, d, d_v)``.
+Constructing a session validates it; a bad one raises ``SessionError``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+import numpy as np
+
+from .errors import SessionError
+
+# Documented bounds (README, "Session files"). They keep a hostile or mistaken file from
+# asking for gigabytes, while leaving room for the 4,096-token sessions we promise.
+MAX_TOKENS = 8192
+MAX_DIM = 1024  # d, d_k, d_v and d_out
+MAX_HEADS = 64
+MAX_TOKEN_CHARS = 200
+
+MaskKind = Literal["none", "causal", "window", "padding", "custom"]
+ScaleKind = Literal["inv_sqrt_dk", "none", "temperature"]
+
+
+@dataclass(frozen=True, eq=False)
+class Mask:
+    """Which (query, key) cells are blocked. True in ``matrix(n)`` means blocked.
+
+    - ``none``: nothing blocked.
+    - ``causal``: a query sees itself and earlier tokens.
+    - ``window``: a query sees itself and the ``window - 1`` tokens before it.
+    - ``padding``: the key positions in ``padding`` are blocked for every query.
+    - ``custom``: ``blocked`` is an explicit n×n boolean matrix.
+    """
+
+    kind: MaskKind = "none"
+    window: int = 1
+    padding: tuple[int, ...] = ()
+    blocked: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.kind not in ("none", "causal", "window", "padding", "custom"):
+            raise SessionError(f"unknown mask kind {self.kind!r}", "mask")
+        if self.kind == "window" and (not isinstance(self.window, (int, np.integer)) or self.window < 1):
+            raise SessionError(f"window must be a whole number >= 1, got {self.window!r}", "mask.window")
+        object.__setattr__(self, "padding", tuple(sorted({int(j) for j in self.padding})))
+        if self.kind == "custom":
+            if self.blocked is None:
+                raise SessionError("a custom mask needs a 'blocked' matrix", "mask.blocked")
+            b = np.array(self.blocked, dtype=bool)
+            if b.ndim != 2 or b.shape[0] != b.shape[1]:
+                raise SessionError(f"blocked must be a square matrix, got shape {b.shape}", "mask.blocked")
+            b.flags.writeable = False
+            object.__setattr__(self, "blocked", b)
+
+    def matrix(self, n: int) -> np.ndarray:
+        """The n×n boolean mask, True = blocked."""
+        i = np.arange(n)
+        if self.kind == "none":
+            return np.zeros((n, n), dtype=bool)
+        if self.kind == "causal":
+            return i[None, :] > i[:, None]
+        if self.kind == "window":
+            return (i[None, :] > i[:, None]) | (i[None, :] <= i[:, None] - self.window)
+        if self.kind == "padding":
+            m = np.zeros((n, n), dtype=bool)
+            m[:, [j for j in self.padding if j < n]] = True
+            return m
+        return np.array(self.blocked, dtype=bool)
+
+    def check(self, n: int) -> None:
+        """Raise SessionError when this mask does not fit ``n`` tokens."""
+        if self.kind == "padding":
+            bad = [j for j in self.padding if j < 0 or j >= n]
+            if bad:
+                raise SessionError(f"padding position {bad[0]} is outside 0..{n - 1}", "mask.padding")
+        if self.kind == "custom" and self.blocked.shape != (n, n):
+            raise SessionError(f"blocked is {self.blocked.shape[0]}×{self.blocked.shape[1]}, expected {n}×{n} (one row and column per token)", "mask.blocked")
+
+    def __eq__(self, other):
+        if not isinstance(other, Mask):
+            return NotImplemented
+        if (self.kind, self.window if self.kind == "window" else 0, self.padding if self.kind == "padding" else ()) != (
+            other.kind, other.window if other.kind == "window" else 0, other.padding if other.kind == "padding" else ()):
+            return False
+        if self.kind == "custom":
+            return self.blocked.shape == other.blocked.shape and bool(np.array_equal(self.blocked, other.blocked))
+        return True
+
+    __hash__ = None
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How scores are scaled before the softmax.
+
+    ``inv_sqrt_dk`` multiplies by 1/√d_k, ``none`` by 1, and ``temperature`` τ > 0 means
+    softmax(scores / τ), as in the sine walkthrough.
+    """
+
+    kind: ScaleKind = "inv_sqrt_dk"
+    temperature: float = 1.0
+
+    def __post_init__(self):
+        if self.kind not in ("inv_sqrt_dk", "none", "temperature"):
+            raise SessionError(f"unknown scale {self.kind!r}", "scale")
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float, np.floating, np.integer)) or not math.isfinite(t) or t <= 0:
+            raise SessionError(f"temperature must be a finite number > 0, got {t!r}", "scale.temperature")
+        object.__setattr__(self, "temperature", float(t))
+
+    def factor(self, d_k: int) -> float:
+        """The number the raw scores are multiplied by."""
+        if self.kind == "inv_sqrt_dk":
+            return 1.0 / math.sqrt(d_k)
+        if self.kind == "none":
+            return 1.0
+        return 1.0 / self.temperature
+
+    def describe(self, d_k: int) -> str:
+        if self.kind == "inv_sqrt_dk":
+            return f"÷√{d_k}"
+        if self.kind == "none":
+            return "unscaled"
+        return f"÷τ (τ = {self.temperature:g})"
+
+
+@dataclass(frozen=True)
+class PresetRef:
+    """Where a session came from: a preset's name and the parameters it was built with."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _frozen_matrix(value, where: str, ndim: int) -> np.ndarray:
+    try:
+        a = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise SessionError("must hold numbers only", where) from None
+    if a.ndim != ndim:
+        raise SessionError(f"must be {ndim}-dimensional, got shape {a.shape}", where)
+    if not np.isfinite(a).all():
+        idx = tuple(int(k) for k in np.argwhere(~np.isfinite(a))[0])
+        raise SessionError(f"holds a non-finite number at {list(idx)}", where)
+    a.flags.writeable = False
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class Session:
+    """Everything the user edits. Immutable and always valid once constructed."""
+
+    tokens: tuple[str, ...]
+    embeddings: np.ndarray
+    w_query: np.ndarray
+    w_key: np.ndarray
+    w_value: np.ndarray
+    w_out: np.ndarray | None = None
+    mask: Mask = field(default_factory=Mask)
+    scale: Scale = field(default_factory=Scale)
+    preset: PresetRef | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        tokens = tuple(self.tokens)
+        for i, t in enumerate(tokens):
+            if not isinstance(t, str):
+                raise SessionError(f"must be a string, got {type(t).__name__}", f"tokens[{i}]")
+            if len(t) > MAX_TOKEN_CHARS:
+                raise SessionError(f"is longer than {MAX_TOKEN_CHARS} characters", f"tokens[{i}]")
+        object.__setattr__(self, "tokens", tokens)
+        n = len(tokens)
+        if n < 1:
+            raise SessionError("a session needs at least one token", "tokens")
+        if n > MAX_TOKENS:
+            raise SessionError(f"{n} tokens is more than the limit of {MAX_TOKENS}", "tokens")
+        x = _frozen_matrix(self.embeddings, "embeddings", 2)
+        wq = _frozen_matrix(self.w_query, "W_q", 3)
+        wk = _frozen_matrix(self.w_key, "W_k", 3)
+        wv = _frozen_matrix(self.w_value, "W_v", 3)
+        if x.shape[0] != n:
+            raise SessionError(f"has {x.shape[0]} rows, expected {n} (one per token)", "embeddings")
+        d = x.shape[1]
+        if not 1 <= d <= MAX_DIM:
+            raise SessionError(f"width {d} is outside 1..{MAX_DIM}", "embeddings")
+        h = wq.shape[0]
+        if not 1 <= h <= MAX_HEADS:
+            raise SessionError(f"{h} heads is outside 1..{MAX_HEADS}", "heads")
+        for name, w in (("W_q", wq), ("W_k", wk), ("W_v", wv)):
+            if w.shape[0] != h:
+                raise SessionError(f"has {w.shape[0]} heads, expected {h}", name)
+            if w.shape[1] != d:
+                raise SessionError(f"has {w.shape[1]} rows, expected {d} (the embedding width)", name)
+            if not 1 <= w.shape[2] <= MAX_DIM:
+                raise SessionError(f"width {w.shape[2]} is outside 1..{MAX_DIM}", name)
+        if wk.shape[2] != wq.shape[2]:
+            raise SessionError(f"has {wk.shape[2]} columns, expected {wq.shape[2]} (W_q and W_k share d_k)", "W_k")
+        object.__setattr__(self, "embeddings", x)
+        object.__setattr__(self, "w_query", wq)
+        object.__setattr__(self, "w_key", wk)
+        object.__setattr__(self, "w_value", wv)
+        if self.w_out is not None:
+            wo = _frozen_matrix(self.w_out, "W_o", 2)
+            if wo.shape[0] != h * wv.shape[2]:
+                raise SessionError(f"has {wo.shape[0]} rows, expected {h * wv.shape[2]} (heads × d_v)", "W_o")
+            if not 1 <= wo.shape[1] <= MAX_DIM:
+                raise SessionError(f"width {wo.shape[1]} is outside 1..{MAX_DIM}", "W_o")
+            object.__setattr__(self, "w_out", wo)
+        if not isinstance(self.mask, Mask):
+            raise SessionError("must be a Mask", "mask")
+        if not isinstance(self.scale, Scale):
+            raise SessionError("must be a Scale", "scale")
+        self.mask.check(n)
+        object.__setattr__(self, "extra", dict(self.extra))
+
+    # -- sizes, in the walkthroughs' names ---------------------------------------------
+    @property
+    def n(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def d(self) -> int:
+        return self.embeddings.shape[1]
+
+    @property
+    def d_k(self) -> int:
+        return self.w_query.shape[2]
+
+    @property
+    def d_v(self) -> int:
+        return self.w_value.shape[2]
+
+    @property
+    def heads(self) -> int:
+        return self.w_query.shape[0]
+
+    def replace(self, **changes) -> "Session":
+        """A new, validated session with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+    def __eq__(self, other):
+        if not isinstance(other, Session):
+            return NotImplemented
+
+        def same(a, b):
+            if a is None or b is None:
+                return a is b
+            return a.shape == b.shape and bool(np.array_equal(a, b))
+
+        return (
+            self.tokens == other.tokens
+            and same(self.embeddings, other.embeddings)
+            and same(self.w_query, other.w_query)
+            and same(self.w_key, other.w_key)
+            and same(self.w_value, other.w_value)
+            and same(self.w_out, other.w_out)
+            and self.mask == other.mask
+            and self.scale == other.scale
+            and self.preset == other.preset
+        )
+
+    __hash__ = None

@@ -1,0 +1,250 @@
+"""The open document: the current session, its undo stack, the selection and the result.
+
+Every widget talks to one ``SessionDocument``: inputs call ``edit(new_session, text)``
+(one undo step), panels listen to ``result_changed`` and ``selection_changed``. The document
+owns the compute runner, so the window never computes attention itself.
+
+Signals
+- ``session_changed(Session)``: after every edit, undo or redo (and ``set_session``).
+- ``result_changed(AttentionResult)``: the newest result; stale ones are dropped.
+- ``selection_changed(Selection)``: the selected head, query and key.
+- ``message(str)``: a short status-bar text (a refused edit says why here).
+- ``compute_failed(str)``: the engine failed; the document has fallen back to the CPU.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtGui import QUndoCommand, QUndoStack
+
+from ..core.engine import AttentionResult, compute
+from ..core.errors import AttnExplorerError
+from ..core.session import Session
+
+# Below this many score cells (heads × n × n) a compute takes well under a millisecond or
+# two, so it runs inline: a thread hop would cost more than it saves and add a frame of lag.
+INLINE_CELLS = 64 * 64 * 8
+
+
+@dataclass(frozen=True)
+class Selection:
+    head: int = 0
+    query: int = 0
+    key: int | None = None
+
+    def clamp(self, session: Session) -> "Selection":
+        head = min(max(self.head, 0), session.heads - 1)
+        query = min(max(self.query, 0), session.n - 1)
+        key = None if self.key is None else min(max(self.key, 0), session.n - 1)
+        return Selection(head, query, key)
+
+
+class _EditCommand(QUndoCommand):
+    """Replace the whole session. Sessions are immutable, so old and new are just kept."""
+
+    def __init__(self, doc: "SessionDocument", before: Session, after: Session, text: str, merge_key):
+        super().__init__(text)
+        self._doc = doc
+        self.before = before
+        self.after = after
+        self.merge_key = merge_key
+
+    def id(self) -> int:
+        # Qt merges only commands with equal non-negative ids; the key says "same cell".
+        return 1 if self.merge_key is not None else -1
+
+    def mergeWith(self, other) -> bool:
+        if not isinstance(other, _EditCommand) or other.merge_key != self.merge_key or self.merge_key is None:
+            return False
+        self.after = other.after
+        return True
+
+    def redo(self):
+        self._doc._set(self.after)
+
+    def undo(self):
+        self._doc._set(self.before)
+
+
+class _Worker(QObject):
+    done = Signal(int, object, object)  # generation, result or None, error text or None
+
+    @Slot(int, object, str, str)
+    def run(self, generation: int, session: Session, device: str, dtype: str):
+        try:
+            self.done.emit(generation, compute(session, device=device, dtype=dtype), None)
+        except AttnExplorerError as err:
+            self.done.emit(generation, None, str(err))
+        except Exception as err:  # an engine bug must not kill the thread or the window
+            self.done.emit(generation, None, f"the engine failed: {err}")
+
+
+class SessionDocument(QObject):
+    session_changed = Signal(object)
+    result_changed = Signal(object)
+    selection_changed = Signal(object)
+    message = Signal(str)
+    compute_failed = Signal(str)
+    _submit = Signal(int, object, str, str)
+
+    def __init__(self, session: Session, signals=None, parent=None):
+        super().__init__(parent)
+        self._session = session
+        self._signals = dict(signals or {})
+        self._selection = Selection()
+        self._result: AttentionResult | None = None
+        self.device = "cpu"
+        self.dtype = "float32"
+        self.undo_stack = QUndoStack(self)
+        self._generation = 0
+        self._busy = False
+        self._pending = None
+        self.last_compute_ms = 0.0
+        self._thread = QThread()
+        self._thread.setObjectName("attnexplorer-compute")
+        self._worker = _Worker()
+        self._worker.moveToThread(self._thread)
+        self._submit.connect(self._worker.run)
+        self._worker.done.connect(self._on_done)
+        self._thread.start()
+        self.recompute()
+
+    # -- reading ----------------------------------------------------------------------
+    @property
+    def session(self) -> Session:
+        return self._session
+
+    @property
+    def result(self) -> AttentionResult | None:
+        """The newest result (it may lag the session by one edit while a big one runs)."""
+        return self._result
+
+    @property
+    def selection(self) -> Selection:
+        return self._selection
+
+    @property
+    def signals(self) -> dict:
+        """Reference signals of the preset (e.g. the sine preset's ``clean``), may be empty."""
+        return self._signals
+
+    # -- changing -----------------------------------------------------------------------
+    def edit(self, session: Session, text: str, merge_key=None) -> None:
+        """Make ``session`` current as one undo step named ``text``.
+
+        Consecutive edits with the same non-None ``merge_key`` (e.g. ``("cell", "W_q", 0, 1, 2)``)
+        merge into one step, so typing into one cell again and again is one undo.
+        """
+        if session == self._session:
+            return
+        self.undo_stack.push(_EditCommand(self, self._session, session, text, merge_key))
+
+    def set_session(self, session: Session, signals=None) -> None:
+        """Replace the document (New, Open, a preset): clears undo history."""
+        self.undo_stack.clear()
+        self._signals = dict(signals or {})
+        self._set(session)
+        self.undo_stack.setClean()
+
+    def set_signals(self, signals) -> None:
+        self._signals = dict(signals or {})
+
+    def refuse(self, reason: str) -> None:
+        """Report a refused edit; nothing changes."""
+        self.message.emit(reason)
+
+    def set_selection(self, head=None, query=None, key=...) -> None:
+        sel = self._selection
+        new = Selection(
+            sel.head if head is None else head,
+            sel.query if query is None else query,
+            sel.key if key is ... else key,
+        ).clamp(self._session)
+        if new != sel:
+            self._selection = new
+            self.selection_changed.emit(new)
+
+    def set_compute_options(self, device: str | None = None, dtype: str | None = None) -> None:
+        if device is not None:
+            self.device = device
+        if dtype is not None:
+            self.dtype = dtype
+        self.recompute()
+
+    def _set(self, session: Session) -> None:
+        self._session = session
+        clamped = self._selection.clamp(session)
+        self.session_changed.emit(session)
+        if clamped != self._selection:
+            self._selection = clamped
+            self.selection_changed.emit(clamped)
+        self.recompute()
+
+    # -- computing ----------------------------------------------------------------------
+    def recompute(self) -> None:
+        """Compute the current session; newer requests supersede pending ones."""
+        self._generation += 1
+        s = self._session
+        job = (self._generation, s, self.device, self.dtype)
+        if s.heads * s.n * s.n <= INLINE_CELLS and self.device == "cpu":
+            self._pending = None
+            try:
+                result = compute(s, device=self.device, dtype=self.dtype)
+            except AttnExplorerError as err:
+                self._fail(str(err))
+                return
+            self._publish(result)
+            return
+        if self._busy:
+            self._pending = job
+        else:
+            self._start(job)
+
+    def _start(self, job) -> None:
+        self._busy = True
+        self._submit.emit(*job)
+
+    @Slot(int, object, object)
+    def _on_done(self, generation: int, result, error) -> None:
+        self._busy = False
+        pending, self._pending = self._pending, None
+        if generation == self._generation:
+            if error is not None:
+                self._fail(error)
+            else:
+                self._publish(result)
+        if pending is not None and pending[0] == self._generation:
+            self._start(pending)
+
+    def _publish(self, result: AttentionResult) -> None:
+        self._result = result
+        self.last_compute_ms = result.compute_ms
+        self.result_changed.emit(result)
+
+    def _fail(self, error: str) -> None:
+        if self.device != "cpu":
+            failed = self.device
+            self.device = "cpu"
+            self.compute_failed.emit(f"{error}; falling back to the CPU (was {failed})")
+            self.recompute()
+        else:
+            self.compute_failed.emit(error)
+
+    def wait_idle(self, timeout_s: float = 10.0) -> bool:
+        """Block until no compute is in flight (tests and exports use this)."""
+        from PySide6.QtCore import QCoreApplication
+
+        end = time.monotonic() + timeout_s
+        while self._busy or self._pending is not None:
+            QCoreApplication.processEvents()
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.001)
+        return True
+
+    def shutdown(self) -> None:
+        self._thread.quit()
+        self._thread.wait(5000)

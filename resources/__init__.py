@@ -1,0 +1,1 @@
+"""Icons, desktop metadata and preset data shipped with attnexplorer."""
