@@ -78,6 +78,9 @@ class Preset:
     description: str
     params: tuple[Param, ...]
     build: Callable[[dict], BuiltPreset]
+    # The preset's embedding generator: embeddings (n, d) for a token list under the given
+    # parameters. The window's "preset generator" embedding source uses it for new tokens.
+    embed: Callable[[tuple[str, ...], int, dict], np.ndarray] | None = None
 
     def param(self, name: str) -> Param:
         for p in self.params:
