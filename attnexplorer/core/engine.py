@@ -10,6 +10,7 @@ torch is imported lazily so that ``attnexplorer --help`` and the file tools stay
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -47,31 +48,70 @@ def available_devices() -> list[str]:
     return devices
 
 
+@functools.lru_cache(maxsize=None)
+def _dtype_works(device: str, dtype: str) -> bool:
+    """Whether the kernels the engine needs (matmul, masked softmax) run in ``dtype`` on ``device``.
+
+    Support for the half types differs between torch builds and GPUs (bfloat16 needs a recent
+    GPU or macOS), so we ask the device itself once with a tiny problem instead of keeping a
+    table that goes stale.
+    """
+    torch = _torch()
+    try:
+        with torch.inference_mode():
+            t = getattr(torch, dtype)
+            x = torch.ones(2, 2, 2, dtype=t, device=device)
+            s = x @ x.transpose(-1, -2)
+            m = torch.tensor([[False, True], [False, False]], device=device)
+            w = torch.softmax(s.masked_fill(m, float("-inf")), dim=-1)
+            (w @ x).float().cpu()
+        return True
+    except Exception:  # any refusal (RuntimeError, TypeError, NotImplementedError) means "no"
+        return False
+
+
 def supported_dtypes(device: str) -> list[str]:
-    """Dtypes the engine offers on ``device`` (float64 is not available on mps)."""
-    if device == "mps":
-        return ["float32", "float16", "bfloat16"]
-    return list(DTYPES)
+    """Dtypes the engine offers on ``device``, in ``DTYPES`` order (float32 first).
+
+    float32 is always offered on an available device; the others only where a trial run on the
+    device works (float64 does not exist on mps; half types need kernel support).
+    """
+    base = device.split(":")[0] if isinstance(device, str) else device
+    if base not in available_devices():
+        return []
+    if base == "mps":  # mps has no float64 at all; do not even try
+        candidates = [t for t in DTYPES if t != "float64"]
+    else:
+        candidates = list(DTYPES)
+    return [t for t in candidates if t == "float32" or _dtype_works(base, t)]
 
 
 def resolve(device: str, dtype: str):
-    """Check ``device`` and ``dtype`` and return the torch objects, or raise EngineError."""
+    """Check ``device`` and ``dtype`` and return the torch objects, or raise EngineError.
+
+    ``device`` is ``cpu``, ``cuda``, ``cuda:N`` or ``mps``; ``dtype`` one of ``DTYPES``. The
+    messages name what is available instead.
+    """
     torch = _torch()
-    base = device.split(":")[0]
+    if not isinstance(device, str):
+        raise EngineError(f"device must be a name such as 'cpu' or 'cuda', got {device!r}")
+    if not isinstance(dtype, str):
+        raise EngineError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    base, _, index = device.partition(":")
     devices = available_devices()
     if base not in devices:
         raise EngineError(f"device {device!r} is not available here; available: {', '.join(devices)}")
-    if base == "cuda" and ":" in device:
-        try:
-            idx = int(device.split(":", 1)[1])
-        except ValueError:
-            raise EngineError(f"device {device!r} is not a valid device name") from None
-        if not 0 <= idx < torch.cuda.device_count():
-            raise EngineError(f"device {device!r} is not available here; there are {torch.cuda.device_count()} CUDA devices")
+    if ":" in device:
+        if base != "cuda" or not index.isdigit():
+            raise EngineError(f"device {device!r} is not a valid device name; available: {', '.join(devices)}")
+        count = torch.cuda.device_count()
+        if int(index) >= count:
+            raise EngineError(f"device {device!r} is not available here; there are {count} CUDA devices (cuda:0..cuda:{count - 1})")
     if dtype not in DTYPES:
         raise EngineError(f"dtype {dtype!r} is not supported; choose one of {', '.join(DTYPES)}")
-    if dtype not in supported_dtypes(base):
-        raise EngineError(f"dtype {dtype} is not supported on {base}; choose one of {', '.join(supported_dtypes(base))}")
+    offered = supported_dtypes(base)
+    if dtype not in offered:
+        raise EngineError(f"dtype {dtype} is not supported on {base}; choose one of {', '.join(offered)}")
     return torch.device(device), getattr(torch, dtype)
 
 
@@ -84,7 +124,10 @@ class AttentionResult:
     ``mask`` (n, n), True = blocked; ``head_outputs`` (H, n, d_v); ``concat`` (n, H·d_v);
     ``output`` is ``concat @ W_o`` when the session has W_o, else ``concat``.
     ``blocked_rows`` (n,) flags queries whose every key is blocked: their weights and outputs
-    are 0, never NaN. An intermediate not asked for (see ``compute(keep=...)``) is ``None``.
+    are 0, never NaN. Blocked cells of other rows have weight exactly 0. Arrays are read-only;
+    they are float64 for a float64 compute, float32 otherwise (half types are widened to
+    float32 on the way to the host). An intermediate not asked for (see ``compute(keep=...)``)
+    is ``None``.
     """
 
     tokens: tuple[str, ...]
@@ -133,21 +176,38 @@ def _host(t, want: bool):
     return a
 
 
+def _mask_and_blocked_rows(session: Session) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The n×n mask, the fully blocked query rows, and whether anything is blocked at all."""
+    mask = session.mask.matrix(session.n)
+    if session.mask.kind == "none":
+        blocked_rows = np.zeros(session.n, dtype=bool)
+        any_blocked = False
+    else:
+        blocked_rows = mask.all(axis=1)
+        any_blocked = bool(blocked_rows.any()) or bool(mask.any())
+    mask.flags.writeable = False
+    blocked_rows.flags.writeable = False
+    return mask, blocked_rows, any_blocked
+
+
 def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=None) -> AttentionResult:
     """Compute self-attention for ``session`` and return every intermediate.
 
     ``keep`` is an optional collection of names from ``INTERMEDIATES``; the others are not
     copied to the host (they are ``None`` in the result). Large sessions on a GPU use it so
     that only what is on screen crosses the bus. Raises ``EngineError`` for an unavailable
-    device or dtype.
+    device or dtype, for numbers that overflow the dtype (the message suggests float64), and
+    when the device itself fails (e.g. out of memory).
     """
     torch = _torch()
+    if not isinstance(session, Session):
+        raise EngineError(f"compute() needs a Session, got {type(session).__name__}")
     dev, tdtype = resolve(device, dtype)
     wanted = set(INTERMEDIATES if keep is None else keep)
     unknown = wanted - set(INTERMEDIATES)
     if unknown:
-        raise EngineError(f"unknown intermediate(s): {', '.join(sorted(unknown))}")
-    mask_np = session.mask.matrix(session.n)
+        raise EngineError(f"unknown intermediate(s): {', '.join(sorted(unknown))}; choose from {', '.join(INTERMEDIATES)}")
+    mask_np, blocked_rows_np, any_blocked = _mask_and_blocked_rows(session)
     factor = session.scale.factor(session.d_k)
     start = time.perf_counter()
     try:
@@ -163,14 +223,16 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
             v = x @ wv
             scores = q @ k.transpose(-1, -2)
             scaled = scores * factor
-            blocked_rows_np = mask_np.all(axis=1) if mask_np.any() else np.zeros(session.n, dtype=bool)
-            if mask_np.any():
-                m = torch.as_tensor(mask_np, device=dev)
+            if any_blocked:
+                m = torch.tensor(mask_np, device=dev)
+                # exp(-inf) = 0, so blocked cells get weight exactly 0 in rows with a free key.
                 weights = torch.softmax(scaled.masked_fill(m, float("-inf")), dim=-1)
                 if blocked_rows_np.any():
                     # softmax over an all -inf row is NaN; such a query attends to nothing.
-                    weights = weights.masked_fill(torch.as_tensor(blocked_rows_np, device=dev)[:, None], 0.0)
+                    rows = torch.tensor(blocked_rows_np, device=dev)
+                    weights.masked_fill_(rows[:, None], 0.0)
             else:
+                # No mask, no extra pass: this branch is the bare softmax(QKᵀ·s)·V.
                 weights = torch.softmax(scaled, dim=-1)
             head_out = weights @ v
             concat = head_out.transpose(0, 1).reshape(session.n, -1)
@@ -178,9 +240,17 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
                 output = concat @ torch.tensor(session.w_out, dtype=tdtype, device=dev)
             else:
                 output = concat
+            # Overflow turns into inf or NaN somewhere upstream and always reaches the small
+            # output (a NaN weight row makes a NaN output row), so checking it is enough and cheap.
+            finite = bool(torch.isfinite(head_out).all()) and bool(torch.isfinite(output).all())
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
             elapsed = (time.perf_counter() - start) * 1000.0
+            if not finite:
+                raise EngineError(
+                    f"the numbers are too large for {dtype}: the attention output overflowed to inf/NaN "
+                    f"on {device}; use float64 or smaller embeddings and weights"
+                )
             host = {
                 "Q": _host(q, "Q" in wanted),
                 "K": _host(k, "K" in wanted),
@@ -192,10 +262,9 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
                 "concat": _host(concat, "concat" in wanted),
                 "output": _host(output, "output" in wanted),
             }
-    except RuntimeError as err:  # e.g. CUDA out of memory, a dtype the kernel lacks
-        raise EngineError(f"the engine failed on {device} ({dtype}): {str(err).splitlines()[0]}") from None
-    mask_np.flags.writeable = False
-    blocked_rows_np.flags.writeable = False
+    except (RuntimeError, NotImplementedError, MemoryError) as err:  # e.g. out of memory, a missing kernel
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise EngineError(f"the engine failed on {device} ({dtype}): {first}") from None
     return AttentionResult(
         tokens=session.tokens,
         scale_factor=factor,

@@ -12,6 +12,7 @@ Constructing a session validates it; a bad one raises ``SessionError``.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import math
 from dataclasses import dataclass, field
@@ -51,20 +52,40 @@ class Mask:
     def __post_init__(self):
         if self.kind not in ("none", "causal", "window", "padding", "custom"):
             raise SessionError(f"unknown mask kind {self.kind!r}", "mask")
-        if self.kind == "window" and (not isinstance(self.window, (int, np.integer)) or self.window < 1):
-            raise SessionError(f"window must be a whole number >= 1, got {self.window!r}", "mask.window")
-        object.__setattr__(self, "padding", tuple(sorted({int(j) for j in self.padding})))
+        if self.kind == "window":
+            if not _is_whole(self.window) or self.window < 1:
+                raise SessionError(f"window must be a whole number >= 1, got {self.window!r}", "mask.window")
+            object.__setattr__(self, "window", int(self.window))
+        try:
+            padding = list(self.padding)
+        except TypeError:
+            raise SessionError(f"padding must be a list of key positions, got {self.padding!r}", "mask.padding") from None
+        for j in padding:
+            if not _is_whole(j):
+                raise SessionError(f"padding positions must be whole numbers, got {j!r}", "mask.padding")
+        object.__setattr__(self, "padding", tuple(sorted({int(j) for j in padding})))
         if self.kind == "custom":
             if self.blocked is None:
                 raise SessionError("a custom mask needs a 'blocked' matrix", "mask.blocked")
-            b = np.array(self.blocked, dtype=bool)
+            try:
+                raw = np.asarray(self.blocked)
+            except (TypeError, ValueError):
+                raw = np.asarray([], dtype=object)
+            # Only booleans or 0/1: a 2 or 0.5 is a typo, not "blocked".
+            if raw.dtype.kind not in "biuf" or (raw.dtype.kind != "b" and not np.isin(raw, (0, 1)).all()):
+                raise SessionError("blocked must hold only 0/1 or true/false", "mask.blocked")
+            b = raw.astype(bool)  # astype copies: later changes to the caller's array do not leak in
             if b.ndim != 2 or b.shape[0] != b.shape[1]:
                 raise SessionError(f"blocked must be a square matrix, got shape {b.shape}", "mask.blocked")
             b.flags.writeable = False
             object.__setattr__(self, "blocked", b)
 
     def matrix(self, n: int) -> np.ndarray:
-        """The n×n boolean mask, True = blocked."""
+        """A new, writable n×n boolean mask, True = blocked.
+
+        Raises SessionError when the mask does not fit ``n`` tokens (see ``check``).
+        """
+        self.check(n)
         i = np.arange(n)
         if self.kind == "none":
             return np.zeros((n, n), dtype=bool)
@@ -74,12 +95,14 @@ class Mask:
             return (i[None, :] > i[:, None]) | (i[None, :] <= i[:, None] - self.window)
         if self.kind == "padding":
             m = np.zeros((n, n), dtype=bool)
-            m[:, [j for j in self.padding if j < n]] = True
+            m[:, list(self.padding)] = True
             return m
         return np.array(self.blocked, dtype=bool)
 
     def check(self, n: int) -> None:
         """Raise SessionError when this mask does not fit ``n`` tokens."""
+        if not _is_whole(n) or n < 1:
+            raise SessionError(f"needs a whole number of tokens >= 1, got {n!r}", "mask")
         if self.kind == "padding":
             bad = [j for j in self.padding if j < 0 or j >= n]
             if bad:
@@ -100,7 +123,7 @@ class Mask:
     __hash__ = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Scale:
     """How scores are scaled before the softmax.
 
@@ -117,7 +140,18 @@ class Scale:
         t = self.temperature
         if isinstance(t, bool) or not isinstance(t, (int, float, np.floating, np.integer)) or not math.isfinite(t) or t <= 0:
             raise SessionError(f"temperature must be a finite number > 0, got {t!r}", "scale.temperature")
+        if not math.isfinite(1.0 / t):  # a subnormal τ would make the factor inf
+            raise SessionError(f"temperature {t!r} is too small", "scale.temperature")
         object.__setattr__(self, "temperature", float(t))
+
+    def __eq__(self, other):
+        # The temperature only matters for the temperature scale.
+        if not isinstance(other, Scale):
+            return NotImplemented
+        return self.kind == other.kind and (self.kind != "temperature" or self.temperature == other.temperature)
+
+    def __hash__(self):
+        return hash((self.kind, self.temperature if self.kind == "temperature" else None))
 
     def factor(self, d_k: int) -> float:
         """The number the raw scores are multiplied by."""
@@ -143,11 +177,21 @@ class PresetRef:
     params: Mapping[str, Any] = field(default_factory=dict)
 
 
+def _is_whole(v) -> bool:
+    """An int (numpy ints too), but not a bool: True is not a window size or a position."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
 def _frozen_matrix(value, where: str, ndim: int) -> np.ndarray:
+    """A read-only float64 copy of ``value``, or SessionError naming ``where``."""
     try:
-        a = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise SessionError("must hold numbers only", where) from None
+        raw = np.asarray(value)
+    except (TypeError, ValueError):  # ragged nesting
+        raise SessionError(f"must be a {ndim}-dimensional array of numbers with rows of equal length", where) from None
+    # Strings like "1.5" would convert silently and booleans are not weights; refuse both.
+    if raw.dtype.kind not in "iuf":
+        raise SessionError("must hold numbers only", where)
+    a = np.array(raw, dtype=np.float64)  # always a copy: the caller's array stays theirs
     if a.ndim != ndim:
         raise SessionError(f"must be {ndim}-dimensional, got shape {a.shape}", where)
     if not np.isfinite(a).all():
@@ -173,7 +217,12 @@ class Session:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
-        tokens = tuple(self.tokens)
+        if isinstance(self.tokens, (str, bytes)):
+            raise SessionError("must be a list of strings, not one string", "tokens")
+        try:
+            tokens = tuple(self.tokens)
+        except TypeError:
+            raise SessionError(f"must be a list of strings, got {type(self.tokens).__name__}", "tokens") from None
         for i, t in enumerate(tokens):
             if not isinstance(t, str):
                 raise SessionError(f"must be a string, got {type(t).__name__}", f"tokens[{i}]")
@@ -222,6 +271,10 @@ class Session:
         if not isinstance(self.scale, Scale):
             raise SessionError("must be a Scale", "scale")
         self.mask.check(n)
+        if self.preset is not None and not isinstance(self.preset, PresetRef):
+            raise SessionError("must be a PresetRef or None", "preset")
+        if not isinstance(self.extra, collections.abc.Mapping):
+            raise SessionError(f"must be a mapping, got {type(self.extra).__name__}", "extra")
         object.__setattr__(self, "extra", dict(self.extra))
 
     # -- sizes, in the walkthroughs' names ---------------------------------------------
