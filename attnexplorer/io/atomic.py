@@ -1,0 +1,169 @@
+"""Writes that never leave a half-written file or folder behind.
+
+``atomic_write_bytes`` / ``atomic_write_text`` write a temporary file next to the target,
+flush and fsync it, rename it over the target (``os.replace`` is atomic on one file system)
+and fsync the folder. If anything fails, the temporary file is removed, the old file (if
+any) is untouched, and a ``WriteError`` says what could not be written and why, in one line.
+
+``atomic_directory(out_dir)`` does the same for a whole export: everything is written into a
+staging folder inside ``out_dir`` and moved into place only when every file succeeded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+from pathlib import Path
+from typing import Iterator
+
+from ..core.errors import AttnExplorerError
+
+
+class WriteError(AttnExplorerError):
+    """A file or folder could not be written (no permission, disk full, not a folder...)."""
+
+
+def _reason(err: OSError) -> str:
+    return err.strerror or str(err) or type(err).__name__
+
+
+def _fsync_folder(folder: Path) -> None:
+    # Makes the rename itself durable. Not every platform can open a folder (Windows cannot),
+    # and the data is already safe in the renamed file, so a failure here is not an error.
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically, or raise WriteError leaving it as it was.
+
+    A new file gets the usual permissions (0666 less the umask); an existing file keeps its
+    permission bits.
+    """
+    path = Path(path)
+    folder = path.parent
+    tmp = folder / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    except OSError as err:
+        raise WriteError(f"cannot write {path}: {_reason(err)}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        with contextlib.suppress(OSError):
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(err, OSError):
+            raise WriteError(f"cannot write {path}: {_reason(err)}") from None
+        raise
+    _fsync_folder(folder)
+
+
+def atomic_write_text(path, text: str, encoding: str = "utf-8") -> None:
+    """``atomic_write_bytes`` for text (UTF-8, newlines written as given)."""
+    atomic_write_bytes(path, text.encode(encoding))
+
+
+def _plan_moves(stage: Path, out: Path) -> list[tuple[Path, Path]]:
+    """Every staged file and where it goes, checked before anything moves.
+
+    Refuses (WriteError) when a staged file would land on an existing folder or a staged
+    folder on an existing file, so that a commit does not stop half-way for that reason.
+    """
+    moves = []
+    for src in sorted(stage.rglob("*")):
+        dst = out / src.relative_to(stage)
+        if src.is_dir():
+            if dst.exists() and not dst.is_dir():
+                raise WriteError(f"cannot write {dst}: a file is in the way of a folder")
+        elif dst.is_dir():
+            raise WriteError(f"cannot write {dst}: a folder is in the way of a file")
+        else:
+            moves.append((src, dst))
+    return moves
+
+
+def _make_folder(out: Path) -> list[Path]:
+    """Create ``out`` and missing parents; return those created (deepest last)."""
+    created = []
+    missing = []
+    p = out
+    while not p.exists():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    if p.exists() and not p.is_dir():
+        raise WriteError(f"cannot write to {out}: {p} is a file, not a folder")
+    for folder in reversed(missing):
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        except OSError as err:
+            _remove_empty(created)
+            raise WriteError(f"cannot write to {out}: {_reason(err)}") from None
+        created.append(folder)
+    return created
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for folder in reversed(folders):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+@contextlib.contextmanager
+def atomic_directory(out_dir) -> Iterator[Path]:
+    """Stage an export: ``with atomic_directory(out) as stage: write into stage``.
+
+    On a clean exit every staged file (sub-folders included) is fsynced and moved into
+    ``out_dir``, replacing files of the same name and leaving other files there alone. If
+    the block raises, the staging folder is deleted, ``out_dir`` keeps exactly what it had,
+    and folders this call created are removed again. Each file lands whole (one
+    ``os.replace`` each); raises WriteError when ``out_dir`` cannot be created or written.
+    """
+    out = Path(out_dir)
+    created = _make_folder(out)
+    try:
+        stage = Path(os.path.realpath(out)) / f".attnexplorer-staging-{secrets.token_hex(6)}"
+        stage.mkdir()
+    except OSError as err:
+        _remove_empty(created)
+        raise WriteError(f"cannot write to {out}: {_reason(err)}") from None
+    try:
+        yield stage
+        moves = _plan_moves(stage, out)
+        for src, dst in moves:
+            fd = os.open(src, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        for src, dst in moves:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
+        for folder in {dst.parent for _, dst in moves} | {out}:
+            _fsync_folder(folder)
+    except BaseException as err:
+        shutil.rmtree(stage, ignore_errors=True)
+        _remove_empty(created)
+        if isinstance(err, OSError) and not isinstance(err, WriteError):
+            raise WriteError(f"cannot write to {out}: {_reason(err)}") from None
+        raise
+    shutil.rmtree(stage, ignore_errors=True)
