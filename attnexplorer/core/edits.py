@@ -1,0 +1,353 @@
+"""Structural edits of a Session, Qt-free: every function returns a new, validated session.
+
+The window's tables and controls call these and hand the result to
+``document.edit(...)``; notebooks and tests can call them directly. Nothing here mutates its
+input (sessions are frozen), and a bad edit raises ``SessionError`` naming what and where,
+so a refused edit changes nothing.
+
+Consistency rules a caller may rely on:
+
+- A token's embedding row travels with it (insert, delete, move, retokenise).
+- Masks follow their tokens: padding positions and a custom mask's rows and columns are
+  moved or dropped with the tokens; a new token is not blocked. Causal and window masks are
+  rules, so they simply apply to the new positions.
+- Resizing d, d_k, d_v or the number of heads keeps every value whose index still fits;
+  new cells are 0. ``W_o`` (when present) is resized with d_v and the heads.
+- Matrix indices in messages and undo texts count from 0, like numpy.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .errors import SessionError
+from .session import MAX_DIM, MAX_HEADS, Mask, Scale, Session
+
+# The tables a user can edit cell by cell, by the names messages use.
+TABLES = ("embeddings", "W_q", "W_k", "W_v", "W_o")
+_FIELD = {"embeddings": "embeddings", "W_q": "w_query", "W_k": "w_key", "W_v": "w_value", "W_o": "w_out"}
+_PER_HEAD = ("W_q", "W_k", "W_v")
+
+
+def _check_table(table: str) -> None:
+    if table not in _FIELD:
+        raise SessionError(f"unknown table {table!r}; tables are {', '.join(TABLES)}")
+
+
+def table_matrix(session: Session, table: str, head: int = 0) -> np.ndarray:
+    """The 2-D (read-only) matrix a table shows: embeddings (n, d), W_q[head] (d, d_k), ..."""
+    _check_table(table)
+    value = getattr(session, _FIELD[table])
+    if value is None:
+        raise SessionError("this session has no output projection", table)
+    if table in _PER_HEAD:
+        if not 0 <= head < session.heads:
+            raise SessionError(f"head {head} is outside 0..{session.heads - 1}", table)
+        return value[head]
+    return value
+
+
+def cell_name(session: Session, table: str, row: int, col: int, head: int = 0) -> str:
+    """``W_q[0,1]`` (``W_q[0,1] (head 2)`` with several heads): for messages and undo texts."""
+    name = f"{table}[{row},{col}]"
+    if table in _PER_HEAD and session.heads > 1:
+        name += f" (head {head})"
+    return name
+
+
+def _with_matrix(session: Session, table: str, head: int, matrix: np.ndarray) -> Session:
+    if table in _PER_HEAD:
+        full = np.array(getattr(session, _FIELD[table]))
+        full[head] = matrix
+        return session.replace(**{_FIELD[table]: full})
+    return session.replace(**{_FIELD[table]: matrix})
+
+
+def _finite(value, where: str) -> float:
+    if isinstance(value, bool):
+        raise SessionError(f"expected a number, got {value!r}", where)
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise SessionError(f"expected a number, got {value!r}", where) from None
+    if not math.isfinite(v):
+        raise SessionError(f"{v} is not a finite number", where)
+    return v
+
+
+def set_cell(session: Session, table: str, row: int, col: int, value: float, head: int = 0) -> Session:
+    """The session with one cell of ``table`` set to ``value`` (a finite number)."""
+    m = table_matrix(session, table, head)
+    where = cell_name(session, table, row, col, head)
+    if not (0 <= row < m.shape[0] and 0 <= col < m.shape[1]):
+        raise SessionError(f"is outside the {m.shape[0]}×{m.shape[1]} table", where)
+    v = _finite(value, where)
+    new = np.array(m)
+    new[row, col] = v
+    return _with_matrix(session, table, head, new)
+
+
+def set_block(session: Session, table: str, top: int, left: int, block, head: int = 0) -> Session:
+    """The session with a 2-D ``block`` written into ``table`` from cell (top, left).
+
+    A block that does not fit raises ``SessionError`` giving its shape and the room there.
+    """
+    m = table_matrix(session, table, head)
+    b = np.asarray(block, dtype=np.float64)
+    if b.ndim == 1:
+        b = b[None, :]
+    if b.ndim != 2:
+        raise SessionError(f"expected a 2-D block, got shape {b.shape}", table)
+    rows, cols = m.shape
+    room = (rows - top, cols - left)
+    if not (0 <= top < rows and 0 <= left < cols):
+        raise SessionError(f"cell [{top},{left}] is outside the {rows}×{cols} table", table)
+    if b.shape[0] > room[0] or b.shape[1] > room[1]:
+        raise SessionError(f"a {b.shape[0]}×{b.shape[1]} block does not fit at [{top},{left}]: "
+                           f"there is room for {room[0]}×{room[1]} (the table is {rows}×{cols})", table)
+    if not np.isfinite(b).all():
+        i, j = (int(k) for k in np.argwhere(~np.isfinite(b))[0])
+        raise SessionError(f"the block holds a non-finite number at [{i},{j}]", table)
+    new = np.array(m)
+    new[top:top + b.shape[0], left:left + b.shape[1]] = b
+    return _with_matrix(session, table, head, new)
+
+
+def set_matrix(session: Session, table: str, matrix, head: int = 0) -> Session:
+    """The session with the whole of ``table`` (one head) replaced; shapes must match."""
+    m = table_matrix(session, table, head)
+    b = np.asarray(matrix, dtype=np.float64)
+    if b.shape != m.shape:
+        shape = "×".join(str(k) for k in b.shape) or "a single number"
+        raise SessionError(f"the matrix is {shape} but the table is {m.shape[0]}×{m.shape[1]}"
+                           f"{_shape_hint(session, table)}", table)
+    return set_block(session, table, 0, 0, b, head)
+
+
+def _shape_hint(session: Session, table: str) -> str:
+    return {
+        "embeddings": " (tokens × d)",
+        "W_q": " (d × d_k)", "W_k": " (d × d_k)", "W_v": " (d × d_v)",
+        "W_o": " (heads·d_v × d_out)",
+    }[table]
+
+
+# -- tokens -----------------------------------------------------------------------------
+
+def _remap_mask(mask: Mask, mapping: Sequence[int | None]) -> Mask:
+    """The mask for a new token order: ``mapping[new] = old index`` or None for a new token."""
+    if mask.kind == "padding":
+        pad = set(mask.padding)
+        return Mask("padding", padding=tuple(k for k, old in enumerate(mapping) if old is not None and old in pad))
+    if mask.kind == "custom":
+        n = len(mapping)
+        old = mask.blocked
+        blocked = np.zeros((n, n), dtype=bool)
+        keep = [(k, o) for k, o in enumerate(mapping) if o is not None]
+        if keep:
+            new_idx = np.array([k for k, _ in keep])
+            old_idx = np.array([o for _, o in keep])
+            blocked[np.ix_(new_idx, new_idx)] = old[np.ix_(old_idx, old_idx)]
+        return Mask("custom", blocked=blocked)
+    return mask
+
+
+def _reorder(session: Session, tokens: Sequence[str], mapping: Sequence[int | None], new_rows=None) -> Session:
+    """Rebuild tokens, embeddings and mask from ``mapping[new] = old index or None``."""
+    n = len(tokens)
+    x = np.zeros((n, session.d))
+    fill = None if new_rows is None else np.asarray(new_rows, dtype=np.float64)
+    for k, old in enumerate(mapping):
+        if old is not None:
+            x[k] = session.embeddings[old]
+        elif fill is not None:
+            x[k] = fill[k]
+    return session.replace(tokens=tuple(tokens), embeddings=x, mask=_remap_mask(session.mask, mapping))
+
+
+def _token_index(session: Session, i: int, where: str = "tokens", allow_end: bool = False) -> int:
+    top = session.n if allow_end else session.n - 1
+    if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i <= top:
+        raise SessionError(f"position {i!r} is outside 0..{top}", where)
+    return int(i)
+
+
+def set_token(session: Session, i: int, text: str) -> Session:
+    """The session with token ``i`` renamed (its embedding stays)."""
+    i = _token_index(session, i)
+    if not isinstance(text, str) or not text.strip():
+        raise SessionError("a token needs some text", f"tokens[{i}]")
+    tokens = list(session.tokens)
+    tokens[i] = text.strip()
+    return session.replace(tokens=tuple(tokens))
+
+
+def insert_token(session: Session, i: int, text: str, embedding=None) -> Session:
+    """The session with ``text`` inserted before position ``i`` (``i == n`` appends).
+
+    ``embedding`` is its row (length d); zeros when omitted.
+    """
+    i = _token_index(session, i, allow_end=True)
+    if not isinstance(text, str) or not text.strip():
+        raise SessionError("a token needs some text", f"tokens[{i}]")
+    row = np.zeros(session.d) if embedding is None else np.asarray(embedding, dtype=np.float64).reshape(-1)
+    if row.shape != (session.d,):
+        raise SessionError(f"the new embedding has {row.size} values, expected d = {session.d}", "embeddings")
+    tokens = list(session.tokens)
+    tokens.insert(i, text.strip())
+    mapping: list[int | None] = list(range(session.n))
+    mapping.insert(i, None)
+    rows = np.zeros((session.n + 1, session.d))
+    rows[i] = row
+    return _reorder(session, tokens, mapping, rows)
+
+
+def delete_token(session: Session, i: int) -> Session:
+    """The session without token ``i`` and its embedding row (the last token cannot go)."""
+    i = _token_index(session, i)
+    if session.n == 1:
+        raise SessionError("cannot delete the only token; a session needs at least one", "tokens")
+    mapping = [k for k in range(session.n) if k != i]
+    return _reorder(session, [session.tokens[k] for k in mapping], mapping)
+
+
+def move_token(session: Session, i: int, j: int) -> Session:
+    """The session with token ``i`` (and its embedding row) moved to position ``j``."""
+    i = _token_index(session, i)
+    j = _token_index(session, j)
+    mapping = [k for k in range(session.n) if k != i]
+    mapping.insert(j, i)
+    return _reorder(session, [session.tokens[k] for k in mapping], mapping)
+
+
+def retokenize(session: Session, tokens: Sequence[str],
+               embed: Callable[[tuple[str, ...]], np.ndarray] | None = None) -> Session:
+    """The session for a new token list; tokens that stay keep their embedding rows.
+
+    "Stay" is decided by aligning the old and new lists (longest matching runs, as ``diff``
+    does), so a repeated word keeps the row of the occurrence at the same place. New tokens
+    get rows from ``embed(tokens) -> (len(tokens), d)`` (only their rows are used), or
+    zeros when ``embed`` is None.
+    """
+    tokens = tuple(tokens)
+    if not tokens:
+        raise SessionError("a session needs at least one token", "tokens")
+    mapping: list[int | None] = [None] * len(tokens)
+    matcher = difflib.SequenceMatcher(a=session.tokens, b=tokens, autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            mapping[block.b + k] = block.a + k
+    rows = None
+    if embed is not None and any(m is None for m in mapping):
+        rows = np.asarray(embed(tokens), dtype=np.float64)
+        if rows.shape != (len(tokens), session.d):
+            raise SessionError(f"the embedding source gave shape {rows.shape}, expected ({len(tokens)}, {session.d})",
+                               "embeddings")
+    return _reorder(session, tokens, mapping, rows)
+
+
+# -- sizes ----------------------------------------------------------------------------
+
+def _fit(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` cut or zero-padded to ``shape`` (values whose index fits are kept)."""
+    out = np.zeros(shape)
+    common = tuple(slice(0, min(x, y)) for x, y in zip(a.shape, shape))
+    out[common] = a[common]
+    return out
+
+
+def _check_size(value, name: str, top: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= top:
+        raise SessionError(f"must be a whole number in 1..{top}, got {value!r}", name)
+    return int(value)
+
+
+def _fit_w_out(session: Session, heads: int, d_v: int):
+    if session.w_out is None:
+        return None
+    blocks = session.w_out.reshape(session.heads, session.d_v, -1)
+    return _fit(blocks, (heads, d_v, blocks.shape[2])).reshape(heads * d_v, -1)
+
+
+def resize_d(session: Session, d: int) -> Session:
+    """Embedding width ``d``: embeddings get/lose columns, every weight gets/loses rows."""
+    d = _check_size(d, "d", MAX_DIM)
+    h = session.heads
+    return session.replace(
+        embeddings=_fit(session.embeddings, (session.n, d)),
+        w_query=_fit(session.w_query, (h, d, session.d_k)),
+        w_key=_fit(session.w_key, (h, d, session.d_k)),
+        w_value=_fit(session.w_value, (h, d, session.d_v)),
+    )
+
+
+def resize_dk(session: Session, d_k: int) -> Session:
+    """Query/key width ``d_k`` (W_q and W_k together)."""
+    d_k = _check_size(d_k, "d_k", MAX_DIM)
+    shape = (session.heads, session.d, d_k)
+    return session.replace(w_query=_fit(session.w_query, shape), w_key=_fit(session.w_key, shape))
+
+
+def resize_dv(session: Session, d_v: int) -> Session:
+    """Value width ``d_v`` (W_v, and W_o's rows per head)."""
+    d_v = _check_size(d_v, "d_v", MAX_DIM)
+    return session.replace(w_value=_fit(session.w_value, (session.heads, session.d, d_v)),
+                           w_out=_fit_w_out(session, session.heads, d_v))
+
+
+def set_heads(session: Session, heads: int) -> Session:
+    """``heads`` heads: existing heads keep their weights, new heads start at zeros."""
+    heads = _check_size(heads, "heads", MAX_HEADS)
+    d, dk, dv = session.d, session.d_k, session.d_v
+    return session.replace(
+        w_query=_fit(session.w_query, (heads, d, dk)),
+        w_key=_fit(session.w_key, (heads, d, dk)),
+        w_value=_fit(session.w_value, (heads, d, dv)),
+        w_out=_fit_w_out(session, heads, dv),
+    )
+
+
+# -- mask and scale -----------------------------------------------------------------------
+
+def set_mask(session: Session, mask: Mask) -> Session:
+    """The session with ``mask`` (checked against the tokens)."""
+    if not isinstance(mask, Mask):
+        raise SessionError("must be a Mask", "mask")
+    return session.replace(mask=mask)
+
+
+def set_scale(session: Session, scale: Scale) -> Session:
+    if not isinstance(scale, Scale):
+        raise SessionError("must be a Scale", "scale")
+    return session.replace(scale=scale)
+
+
+def toggle_padding(session: Session, j: int) -> Session:
+    """Block or unblock key ``j`` for every query (what clicking a token header does).
+
+    With no mask or a padding mask this toggles ``j`` in the padding set. With a causal,
+    window or custom mask the current pattern is kept as a custom mask and column ``j`` is
+    toggled: fully blocked becomes open, anything else becomes fully blocked.
+    """
+    j = _token_index(session, j, "mask.padding")
+    mask = session.mask
+    if mask.kind in ("none", "padding"):
+        pad = set(mask.padding) if mask.kind == "padding" else set()
+        pad ^= {j}
+        return session.replace(mask=Mask("padding", padding=tuple(pad)))
+    blocked = mask.matrix(session.n).copy()
+    blocked[:, j] = not blocked[:, j].all()
+    return session.replace(mask=Mask("custom", blocked=blocked))
+
+
+def toggle_blocked(session: Session, i: int, j: int) -> Session:
+    """Flip cell (query ``i``, key ``j``) of the mask; any mask becomes a custom one."""
+    i = _token_index(session, i, "mask.blocked")
+    j = _token_index(session, j, "mask.blocked")
+    blocked = session.mask.matrix(session.n).copy()
+    blocked[i, j] = not blocked[i, j]
+    return session.replace(mask=Mask("custom", blocked=blocked))
