@@ -28,6 +28,10 @@ MIN_DRAWN_SHARE = 0.002
 PANEL_SIZE = (640, 480)
 
 
+class CheckFailed(Exception):
+    """A check found the app broken; its message is the whole story (no exception type shown)."""
+
+
 class _Check:
     """One reported check: a context manager that turns any exception into a FAIL line."""
 
@@ -73,7 +77,8 @@ def _describe(err: BaseException) -> str:
     """One line naming the problem: our own errors read as sentences, others with their type."""
     from .core.errors import AttnExplorerError
 
-    text = str(err) if isinstance(err, AttnExplorerError) else f"{type(err).__name__}: {err}"
+    plain = isinstance(err, (AttnExplorerError, CheckFailed))
+    text = str(err) if plain else f"{type(err).__name__}: {err}"
     text = " ".join(text.split())
     return text if len(text) <= 300 else text[:297] + "..."
 
@@ -87,7 +92,7 @@ def _check_resources(report: _Report) -> None:
         ET.parse(app_icon_path())
         for size in ICON_SIZES:
             if app_icon_path(size).stat().st_size == 0:
-                raise ValueError(f"icon {app_icon_path(size)} is empty")
+                raise CheckFailed(f"icon {app_icon_path(size)} is empty")
         resource_path(f"{APP_ID}.desktop")
         ET.parse(resource_path(f"{APP_ID}.metainfo.xml"))
         c.detail = f"icon (svg + {len(ICON_SIZES)} png sizes), desktop entry, metainfo in {resources_dir()}"
@@ -112,7 +117,7 @@ def _check_presets(report: _Report) -> list:
 
         names = [p.name for p in list_presets()]
         if not names:
-            raise ValueError("no presets are registered")
+            raise CheckFailed("no presets are registered")
         c.detail = ", ".join(names)
     if not c.ok:
         return built_ok
@@ -124,12 +129,12 @@ def _check_presets(report: _Report) -> list:
             result = compute(built.session, device="cpu", dtype="float32")
             weights = np.asarray(result.weights)
             if not np.all(np.isfinite(weights)):
-                raise ValueError("the weights hold non-finite numbers")
+                raise CheckFailed("the weights hold non-finite numbers")
             sums = weights.sum(axis=-1)
             blocked = np.asarray(result.blocked_rows, dtype=bool)
             live = np.broadcast_to(~blocked, sums.shape)  # blocked_rows is (n,), sums (H, n)
             if not np.allclose(sums[live], 1.0, atol=1e-4) or not np.allclose(sums[~live], 0.0):
-                raise ValueError("a weight row does not sum to 1 (or to 0 for a fully masked row)")
+                raise CheckFailed("a weight row does not sum to 1 (or to 0 for a fully masked row)")
             s = built.session
             c.detail = (f"computed {s.n} tokens, {s.heads} head{'s' if s.heads != 1 else ''}, "
                         f"d={s.d}")
@@ -183,12 +188,12 @@ def _check_panels(report: _Report, app, name: str, built, result) -> None:
         panels = []
         try:
             if not doc.wait_idle():
-                raise TimeoutError("the compute did not finish")
+                raise CheckFailed("the compute did not finish")
             if doc.result is None:
-                raise ValueError("the document has no result")
+                raise CheckFailed("the document has no result")
             panels = list(make_panels(doc))
             if not panels:
-                raise ValueError("make_panels returned no panels")
+                raise CheckFailed("make_panels returned no panels")
             drawn, skipped, blank = [], [], []
             for panel in panels:
                 if not panel.applies_to(built.session):
@@ -201,7 +206,7 @@ def _check_panels(report: _Report, app, name: str, built, result) -> None:
                 share = _drawn_share(panel.grab().toImage())
                 (drawn if share >= MIN_DRAWN_SHARE else blank).append(panel.kind)
             if blank:
-                raise ValueError(f"blank when rendered: {', '.join(blank)}")
+                raise CheckFailed(f"blank when rendered: {', '.join(blank)}")
             c.detail = f"{len(drawn)} rendered ({', '.join(drawn)})"
             if skipped:
                 c.detail += f"; not applicable: {', '.join(skipped)}"
@@ -217,19 +222,19 @@ def _check_panels(report: _Report, app, name: str, built, result) -> None:
 def _check_pdf(path: Path) -> None:
     data = path.read_bytes()
     if not data.startswith(b"%PDF-"):
-        raise ValueError(f"{path.name} does not start with a PDF header")
+        raise CheckFailed(f"{path.name} does not start with a PDF header")
     if b"%%EOF" not in data[-1024:]:
-        raise ValueError(f"{path.name} has no PDF end-of-file marker (truncated?)")
+        raise CheckFailed(f"{path.name} has no PDF end-of-file marker (truncated?)")
     if b"/Type /Page" not in data and b"/Type/Page" not in data:
-        raise ValueError(f"{path.name} has no pages")
+        raise CheckFailed(f"{path.name} has no pages")
 
 
 def _check_svg(path: Path) -> None:
     root = ET.parse(path).getroot()
     if not root.tag.endswith("svg"):
-        raise ValueError(f"{path.name}: the root element is <{root.tag}>, not <svg>")
+        raise CheckFailed(f"{path.name}: the root element is <{root.tag}>, not <svg>")
     if sum(1 for _ in root.iter()) < 3:
-        raise ValueError(f"{path.name} draws nothing")
+        raise CheckFailed(f"{path.name} draws nothing")
 
 
 def _check_png(path: Path) -> None:
@@ -237,9 +242,9 @@ def _check_png(path: Path) -> None:
 
     image = QImage(str(path))
     if image.isNull():
-        raise ValueError(f"{path.name} is not a readable PNG")
+        raise CheckFailed(f"{path.name} is not a readable PNG")
     if _drawn_share(image) < MIN_DRAWN_SHARE:
-        raise ValueError(f"{path.name} is blank")
+        raise CheckFailed(f"{path.name} is blank")
 
 
 def _check_exports(report: _Report, built_ok: list) -> None:
@@ -250,7 +255,7 @@ def _check_exports(report: _Report, built_ok: list) -> None:
             from .ui.figures import export_figures
 
             if not built_ok:
-                raise ValueError("no preset computed, nothing to export")
+                raise CheckFailed("no preset computed, nothing to export")
             for name, built, result in built_ok:
                 out = Path(tmp) / name
                 out.mkdir()
@@ -262,10 +267,10 @@ def _check_exports(report: _Report, built_ok: list) -> None:
             with report.check(f"export {fmt}") as c:
                 files = [p for p in written if p.suffix.lower() == f".{fmt}"]
                 if not files:
-                    raise ValueError(f"no .{fmt} figure was written")
+                    raise CheckFailed(f"no .{fmt} figure was written")
                 for path in files:
                     if not path.is_file() or path.stat().st_size == 0:
-                        raise ValueError(f"{path.name} is missing or empty")
+                        raise CheckFailed(f"{path.name} is missing or empty")
                     readers[fmt](path)
                 c.detail = f"{len(files)} files written and read back"
 
