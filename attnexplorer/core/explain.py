@@ -1,0 +1,259 @@
+"""Explanations of one attention cell or one output row, in numbers a person can follow.
+
+``explain_cell`` retraces how a single weight came about (q·k, the scale, the mask, the
+softmax); ``explain_output`` writes a query's output as a weighted sum of value vectors.
+Both read an ``AttentionResult`` and never recompute attention with torch: the numbers they
+show are the engine's, and the arithmetic in between is redone in float64 only to show the
+steps. Both return frozen dataclasses with the numbers and a ``.text`` for the window.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .engine import AttentionResult
+from .errors import AttnExplorerError
+from .session import Session
+
+# Longer sums are cut so that a line stays readable; the numbers are all in the dataclass.
+MAX_TERMS_SHOWN = 8
+MAX_VECTOR_SHOWN = 8
+
+
+def fmt(x: float) -> str:
+    """A number with 3–4 significant digits, trailing zeros dropped: 13.85, 7.99, 0.883."""
+    x = float(x)
+    if x == 0 or not math.isfinite(x):
+        return "0" if x == 0 else str(x)
+    ax = abs(x)
+    if ax >= 1e4 or ax < 1e-3:
+        text = f"{x:.3g}"
+    elif ax >= 1000:
+        text = f"{x:.0f}"
+    elif ax >= 100:
+        text = f"{x:.1f}"
+    elif ax >= 1:
+        text = f"{x:.2f}"
+    else:
+        text = f"{x:.3g}"
+    if "e" not in text and "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _factor(x: float) -> str:
+    """A factor inside a product: negatives in parentheses so "a×(-b)" reads unambiguously."""
+    s = fmt(x)
+    return f"({s})" if s.startswith("-") else s
+
+
+def fmt_vector(v) -> str:
+    """``[1.2, -0.5, 3]``, cut after MAX_VECTOR_SHOWN entries."""
+    v = np.asarray(v, dtype=np.float64).ravel()
+    parts = [fmt(a) for a in v[:MAX_VECTOR_SHOWN]]
+    if len(v) > MAX_VECTOR_SHOWN:
+        parts.append(f"… ({len(v) - MAX_VECTOR_SHOWN} more)")
+    return "[" + ", ".join(parts) + "]"
+
+
+def _need(result: AttentionResult, *names: str) -> None:
+    missing = [n for n in names if getattr(result, n) is None]
+    if missing:
+        raise AttnExplorerError(f"this result was computed without {', '.join(missing)}; recompute with them kept to explain it")
+
+
+def _index(value, count: int, what: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value < count:
+        raise AttnExplorerError(f"{what} {value!r} is outside 0..{count - 1}")
+    return int(value)
+
+
+def _check_pair(session: Session, result: AttentionResult) -> None:
+    if result.tokens != session.tokens:
+        raise AttnExplorerError("the result does not belong to this session (the tokens differ); recompute it first")
+
+
+@dataclass(frozen=True, eq=False)
+class CellExplanation:
+    """How weight[head, query, key] came about.
+
+    ``exp_shifted`` is exp(scaled score − ``row_max``), where ``row_max`` is the largest
+    unblocked scaled score of the row; ``denominator`` is the row's sum of those. Shifting
+    by the row maximum is what a stable softmax does and leaves every weight the same, so
+    ``weight == exp_shifted / denominator`` (0 for a blocked cell or a fully blocked row).
+    """
+
+    head: int
+    query: int
+    key: int
+    query_token: str
+    key_token: str
+    q: np.ndarray
+    k: np.ndarray
+    products: np.ndarray
+    score: float
+    scale_factor: float
+    scale_text: str
+    scaled_score: float
+    masked: bool
+    row_blocked: bool
+    row_max: float
+    exp_shifted: float
+    denominator: float
+    weight: float
+    lines: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def _sum_text(a: np.ndarray, b: np.ndarray) -> str:
+    terms = [f"{_factor(x)}×{_factor(y)}" for x, y in zip(a[:MAX_TERMS_SHOWN], b[:MAX_TERMS_SHOWN])]
+    if len(a) > MAX_TERMS_SHOWN:
+        terms.append(f"… ({len(a) - MAX_TERMS_SHOWN} more terms)")
+    return " + ".join(terms)
+
+
+def explain_cell(session: Session, result: AttentionResult, head: int, query: int, key: int) -> CellExplanation:
+    """Explain weight[head, query, key] of ``result`` (computed from ``session``).
+
+    Raises AttnExplorerError for an index out of range, a result of another session, or a
+    result computed without Q, K, scores, scaled_scores or weights.
+    """
+    _check_pair(session, result)
+    _need(result, "Q", "K", "scores", "scaled_scores", "weights")
+    h = _index(head, result.heads, "head")
+    i = _index(query, result.n, "query")
+    j = _index(key, result.n, "key")
+    qt, kt = result.tokens[i], result.tokens[j]
+    q = np.array(result.Q[h, i], dtype=np.float64)
+    k = np.array(result.K[h, j], dtype=np.float64)
+    products = q * k
+    score = float(result.scores[h, i, j])
+    scaled = float(result.scaled_scores[h, i, j])
+    factor = float(result.scale_factor)
+    scale_text = session.scale.describe(session.d_k)
+    masked = bool(result.mask[i, j])
+    row_blocked = bool(result.blocked_rows[i])
+    row = np.asarray(result.scaled_scores[h, i], dtype=np.float64)
+    free = ~np.asarray(result.mask[i])
+    if row_blocked:
+        row_max, exps, denominator = 0.0, np.zeros_like(row), 0.0
+    else:
+        row_max = float(row[free].max())
+        exps = np.where(free, np.exp(row - row_max), 0.0)
+        denominator = float(exps.sum())
+    exp_shifted = float(exps[j])
+    weight = float(result.weights[h, i, j])
+
+    lines = [f"score({qt}, {kt}) = q({qt})·k({kt}) = {_sum_text(q, k)} = {fmt(score)}"]
+    if session.scale.kind == "none":
+        lines.append(f"scaled score = {fmt(scaled)} (no scaling)")
+    else:
+        lines.append(f"scaled score = {fmt(score)} {scale_text} = {fmt(score)} × {fmt(factor)} = {fmt(scaled)}")
+    if row_blocked:
+        lines.append(f"every key is blocked for {qt} (mask: {session.mask.kind}): it attends to nothing, so weight = 0")
+    elif masked:
+        lines.append(f"{kt} is blocked for {qt} by the {session.mask.kind} mask: exp = 0, so weight = 0")
+    else:
+        lines.append(
+            f"exp(scaled − row max) = exp({fmt(scaled)} − {fmt(row_max)}) = {fmt(exp_shifted)}"
+            f"  (shifting by the row's largest score, as a stable softmax does, leaves the weights unchanged)"
+        )
+        lines.append(f"row sum of exp(scaled − row max) over the {int(free.sum())} visible keys = {fmt(denominator)}")
+        lines.append(f"weight = {fmt(exp_shifted)} / {fmt(denominator)} = {fmt(weight)}")
+    summary = f"score({qt}, {kt}) = {_sum_text(q, k)} = {fmt(score)}"
+    if session.scale.kind != "none":
+        summary += f"; {scale_text} = {fmt(scaled)}"
+    summary += f"; weight = {fmt(weight)}" + (" (blocked)" if masked else "")
+    lines.insert(0, summary)
+    return CellExplanation(
+        head=h, query=i, key=j, query_token=qt, key_token=kt, q=q, k=k, products=products, score=score,
+        scale_factor=factor, scale_text=scale_text, scaled_score=scaled, masked=masked, row_blocked=row_blocked,
+        row_max=row_max, exp_shifted=exp_shifted, denominator=denominator, weight=weight, lines=tuple(lines),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class OutputTerm:
+    """One key's share of a query's output: ``contribution = weight × value``."""
+
+    key: int
+    token: str
+    weight: float
+    value: np.ndarray
+    contribution: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class OutputExplanation:
+    """head_outputs[head, query] as a weighted sum of value vectors.
+
+    ``terms`` are the visible keys sorted by weight, largest first (ties by position),
+    cut to ``top`` when asked; ``omitted`` keys with ``omitted_weight`` in total were cut.
+    ``output`` is the engine's head output (before W_o). For a fully blocked query
+    ``blocked`` is True, ``terms`` is empty and ``output`` is 0.
+    """
+
+    head: int
+    query: int
+    query_token: str
+    terms: tuple[OutputTerm, ...]
+    omitted: int
+    omitted_weight: float
+    output: np.ndarray
+    blocked: bool
+    lines: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def explain_output(session: Session, result: AttentionResult, head: int, query: int, top: int | None = None) -> OutputExplanation:
+    """Explain head ``head``'s output for ``query`` as Σ weight × v(key), largest weights first.
+
+    ``top`` keeps only the largest terms (None keeps every visible key). Raises
+    AttnExplorerError for an index out of range, a bad ``top``, a result of another session,
+    or a result computed without V, weights or head_outputs.
+    """
+    _check_pair(session, result)
+    _need(result, "V", "weights", "head_outputs")
+    h = _index(head, result.heads, "head")
+    i = _index(query, result.n, "query")
+    if top is not None and (isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1):
+        raise AttnExplorerError(f"top must be a whole number >= 1 or None, got {top!r}")
+    qt = result.tokens[i]
+    output = np.array(result.head_outputs[h, i], dtype=np.float64)
+    if result.blocked_rows[i]:
+        lines = (
+            f"out({qt}) = 0: every key is blocked for {qt} (mask: {session.mask.kind}), so it attends to nothing",
+            f"= {fmt_vector(output)}",
+        )
+        return OutputExplanation(h, i, qt, (), 0, 0.0, output, True, lines)
+    weights = np.asarray(result.weights[h, i], dtype=np.float64)
+    visible = np.flatnonzero(~np.asarray(result.mask[i]))
+    # A stable sort on -weight keeps equal weights in token order.
+    order = visible[np.argsort(-weights[visible], kind="stable")]
+    kept = order if top is None else order[: int(top)]
+    cut = order[len(kept):]
+    terms = tuple(
+        OutputTerm(int(j), result.tokens[j], float(weights[j]), np.array(result.V[h, j], dtype=np.float64),
+                   float(weights[j]) * np.array(result.V[h, j], dtype=np.float64))
+        for j in kept
+    )
+    omitted_weight = float(weights[cut].sum()) if len(cut) else 0.0
+    shown = [f"{fmt(t.weight)} × v({t.token})" for t in terms[:MAX_TERMS_SHOWN]]
+    rest = len(terms) - len(shown) + len(cut)
+    rest_weight = sum(t.weight for t in terms[MAX_TERMS_SHOWN:]) + omitted_weight
+    if rest:
+        shown.append(f"… ({rest} more, total weight {fmt(rest_weight)})")
+    lines = [f"out({qt}) = " + " + ".join(shown)]
+    for t in terms[:MAX_TERMS_SHOWN]:
+        lines.append(f"  {fmt(t.weight)} × {fmt_vector(t.value)} = {fmt_vector(t.contribution)}   ({t.token})")
+    lines.append(f"= {fmt_vector(output)}" + (f"  (the whole sum over all {len(order)} visible keys)" if rest else ""))
+    return OutputExplanation(h, i, qt, terms, len(cut), omitted_weight, output, False, tuple(lines))
