@@ -1,0 +1,448 @@
+"""Matrices out (CSV, LaTeX, Markdown, JSON, NPY, NPZ) and in (CSV, NPY, pasted text).
+
+One labelled matrix: ``matrix_to_csv/latex/markdown/json(array, row_labels, col_labels)``.
+Every intermediate of a computation: ``result_arrays(session, result)`` (the CLI's names),
+``labelled_matrices(session, result)`` (2-D, one per matrix and head, with axis labels), and
+the bundle writers the export command and File ▸ Export use. Every file is written atomically
+(``atomic.py``); NPY and NPZ are written and read with ``allow_pickle=False``.
+
+Names in a bundle (``labelled_matrices``): ``X``, ``W_q_head{h}``, ``W_k_head{h}``,
+``W_v_head{h}``, ``W_o``, ``Q_head{h}``, ``K_head{h}``, ``V_head{h}``, ``scores_head{h}``,
+``scaled_scores_head{h}``, ``mask``, ``weights_head{h}``, ``head_outputs_head{h}``,
+``concat``, ``output``, ``blocked_rows``. Rows are tokens (or ``d0..`` for the rows of a
+weight matrix); columns are tokens for n×n matrices, ``d0..`` for embedding features,
+``k0..`` for query/key features, ``v0..`` for value features, ``h0.v0..`` for the
+concatenated heads and ``o0..`` for the output projection's features.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..core.errors import AttnExplorerError
+from .atomic import atomic_write_bytes, atomic_write_text
+
+# A matrix file larger than this is refused before it is read (the largest session matrix,
+# 8192 × 1024 float64, is 64 MiB as NPY and about 200 MB as CSV).
+MAX_MATRIX_FILE_BYTES = 256 * 1024 * 1024
+MAX_MATRIX_CELLS = 8192 * 8192
+
+TABLE_FORMATS = ("csv", "tex", "md", "json")
+
+
+class MatrixError(AttnExplorerError):
+    """A matrix file is malformed, or a matrix does not have the shape it must have."""
+
+
+# -- one labelled matrix ---------------------------------------------------------------
+
+def _as_2d(array) -> np.ndarray:
+    a = np.asarray(array)
+    if a.ndim == 1:
+        a = a[:, None]
+    if a.ndim != 2:
+        raise MatrixError(f"expected a 2-D matrix, got shape {a.shape}")
+    return a
+
+
+def _labels(labels: Sequence[str] | None, count: int, axis: str) -> list[str] | None:
+    if labels is None:
+        return None
+    labels = [str(t) for t in labels]
+    if len(labels) != count:
+        raise MatrixError(f"{len(labels)} {axis} labels for {count} {axis}s")
+    return labels
+
+
+def _exact(v) -> str:
+    """A number as text that reads back to the same value (bools as 1/0)."""
+    if isinstance(v, (bool, np.bool_)):
+        return "1" if v else "0"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    return repr(float(v))
+
+
+def _rounded(v, digits: int) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return "1" if v else "0"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    text = f"{float(v):.{digits}f}"
+    return "0." + "0" * digits if text == "-0." + "0" * digits else text  # no "-0.0000"
+
+
+def matrix_to_csv(array, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None) -> str:
+    """CSV text; with labels, they are the header row and first column (corner cell empty).
+
+    Labels are quoted as CSV requires (a token may be "," or '"'); numbers are exact
+    (``repr``), booleans 1/0. ``read_matrix`` reads it back, labels or not.
+    """
+    a = _as_2d(array)
+    rows = _labels(row_labels, a.shape[0], "row")
+    cols = _labels(col_labels, a.shape[1], "column")
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    if cols is not None:
+        writer.writerow(([""] if rows is not None else []) + cols)
+    for i, row in enumerate(a.tolist()):
+        cells = [_exact(v) for v in row]
+        writer.writerow(([rows[i]] if rows is not None else []) + cells)
+    return buf.getvalue()
+
+
+_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+          "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+          "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}", "\n": " ", "\r": " ", "\t": " "}
+
+
+def latex_escape(text: str) -> str:
+    """``text`` as LaTeX that prints it literally (text mode)."""
+    return "".join(_LATEX.get(ch, ch) for ch in text)
+
+
+def matrix_to_latex(array, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None,
+                    digits: int = 4) -> str:
+    """LaTeX a paper can paste: a ``tabular`` with labels, a ``bmatrix`` (amsmath) without.
+
+    Numbers are rounded to ``digits`` places and set in math mode (a real minus sign);
+    labels are escaped (``_``, ``&``, ``%``, ``$``, ``#``, braces, ``\\``, ``~``, ``^`` ...).
+    """
+    a = _as_2d(array)
+    rows = _labels(row_labels, a.shape[0], "row")
+    cols = _labels(col_labels, a.shape[1], "column")
+    body = [[f"${_rounded(v, digits)}$" for v in row] for row in a.tolist()]
+    if rows is None and cols is None:
+        rows_text = ["  " + " & ".join(c.strip("$") for c in row) for row in body]
+        return "\\begin{bmatrix}\n" + " \\\\\n".join(rows_text) + "\n\\end{bmatrix}\n"
+    spec = ("l|" if rows is not None else "") + "r" * a.shape[1]
+    lines = [rf"\begin{{tabular}}{{{spec}}}"]
+    if cols is not None:
+        lines.append("  " + " & ".join(([""] if rows is not None else []) + [latex_escape(c) for c in cols]) + r" \\")
+        lines.append(r"  \hline")
+    for i, row in enumerate(body):
+        lines.append("  " + " & ".join(([latex_escape(rows[i])] if rows is not None else []) + row) + r" \\")
+    lines.append(r"\end{tabular}")
+    return "\n".join(lines) + "\n"
+
+
+_MARKDOWN_SPECIAL = set("\\`*_[]<>|#")
+
+
+def markdown_escape(text: str) -> str:
+    """``text`` as a Markdown table cell that shows it literally (``|`` cannot end the cell)."""
+    text = text.replace("\r", " ").replace("\n", " ")
+    return "".join("\\" + ch if ch in _MARKDOWN_SPECIAL else ch for ch in text)
+
+
+def matrix_to_markdown(array, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None,
+                       digits: int = 4) -> str:
+    """A Markdown (GFM) table; numbers right-aligned and rounded to ``digits`` places.
+
+    Without column labels the header is ``0, 1, ...`` (a Markdown table needs a header).
+    """
+    a = _as_2d(array)
+    rows = _labels(row_labels, a.shape[0], "row")
+    cols = _labels(col_labels, a.shape[1], "column")
+    if cols is None:
+        cols = [str(j) for j in range(a.shape[1])]
+    header = ([""] if rows is not None else []) + [markdown_escape(c) for c in cols]
+    rule = ([":---"] if rows is not None else []) + ["---:"] * a.shape[1]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
+    for i, row in enumerate(a.tolist()):
+        cells = ([markdown_escape(rows[i])] if rows is not None else []) + [_rounded(v, digits) for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def matrix_to_json(array, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None) -> str:
+    """``{"rows": [...] | null, "columns": [...] | null, "values": [[...]]}``, numbers exact."""
+    a = _as_2d(array)
+    rows = _labels(row_labels, a.shape[0], "row")
+    cols = _labels(col_labels, a.shape[1], "column")
+    values = a.astype(int).tolist() if a.dtype == bool else a.tolist()
+    return json.dumps({"rows": rows, "columns": cols, "values": values}, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+_TABLE_WRITERS = {"csv": matrix_to_csv, "tex": matrix_to_latex, "md": matrix_to_markdown, "json": matrix_to_json}
+
+
+def matrix_to_text(fmt: str, array, row_labels=None, col_labels=None) -> str:
+    """Dispatch on ``fmt`` in ``TABLE_FORMATS``: csv, tex, md, json."""
+    if fmt not in _TABLE_WRITERS:
+        raise MatrixError(f"unknown matrix format {fmt!r}; choose one of {', '.join(TABLE_FORMATS)}")
+    return _TABLE_WRITERS[fmt](array, row_labels, col_labels)
+
+
+# -- every intermediate of a computation -----------------------------------------------
+
+def result_arrays(session, result) -> dict[str, np.ndarray]:
+    """Every input and intermediate under the CLI's names (what attention.npz holds).
+
+    ``tokens`` (n,) str; ``X`` (n, d); ``W_q``/``W_k`` (H, d, d_k); ``W_v`` (H, d, d_v);
+    ``W_o`` (H·d_v, d_out) only when the session has one; ``Q``/``K``/``V`` (H, n, ·);
+    ``scores``, ``scaled_scores``, ``weights`` (H, n, n); ``mask`` (n, n) bool, True =
+    blocked; ``head_outputs`` (H, n, d_v); ``concat`` (n, H·d_v); ``output`` (n, H·d_v or
+    d_out); ``blocked_rows`` (n,) bool. Intermediates the result lacks (``keep=``) are left out.
+    """
+    arrays: dict[str, np.ndarray] = {
+        "tokens": np.array(list(session.tokens), dtype=str),
+        "X": session.embeddings,
+        "W_q": session.w_query,
+        "W_k": session.w_key,
+        "W_v": session.w_value,
+    }
+    if session.w_out is not None:
+        arrays["W_o"] = session.w_out
+    for name in ("Q", "K", "V", "scores", "scaled_scores", "mask", "weights", "head_outputs", "concat", "output",
+                 "blocked_rows"):
+        value = getattr(result, name)
+        if value is not None:
+            arrays[name] = np.asarray(value)
+    return arrays
+
+
+@dataclass(frozen=True)
+class LabelledMatrix:
+    """One 2-D matrix with its axis labels; ``name`` is the file stem (``weights_head0``)."""
+
+    name: str
+    values: np.ndarray
+    row_labels: list[str]
+    col_labels: list[str]
+
+
+def _feature_labels(prefix: str, count: int) -> list[str]:
+    return [f"{prefix}{j}" for j in range(count)]
+
+
+def labelled_matrices(session, result) -> list[LabelledMatrix]:
+    """Every matrix of ``result_arrays`` as 2-D labelled matrices, one per head (see module doc)."""
+    tokens = list(session.tokens)
+    heads, d_k, d_v = session.heads, session.d_k, session.d_v
+    d_labels = _feature_labels("d", session.d)
+    concat_labels = [f"h{h}.v{j}" for h in range(heads) for j in range(d_v)]
+    out: list[LabelledMatrix] = [LabelledMatrix("X", session.embeddings, tokens, d_labels)]
+    for name, stacked, cols in (("W_q", session.w_query, "k"), ("W_k", session.w_key, "k"), ("W_v", session.w_value, "v")):
+        for h in range(heads):
+            out.append(LabelledMatrix(f"{name}_head{h}", stacked[h], d_labels, _feature_labels(cols, stacked.shape[2])))
+    if session.w_out is not None:
+        out.append(LabelledMatrix("W_o", session.w_out, concat_labels, _feature_labels("o", session.w_out.shape[1])))
+    per_head = (("Q", _feature_labels("k", d_k)), ("K", _feature_labels("k", d_k)), ("V", _feature_labels("v", d_v)),
+                ("scores", tokens), ("scaled_scores", tokens))
+    for name, cols in per_head:
+        value = getattr(result, name)
+        if value is not None:
+            out += [LabelledMatrix(f"{name}_head{h}", value[h], tokens, cols) for h in range(heads)]
+    out.append(LabelledMatrix("mask", result.mask, tokens, tokens))
+    for name, cols in (("weights", tokens), ("head_outputs", _feature_labels("v", d_v))):
+        value = getattr(result, name)
+        if value is not None:
+            out += [LabelledMatrix(f"{name}_head{h}", value[h], tokens, cols) for h in range(heads)]
+    if result.concat is not None:
+        out.append(LabelledMatrix("concat", result.concat, tokens, concat_labels))
+    if result.output is not None:
+        cols = concat_labels if session.w_out is None else _feature_labels("o", session.w_out.shape[1])
+        out.append(LabelledMatrix("output", result.output, tokens, cols))
+    out.append(LabelledMatrix("blocked_rows", np.asarray(result.blocked_rows)[:, None], tokens, ["blocked"]))
+    return out
+
+
+def write_table_bundle(out_dir, session, result, fmt: str = "csv") -> list[Path]:
+    """One ``<name>.<fmt>`` per labelled matrix in ``out_dir`` (created); returns the paths."""
+    if fmt not in _TABLE_WRITERS:
+        raise MatrixError(f"unknown matrix format {fmt!r}; choose one of {', '.join(TABLE_FORMATS)}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for m in labelled_matrices(session, result):
+        path = out / f"{m.name}.{fmt}"
+        atomic_write_text(path, matrix_to_text(fmt, m.values, m.row_labels, m.col_labels))
+        paths.append(path)
+    return paths
+
+
+def write_csv_bundle(out_dir, session, result) -> list[Path]:
+    """``write_table_bundle`` in CSV: ``weights_head0.csv``, ``output.csv``, ``Q_head1.csv``..."""
+    return write_table_bundle(out_dir, session, result, "csv")
+
+
+def _check_savable(arrays: dict[str, np.ndarray]) -> None:
+    for name, a in arrays.items():
+        if np.asarray(a).dtype.hasobject:
+            raise MatrixError(f"{name} holds Python objects, which are not written (no pickles)")
+
+
+def write_npz(path, arrays: dict[str, np.ndarray]) -> None:
+    """All ``arrays`` in one uncompressed ``.npz`` (``np.load(path)`` reads it, no pickle)."""
+    _check_savable(arrays)
+    buf = io.BytesIO()
+    np.savez(buf, allow_pickle=False, **{k: np.asarray(v) for k, v in arrays.items()})
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def write_npy(path, array) -> None:
+    """One array as ``.npy`` (no pickle)."""
+    _check_savable({Path(path).stem: array})
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(array), allow_pickle=False)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def write_npy_bundle(out_dir, arrays: dict[str, np.ndarray]) -> list[Path]:
+    """``<name>.npy`` for each array in ``out_dir`` (created); returns the paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, a in arrays.items():
+        write_npy(out / f"{name}.npy", a)
+        paths.append(out / f"{name}.npy")
+    return paths
+
+
+def arrays_to_json(arrays: dict[str, np.ndarray]) -> str:
+    """``{"tokens": [...], "X": [[...]], ...}``: one key per array, numbers exact, masks as booleans."""
+    lines = []
+    for name, a in arrays.items():
+        value = np.asarray(a).tolist()
+        lines.append(f"  {json.dumps(name)}: {json.dumps(value, ensure_ascii=False, allow_nan=False)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def write_json_bundle(path, arrays: dict[str, np.ndarray]) -> None:
+    """``arrays_to_json`` written atomically to ``path`` (attention.json)."""
+    try:
+        text = arrays_to_json(arrays)
+    except ValueError as err:  # allow_nan=False: the engine never makes NaN, but say so if it did
+        raise MatrixError(f"cannot write {path}: {err}") from None
+    atomic_write_text(path, text)
+
+
+# -- matrices in ------------------------------------------------------------------------
+
+def _float_cell(cell: str) -> float | None:
+    try:
+        return float(cell.strip())
+    except ValueError:
+        return None
+
+
+def _read_csv(text: str, source: str) -> np.ndarray:
+    rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    if not rows:
+        raise MatrixError(f"{source}: holds no numbers")
+    # Labels: a first row with any non-number is a header; a first column is labels when the
+    # header's corner cell is empty or any of its cells below the header is not a number.
+    header = any(_float_cell(c) is None for c in rows[0])
+    first = 1 if header else 0
+    body = rows[first:]
+    if not body:
+        raise MatrixError(f"{source}: has a header row but no numbers")
+    labelled = (header and rows[0][0].strip() == "") or any(r and _float_cell(r[0]) is None for r in body)
+    skip = 1 if labelled else 0
+    width = len(body[0]) - skip
+    if width < 1:
+        raise MatrixError(f"{source}: row {first + 1} has no numbers")
+    values = np.empty((len(body), width), dtype=np.float64)
+    for i, row in enumerate(body):
+        if len(row) - skip != width:
+            raise MatrixError(f"{source}: row {first + i + 1} has {len(row) - skip} numbers, expected {width} "
+                              f"(like row {first + 1})")
+        for j, cell in enumerate(row[skip:]):
+            v = _float_cell(cell)
+            if v is None:
+                raise MatrixError(f"{source}: row {first + i + 1}, column {skip + j + 1}: {cell.strip()!r} is not a number")
+            values[i, j] = v
+    return values
+
+
+def _read_npy(path: Path, source: str) -> np.ndarray:
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _, dtype = reader(f)
+            if dtype.hasobject or dtype.kind not in "biuf":
+                raise MatrixError(f"{source}: holds {dtype} values, expected numbers")
+            if len(shape) not in (1, 2):
+                raise MatrixError(f"{source}: holds a {len(shape)}-D array of shape {shape}, expected a matrix")
+            if int(np.prod(shape, dtype=np.int64)) > MAX_MATRIX_CELLS:
+                raise MatrixError(f"{source}: shape {shape} is larger than this app can hold")
+            f.seek(0)
+            a = np.load(f, allow_pickle=False)
+    except MatrixError:
+        raise
+    except (OSError, ValueError, EOFError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise MatrixError(f"{source}: is not a readable .npy file: {reason}") from None
+    return np.asarray(a, dtype=np.float64)
+
+
+def read_matrix(path) -> np.ndarray:
+    """A float64 2-D matrix from ``.csv`` (labels or not), ``.npy`` (no pickle) or ``.tsv``/``.txt``.
+
+    A 1-D NPY becomes one row. Every number must be finite. Raises ``MatrixError`` naming
+    the file (and row and column for text) for anything malformed.
+    """
+    path = Path(path)
+    source = str(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".csv", ".npy", ".tsv", ".txt"):
+        raise MatrixError(f"{source}: cannot read {suffix or 'files without an extension'}; use .csv, .npy, .tsv or .txt")
+    try:
+        size = os.stat(path).st_size
+    except OSError as err:
+        raise MatrixError(f"{source}: cannot be read: {err.strerror or err}") from None
+    if size > MAX_MATRIX_FILE_BYTES:
+        raise MatrixError(f"{source}: is {size:,} bytes, more than the limit of {MAX_MATRIX_FILE_BYTES:,}")
+    if suffix == ".npy":
+        a = _read_npy(path, source)
+    else:
+        try:
+            text = path.read_bytes().decode("utf-8-sig")
+        except OSError as err:
+            raise MatrixError(f"{source}: cannot be read: {err.strerror or err}") from None
+        except UnicodeDecodeError as err:
+            raise MatrixError(f"{source}: is not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start})") from None
+        if suffix == ".csv":
+            a = _read_csv(text, source)
+        else:
+            from .matrix_text import parse_matrix_text
+
+            try:
+                a = parse_matrix_text(text)
+            except AttnExplorerError as err:
+                raise MatrixError(f"{source}: {err}") from None
+    if a.ndim == 1:
+        a = a[None, :]
+    if a.size == 0:
+        raise MatrixError(f"{source}: holds no numbers")
+    if not np.isfinite(a).all():
+        i, j = (int(k) for k in np.argwhere(~np.isfinite(a))[0])
+        raise MatrixError(f"{source}: the number at row {i + 1}, column {j + 1} is {a[i, j]!r}; every number must be finite")
+    return a
+
+
+def _shape_text(shape: Iterable[int | None]) -> str:
+    return "×".join("any" if s is None else str(s) for s in shape)
+
+
+def check_shape(array, expected: Sequence[int | None], what: str) -> np.ndarray:
+    """Return ``array`` if its shape fits ``expected`` (None = any size), else MatrixError.
+
+    The message names ``what``: ``W_q (head 1): expected a 4×2 matrix, got 3×2``.
+    """
+    a = np.asarray(array)
+    expected = tuple(expected)
+    if a.ndim != len(expected) or any(e is not None and e != s for e, s in zip(expected, a.shape)):
+        kind = "matrix" if len(expected) == 2 else f"{len(expected)}-D array"
+        raise MatrixError(f"{what}: expected a {_shape_text(expected)} {kind}, got {_shape_text(a.shape)}")
+    return a
