@@ -34,6 +34,10 @@ class Param:
     step: float = 1.0
     log: bool = False  # a slider on a log scale (temperature, noise) reads better
 
+    def show(self, value: float) -> str:
+        """``value`` as the user reads it: whole numbers in full (a seed's 2147483647, not 2.15e+09)."""
+        return str(int(value)) if self.kind == "int" else f"{value:g}"
+
     def parse(self, value: Any) -> float | int:
         """Turn a CLI string or a number into a checked value, or raise PresetError."""
         where = f"parameter {self.name}"
@@ -59,7 +63,7 @@ class Param:
             if not math.isfinite(number):
                 raise PresetError(f"{where}: expected a finite number, got {value!r}")
         if not self.minimum <= number <= self.maximum:
-            raise PresetError(f"{where}: {number!r} is outside {self.minimum:g}..{self.maximum:g}")
+            raise PresetError(f"{where}: {number!r} is outside {self.show(self.minimum)}..{self.show(self.maximum)}")
         return number
 
 
@@ -141,6 +145,6 @@ def describe_presets() -> str:
         lines.append(f"{p.name}: {p.title}")
         lines.append(f"    {p.description}")
         for q in p.params:
-            lines.append(f"    --set {q.name}=<{q.kind}>  {q.label or q.name}; default {q.default:g}, "
-                         f"range {q.minimum:g}..{q.maximum:g}. {q.help}".rstrip())
+            lines.append(f"    --set {q.name}=<{q.kind}>  {q.label or q.name}; default {q.show(q.default)}, "
+                         f"range {q.show(q.minimum)}..{q.show(q.maximum)}. {q.help}".rstrip())
     return "\n".join(lines)
