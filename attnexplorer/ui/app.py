@@ -1,0 +1,137 @@
+"""Start the desktop app: ``attnexplorer [SESSION | --preset NAME [--set K=V ...]]``.
+
+What opens:
+- ``attnexplorer SESSION.json``: that file;
+- ``attnexplorer --preset sine --set tau=0.05``: that preset;
+- ``attnexplorer``: the last session file, when it still opens, else the ``pronoun`` preset.
+
+A session file or preset given on the command line that is wrong (missing, malformed, an
+unknown preset or parameter) opens no window: the reason goes to stderr as one line, is also
+shown in a dialog when there is a display to show it on (a double-click from a file manager
+has no terminal), and the exit status is 2. A last session that no longer opens is not an
+error: the default preset opens and the status bar says why.
+
+After start-up, work left by a window that crashed or was killed is offered for restore.
+
+For tests only: ``ATTNEXPLORER_TEST_EDIT="embeddings[i,j]=VALUE"`` makes the app apply that
+one edit through the document right after start (the kill-and-recover test uses it to have
+unsaved work in a separate process); ``ATTNEXPLORER_AUTOSAVE_MS`` shortens the autosave delay.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+from ..core.errors import AttnExplorerError, PresetError
+
+DEFAULT_PRESET = "pronoun"
+
+
+def initial_session(args, settings):
+    """``(session, signals, path or None, note or None)`` for the command line ``args``.
+
+    Raises AttnExplorerError for a bad file or preset named on the command line."""
+    from ..core.presets import build_preset, parse_assignments
+    from ..io.session_file import load_session
+    from .session_actions import SessionActions
+
+    session_file = getattr(args, "session_file", None)
+    preset = getattr(args, "preset", None)
+    params = list(getattr(args, "params", None) or [])
+    if params and not preset:
+        raise PresetError("--set needs --preset NAME (a session file has no preset parameters)")
+    if session_file and preset:
+        raise PresetError("give either a session file or --preset, not both")
+    if session_file:
+        session = load_session(Path(session_file))
+        return session, SessionActions._signals_for(session), Path(session_file), None
+    if preset:
+        built = build_preset(preset, parse_assignments(params))
+        return built.session, built.signals, None, None
+    note = None
+    last = settings.last_session()
+    if last is not None:
+        try:
+            session = load_session(last)
+            return session, SessionActions._signals_for(session), last, None
+        except AttnExplorerError as err:
+            note = f"The last session could not be opened ({err}); showing the {DEFAULT_PRESET} preset."
+    built = build_preset(DEFAULT_PRESET)
+    return built.session, built.signals, None, note
+
+
+def _report_startup_error(app, message: str) -> None:
+    print(f"attnexplorer: {message}", file=sys.stderr)
+    if app.platformName() in ("offscreen", "minimal"):
+        return  # nobody could see or dismiss a dialog
+    from PySide6.QtWidgets import QMessageBox
+
+    QMessageBox.critical(None, "attnexplorer cannot start", message)
+
+
+def _apply_test_edit(document) -> None:
+    spec = os.environ.get("ATTNEXPLORER_TEST_EDIT")
+    if not spec:
+        return
+    match = re.fullmatch(r"embeddings\[(\d+),(\d+)\]=(.+)", spec.strip())
+    if not match:
+        print(f"attnexplorer: ignoring malformed ATTNEXPLORER_TEST_EDIT {spec!r}", file=sys.stderr)
+        return
+    i, j, value = int(match[1]), int(match[2]), float(match[3])
+    x = document.session.embeddings.copy()
+    x[i, j] = value
+    document.edit(document.session.replace(embeddings=x), "Test edit")
+
+
+def make_app(argv=None):
+    """The QApplication, with the names QSettings and the desktop use, and the icon."""
+    from PySide6.QtGui import QIcon
+    from PySide6.QtWidgets import QApplication
+
+    from .settings import APP_NAME, ORG_NAME
+
+    app = QApplication.instance() or QApplication(list(argv or sys.argv[:1]))
+    app.setApplicationName(APP_NAME)
+    app.setOrganizationName(ORG_NAME)
+    app.setApplicationDisplayName("attnexplorer")
+    try:
+        from ..paths import APP_ID, app_icon_path
+
+        app.setDesktopFileName(APP_ID)
+        app.setWindowIcon(QIcon(str(app_icon_path())))
+    except (ImportError, OSError, ValueError):
+        pass  # an icon is nice, not needed
+    return app
+
+
+def run_app(args) -> int:
+    """Open the window and run until it closes; the exit status (2 for a bad start)."""
+    app = make_app()
+    from PySide6.QtCore import QTimer
+
+    from .document import SessionDocument
+    from .main_window import MainWindow
+    from .settings import AppSettings
+
+    settings = AppSettings()
+    try:
+        session, signals, path, note = initial_session(args, settings)
+    except AttnExplorerError as err:
+        _report_startup_error(app, str(err))
+        return 2
+    document = SessionDocument(session, signals)
+    window = MainWindow(document, settings)
+    if path is not None:
+        window.actions.adopt(path)
+    window.show()
+    if note:
+        window.statusBar().showMessage(note, 10000)
+    QTimer.singleShot(0, window.offer_recovery)
+    QTimer.singleShot(0, lambda: _apply_test_edit(document))
+    try:
+        return app.exec()
+    finally:
+        document.shutdown()

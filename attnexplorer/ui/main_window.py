@@ -1,0 +1,506 @@
+"""The main window: every input and result panel in a dock, the menus and the status bar.
+
+``MainWindow(document)`` builds the inputs and controls docks on the left and one dock per
+result panel (``panels.make_panels``) on the right, named ``dock-<panel.kind>`` so that
+``saveState``/``restoreState`` find them again. It computes nothing: it shows what the
+document publishes, and its File actions live in ``SessionActions``.
+
+Tests and ``run_app`` may rely on:
+- ``window.document``, ``window.actions`` (SessionActions), ``window.panels``,
+  ``window.docks`` (kind → QDockWidget, including "inputs" and "controls"), the menu actions
+  ``undo_action``, ``redo_action``, ``reset_layout_action``, ``export_matrices_action`` …;
+- the questions it asks (``ask_unsaved``, ``ask_open_path``, ``ask_save_path``,
+  ``ask_new_choice``, ``ask_restore``, ``show_error``) are plain methods to monkeypatch;
+- ``last_draw_ms``: the time from a ``result_changed`` to the end of every panel's redraw.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, Qt, QTimer
+from PySide6.QtGui import QAction, QGuiApplication, QIcon, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QDockWidget,
+    QFileDialog,
+    QInputDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+)
+
+from .autosave import find_recoveries
+from .session_actions import BLANK, SessionActions
+from .settings import LAYOUT_VERSION, AppSettings
+
+# Where each result panel goes by default. "main" panels sit side by side along the top,
+# "detail" panels side by side beneath them; any other kind becomes a tab behind the first
+# "main" panel, so a new panel kind always has a place without touching this table.
+MAIN_KINDS = ("weights", "scaled_scores", "signal", "embedding_scatter", "scatter")
+DETAIL_KINDS = ("query", "explain")
+STATUS_MESSAGE_MS = 5000
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, document, settings: AppSettings | None = None, panels=None,
+                 inputs=None, controls=None, data_dir: Path | None = None):
+        super().__init__()
+        self.document = document
+        self.settings = settings or AppSettings()
+        self._data_dir = data_dir
+        self.last_draw_ms = 0.0
+        self._draw_started: float | None = None
+        self._auto_hidden: set[str] = set()
+        self.setObjectName("attnexplorer-main")
+        self.setDockNestingEnabled(True)
+        self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowTabbedDocks
+                            | QMainWindow.DockOption.AllowNestedDocks)
+
+        # Connected before any panel so it runs first on every result: the start of a redraw.
+        document.result_changed.connect(self._on_result_started)
+        if inputs is None:
+            from .inputs import InputsPanel
+
+            inputs = InputsPanel(document)
+        if controls is None:
+            from .controls import ControlsPanel
+
+            controls = ControlsPanel(document)
+        if panels is None:
+            from .panels import make_panels
+
+            panels = make_panels(document)
+        self.inputs, self.controls, self.panels = inputs, controls, list(panels)
+        # ... and this one last: every panel has redrawn when it runs.
+        document.result_changed.connect(self._on_result_drawn)
+
+        self.docks: dict[str, QDockWidget] = {}
+        self._add_dock("inputs", "Inputs", inputs)
+        self._add_dock("controls", "Controls", controls)
+        for panel in self.panels:
+            self._add_dock(panel.kind, panel.title, panel)
+
+        self.actions = SessionActions(document, self, self.settings, data_dir=data_dir, parent=self)
+        self.actions.modified_changed.connect(self._update_title)
+        self.actions.path_changed.connect(self._update_title)
+        self._make_status_bar()
+        self._make_menus()
+        self._install_panel_menus()
+
+        document.session_changed.connect(self._on_session_changed)
+        document.message.connect(self._on_message)
+        document.compute_failed.connect(self._on_compute_failed)
+        self.actions.autosaver.failed.connect(self._on_message)
+
+        self._arrange_default()
+        self.resize(self._default_size())
+        self._restore_settings()
+        self._sync_applicable(document.session)
+        self._update_title()
+        self._update_device()
+        icon = _app_icon()
+        if icon is not None:
+            self.setWindowIcon(icon)
+
+    # -- docks -----------------------------------------------------------------------------
+    def _add_dock(self, kind: str, title: str, widget) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"dock-{kind}")
+        dock.setWidget(widget)
+        dock.toggleViewAction().setText(title)
+        self.docks[kind] = dock
+        return dock
+
+    def _arrange_default(self) -> None:
+        """Inputs and controls on the left; weights and scaled scores side by side on the
+        right, the selected query's bars and the explanation beneath them; the rest as tabs."""
+        right = Qt.DockWidgetArea.RightDockWidgetArea
+        left = Qt.DockWidgetArea.LeftDockWidgetArea
+        for dock in self.docks.values():
+            self.removeDockWidget(dock)
+            dock.setFloating(False)
+        self.addDockWidget(left, self.docks["inputs"])
+        self.addDockWidget(left, self.docks["controls"])
+        self.splitDockWidget(self.docks["inputs"], self.docks["controls"], Qt.Orientation.Vertical)
+        kinds = [p.kind for p in self.panels]
+        main = [k for k in MAIN_KINDS if k in kinds] or kinds[:1]
+        detail = [k for k in DETAIL_KINDS if k in kinds and k not in main]
+        rest = [k for k in kinds if k not in main and k not in detail]
+        if main:
+            self.addDockWidget(right, self.docks[main[0]])
+            for before, kind in zip(main, main[1:]):
+                self.splitDockWidget(self.docks[before], self.docks[kind], Qt.Orientation.Horizontal)
+            if detail:
+                self.splitDockWidget(self.docks[main[0]], self.docks[detail[0]], Qt.Orientation.Vertical)
+                for before, kind in zip(detail, detail[1:]):
+                    self.splitDockWidget(self.docks[before], self.docks[kind], Qt.Orientation.Horizontal)
+            for kind in rest:
+                self.tabifyDockWidget(self.docks[main[0]], self.docks[kind])
+            self.docks[main[0]].raise_()
+        for dock in self.docks.values():
+            dock.show()
+        self._auto_hidden.clear()
+        width = self._default_size().width()
+        self.resizeDocks([self.docks["inputs"]] + ([self.docks[main[0]]] if main else []),
+                         [int(width * 0.34), int(width * 0.66)], Qt.Orientation.Horizontal)
+        if main and detail:
+            self.resizeDocks([self.docks[main[0]], self.docks[detail[0]]], [62, 38], Qt.Orientation.Vertical)
+        self.resizeDocks([self.docks["inputs"], self.docks["controls"]], [70, 30], Qt.Orientation.Vertical)
+
+    def reset_layout(self) -> None:
+        """View ▸ Reset layout: the default arrangement, every applicable panel shown."""
+        self._arrange_default()
+        self.settings.clear_window_state()
+        self._sync_applicable(self.document.session)
+
+    def _default_size(self):
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        avail = screen.availableGeometry() if screen is not None else None
+        width, height = 1260, 760  # fits a 1280×800 screen with its window frame and panel
+        if avail is not None and avail.width() > 0:
+            width, height = min(width, avail.width() - 20), min(height, avail.height() - 40)
+        from PySide6.QtCore import QSize
+
+        return QSize(max(width, 640), max(height, 480))
+
+    def _sync_applicable(self, session) -> None:
+        """Hide panels with nothing to show for this session and bring them back when they
+        apply again, without overriding a panel the user hid by hand."""
+        for panel in self.panels:
+            dock = self.docks[panel.kind]
+            applies = bool(panel.applies_to(session))
+            dock.toggleViewAction().setEnabled(applies)
+            if not applies and not dock.isHidden():
+                self._auto_hidden.add(panel.kind)
+                dock.hide()
+            elif applies and panel.kind in self._auto_hidden:
+                self._auto_hidden.discard(panel.kind)
+                dock.show()
+                panel.refresh()
+
+    # -- menus -----------------------------------------------------------------------------
+    def _make_menus(self) -> None:
+        a = self.actions
+        bar = self.menuBar()
+        file = bar.addMenu("&File")
+        file.addAction(a.new_action)
+        file.addAction(a.open_action)
+        file.addMenu(a.recent_menu)
+        file.addSeparator()
+        file.addAction(a.save_action)
+        file.addAction(a.save_as_action)
+        file.addSeparator()
+        self.export_figure_action = file.addAction("Export &figure…", self.export_figure)
+        self.export_matrices_action = file.addAction("Export &matrices…", self.export_matrices)
+        self.copy_tsv_menu = file.addMenu("Copy matrix as &TSV")
+        self.copy_tsv_menu.aboutToShow.connect(self._rebuild_copy_tsv_menu)
+        self.copy_torch_action = file.addAction("Copy as &PyTorch code", self.copy_torch_code)
+        file.addSeparator()
+        self.quit_action = file.addAction("&Quit", self.close)
+        self.quit_action.setShortcut(QKeySequence("Ctrl+Q"))
+
+        edit = bar.addMenu("&Edit")
+        self.undo_action = self.document.undo_stack.createUndoAction(self, "&Undo")
+        self.undo_action.setShortcut(QKeySequence("Ctrl+Z"))
+        self.redo_action = self.document.undo_stack.createRedoAction(self, "&Redo")
+        self.redo_action.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence("Ctrl+Y")])
+        edit.addAction(self.undo_action)
+        edit.addAction(self.redo_action)
+        edit.addSeparator()
+        self.copy_action = edit.addAction("&Copy selection", self.copy_selection)
+        self.copy_action.setShortcut(QKeySequence.StandardKey.Copy)
+        # Only while no table has the focus: a table copies its own cells with the same keys.
+        self.copy_action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+
+        presets = bar.addMenu("&Presets")
+        from ..core.presets import list_presets
+
+        self.preset_actions = {}
+        for preset in list_presets():
+            act = presets.addAction(f"{preset.title}", lambda n=preset.name: self.actions.new_session(n))
+            act.setStatusTip(preset.description)
+            self.preset_actions[preset.name] = act
+        presets.addSeparator()
+        presets.addAction("Blank session", lambda: self.actions.new_session(BLANK))
+
+        view = bar.addMenu("&View")
+        for dock in self.docks.values():
+            view.addAction(dock.toggleViewAction())
+        view.addSeparator()
+        self.reset_layout_action = view.addAction("&Reset layout", self.reset_layout)
+
+        help_menu = bar.addMenu("&Help")
+        self.how_to_read_action = help_menu.addAction("How to &read this", lambda: self._show_text(
+            "How to read this", HOW_TO_READ))
+        self.shortcuts_action = help_menu.addAction("&Keyboard shortcuts", lambda: self._show_text(
+            "Keyboard shortcuts", _shortcuts_html(self)))
+        self.about_action = help_menu.addAction("&About attnexplorer", lambda: self._show_text(
+            "About attnexplorer", _about_html()))
+        for act in (a.new_action, a.open_action, a.save_action, a.save_as_action, self.quit_action,
+                    self.undo_action, self.redo_action):
+            self.addAction(act)  # shortcuts work even while the menu bar is hidden (macOS, kiosk)
+
+    def _install_panel_menus(self) -> None:
+        from .figure_dialog import install_export_menu
+
+        for panel in self.panels:
+            install_export_menu(panel, self)
+
+    # -- status bar ------------------------------------------------------------------------
+    def _make_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.device_label = QLabel()
+        self.compute_label = QLabel()
+        self.draw_label = QLabel()
+        for label in (self.device_label, self.compute_label, self.draw_label):
+            label.setContentsMargins(6, 0, 6, 0)
+            bar.addPermanentWidget(label)
+
+    def _update_device(self) -> None:
+        self.device_label.setText(f"{self.document.device} · {self.document.dtype}")
+
+    def _on_result_started(self, _result) -> None:
+        self._draw_started = time.perf_counter()
+
+    def _on_result_drawn(self, _result) -> None:
+        if self._draw_started is not None:
+            self.last_draw_ms = (time.perf_counter() - self._draw_started) * 1000.0
+            self._draw_started = None
+        self.compute_label.setText(f"compute {self.document.last_compute_ms:.1f} ms")
+        self.draw_label.setText(f"draw {self.last_draw_ms:.1f} ms")
+        self._update_device()
+
+    def _on_message(self, text: str) -> None:
+        self.statusBar().showMessage(text, STATUS_MESSAGE_MS)
+
+    def _on_compute_failed(self, text: str) -> None:
+        self._update_device()
+        self.statusBar().showMessage(text, 3 * STATUS_MESSAGE_MS)
+        self.show_warning("Computation failed", text)
+
+    def _on_session_changed(self, session) -> None:
+        self._sync_applicable(session)
+        self._update_title()
+
+    def _update_title(self, *_):
+        self.setWindowTitle(f"attnexplorer — {self.actions.display_name()}[*]")
+        self.setWindowModified(self.actions.modified)
+
+    # -- questions (monkeypatched by tests) -------------------------------------------------
+    def ask_unsaved(self) -> str:
+        """"save", "discard" or "cancel"."""
+        box = QMessageBox(QMessageBox.Icon.Warning, "Unsaved changes",
+                          f"{self.actions.display_name()} has unsaved changes. Save them first?",
+                          QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
+                          | QMessageBox.StandardButton.Cancel, self)
+        box.setDefaultButton(QMessageBox.StandardButton.Save)
+        answer = box.exec()
+        return {QMessageBox.StandardButton.Save: "save",
+                QMessageBox.StandardButton.Discard: "discard"}.get(QMessageBox.StandardButton(answer), "cancel")
+
+    def ask_open_path(self) -> str | None:
+        start = str(self.actions.path.parent) if self.actions.path else ""
+        path, _ = QFileDialog.getOpenFileName(self, "Open session", start,
+                                              "attnexplorer sessions (*.json);;All files (*)")
+        return path or None
+
+    def ask_save_path(self, current: Path | None) -> str | None:
+        start = str(current) if current else f"{self.actions.display_name().split(' ')[0]}.json"
+        path, _ = QFileDialog.getSaveFileName(self, "Save session", start,
+                                              "attnexplorer sessions (*.json);;All files (*)")
+        return path or None
+
+    def ask_new_choice(self) -> str | None:
+        """A preset name, "blank", or None when cancelled."""
+        from ..core.presets import list_presets
+
+        choices = [(p.title, p.name) for p in list_presets()] + [("Blank session", BLANK)]
+        label, ok = QInputDialog.getItem(self, "New session", "Start from:", [c[0] for c in choices], 0, False)
+        return dict(choices).get(label) if ok else None
+
+    def ask_restore(self, recovery) -> bool:
+        answer = QMessageBox.question(
+            self, "Recover unsaved work",
+            f"attnexplorer did not close normally last time.\n\n{recovery.describe()}\n\nRestore it?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.Yes)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def show_error(self, title: str, text: str) -> None:
+        QMessageBox.critical(self, title, text)
+
+    def show_warning(self, title: str, text: str) -> None:
+        """Non-blocking: an engine fault must never stop the event loop (or a test)."""
+        box = getattr(self, "_warning_box", None)
+        if box is None:
+            box = self._warning_box = QMessageBox(QMessageBox.Icon.Warning, title, text,
+                                                  QMessageBox.StandardButton.Ok, self)
+        box.setWindowTitle(title)
+        box.setText(text)
+        box.open()
+
+    def _show_text(self, title: str, html: str) -> QMessageBox:
+        box = QMessageBox(QMessageBox.Icon.Information, title, "", QMessageBox.StandardButton.Close, self)
+        box.setTextFormat(Qt.TextFormat.RichText)
+        box.setText(html)
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.open()
+        self._last_text_box = box
+        return box
+
+    # -- start-up and recovery -------------------------------------------------------------
+    def offer_recovery(self) -> bool:
+        """Offer each orphaned recovery file, newest first; restore the first one accepted.
+        A declined file is removed. Returns True when something was restored."""
+        for recovery in find_recoveries(self._data_dir):
+            if self.ask_restore(recovery):
+                self.actions.restore(recovery)
+                return True
+            from .autosave import remove_recovery
+
+            remove_recovery(recovery.file)
+        return False
+
+    # -- export and copy -------------------------------------------------------------------
+    def export_figure(self):
+        from .figure_dialog import FigureExportDialog
+
+        dialog = FigureExportDialog(self.panels, self)
+        dialog.open()
+        return dialog
+
+    def export_matrices(self):
+        from .matrix_export import MatrixExportDialog
+
+        dialog = MatrixExportDialog(self.document, self)
+        dialog.open()
+        return dialog
+
+    def _rebuild_copy_tsv_menu(self) -> None:
+        from ..core.errors import AttnExplorerError
+        from .matrix_export import describe, matrices_by_name
+
+        menu = self.copy_tsv_menu
+        menu.clear()
+        try:
+            names = list(matrices_by_name(self.document))
+        except AttnExplorerError as err:
+            menu.addAction(str(err)).setEnabled(False)
+            return
+        for name in names:
+            menu.addAction(describe(name), lambda n=name: self.copy_matrix_tsv(n))
+
+    def copy_matrix_tsv(self, name: str) -> None:
+        from ..core.errors import AttnExplorerError
+        from .matrix_export import copy_matrix_tsv, describe
+
+        try:
+            copy_matrix_tsv(self.document, name)
+        except AttnExplorerError as err:
+            self.statusBar().showMessage(str(err), STATUS_MESSAGE_MS)
+            return
+        self.statusBar().showMessage(f"{describe(name)} copied as tab-separated text", STATUS_MESSAGE_MS)
+
+    def copy_torch_code(self) -> None:
+        from .matrix_export import copy_torch_code
+
+        copy_torch_code(self.document.session)
+        self.statusBar().showMessage("PyTorch code for this session copied to the clipboard", STATUS_MESSAGE_MS)
+
+    def copy_selection(self) -> None:
+        """Copy the focused table's selected cells as tab-separated text."""
+        focus = QApplication.focusWidget()
+        if hasattr(focus, "copy_selection"):
+            focus.copy_selection()
+            return
+        if isinstance(focus, QAbstractItemView) and focus.model() is not None:
+            indexes = sorted(focus.selectedIndexes(), key=lambda i: (i.row(), i.column()))
+            if indexes:
+                rows: dict[int, dict[int, str]] = {}
+                for i in indexes:
+                    rows.setdefault(i.row(), {})[i.column()] = str(i.data(Qt.ItemDataRole.EditRole) or "")
+                cols = sorted({i.column() for i in indexes})
+                text = "\n".join("\t".join(r.get(c, "") for c in cols) for _, r in sorted(rows.items()))
+                QGuiApplication.clipboard().setText(text)
+                return
+        self.statusBar().showMessage("Select cells in a table to copy them", STATUS_MESSAGE_MS)
+
+    # -- settings --------------------------------------------------------------------------
+    def _restore_settings(self) -> None:
+        geometry = self.settings.geometry()
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        state = self.settings.window_state()
+        if state is not None and self.restoreState(state, LAYOUT_VERSION):
+            # restoreState brings back the visibility the user chose; applicability is
+            # re-checked afterwards by the caller.
+            self._auto_hidden.clear()
+
+    def save_settings(self) -> None:
+        self.settings.set_geometry(self.saveGeometry())
+        # Panels hidden only because they do not apply are saved as shown, so that a later
+        # session they apply to finds them where they were.
+        hidden = [k for k in self._auto_hidden if k in self.docks]
+        for kind in hidden:
+            self.docks[kind].show()
+        self.settings.set_window_state(self.saveState(LAYOUT_VERSION))
+        for kind in hidden:
+            self.docks[kind].hide()
+        if self.actions.path is not None:
+            self.settings.set_last_session(self.actions.path)
+        self.settings.sync()
+
+    def closeEvent(self, event) -> None:
+        if not self.actions.confirm_discard():
+            event.ignore()
+            return
+        self.save_settings()
+        self.actions.autosaver.discard()
+        event.accept()
+
+
+def _app_icon() -> QIcon | None:
+    try:
+        from ..paths import app_icon_path
+
+        return QIcon(str(app_icon_path()))
+    except (ImportError, OSError, ValueError):
+        return None
+
+
+HOW_TO_READ = """
+<p>Each token's embedding (a row of <b>X</b>, in <i>Inputs</i>) is projected three times:
+<b>Q</b> = X·W<sub>q</sub>, <b>K</b> = X·W<sub>k</sub>, <b>V</b> = X·W<sub>v</sub> (row vectors).</p>
+<p><b>Scores</b> are Q·Kᵀ: row = the query token, column = the key token. <b>Scaled scores</b>
+multiply them by 1/√d<sub>k</sub> (or divide by the temperature τ); blocked cells of the mask are
+marked, not coloured. <b>Weights</b> are the softmax of each row, so every row sums to 1.
+The <b>output</b> of a token is its weight row times V: a weighted average of the value vectors.</p>
+<p>Click a token or a cell anywhere to select that query (and key): the <i>Query</i> panel shows
+its score and weight rows as bars, and <i>Explain</i> writes out the arithmetic of that cell.</p>
+<p>The presets reproduce three walkthroughs: <b>pronoun</b> (“The dog fetched the ball and she was
+happy”: where does <i>she</i> look?), <b>dessert</b> (“Life is short, eat dessert first”, every
+number printed in the walkthrough) and <b>sine</b> (attention as smoothing of a noisy signal,
+with the temperature τ as the bandwidth). Change any input and watch everything follow.</p>
+"""
+
+
+def _shortcuts_html(window: MainWindow) -> str:
+    rows = []
+    for act in window.findChildren(QAction):
+        keys = ", ".join(k.toString(QKeySequence.SequenceFormat.NativeText) for k in act.shortcuts())
+        if keys and act.text():
+            rows.append((act.text().replace("&", ""), keys))
+    rows = sorted(set(rows))
+    rows.append(("Copy or paste cells in a table", "Ctrl+C / Ctrl+V"))
+    body = "".join(f"<tr><td>{name}</td><td>&nbsp;&nbsp;<b>{keys}</b></td></tr>" for name, keys in rows)
+    return f"<table>{body}</table>"
+
+
+def _about_html() -> str:
+    from .. import __version__
+
+    return (f"<p><b>attnexplorer {__version__}</b></p><p>Explore transformer self-attention by hand: "
+            "edit every token, embedding and weight and watch Q, K, V, the scores, the weights and the "
+            "outputs follow. Computed with PyTorch; drawn with pyqtgraph and Qt.</p><p>MIT licence.</p>")

@@ -1,0 +1,254 @@
+"""File ▸ Export matrices…, File ▸ Copy matrix as TSV and File ▸ Copy as PyTorch code.
+
+The window only chooses; the writing is ``io.matrices`` (the same writers as
+``attnexplorer export``), so a file from the window and one from the command line agree.
+
+- One matrix (``X``, ``W_q_head0``, ``weights_head1``, ``output`` … the names of
+  ``io.matrices.labelled_matrices``) to one file: CSV, LaTeX, Markdown and JSON carry the token
+  labels; NPY holds the bare array; NPZ holds it under its name.
+- All matrices: NPZ and JSON write one file holding every intermediate under the CLI's names
+  (``result_arrays``); CSV, LaTeX, Markdown and NPY write one file per matrix and head into a
+  folder.
+
+``MatrixExportDialog`` is driven in tests without a modal loop: ``set_choice``,
+``set_format``, ``set_path``, then ``accept()``; ``written`` lists the files.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QWidget,
+)
+
+from ..core.errors import AttnExplorerError
+
+ALL = "all"
+# (format id, what the combo shows, file suffix)
+FORMATS = (
+    ("csv", "CSV with token labels", ".csv"),
+    ("npy", "NumPy .npy", ".npy"),
+    ("npz", "NumPy .npz", ".npz"),
+    ("json", "JSON", ".json"),
+    ("tex", "LaTeX table", ".tex"),
+    ("md", "Markdown table", ".md"),
+)
+_SUFFIX = {f: s for f, _, s in FORMATS}
+# Formats that put every matrix in one file; the others need a folder for "all".
+ONE_FILE_FOR_ALL = ("npz", "json")
+
+
+def _current(document):
+    """The session and its result, waiting for a compute in flight so the two agree."""
+    document.wait_idle()
+    result = document.result
+    if result is None or result.tokens != document.session.tokens:
+        raise AttnExplorerError("there is no result to export yet (the last computation failed?)")
+    return document.session, result
+
+
+def matrices_by_name(document) -> dict:
+    """``{name: LabelledMatrix}`` for the current session, in display order."""
+    from ..io.matrices import labelled_matrices
+
+    session, result = _current(document)
+    return {m.name: m for m in labelled_matrices(session, result)}
+
+
+def describe(name: str) -> str:
+    """``weights_head1`` → ``weights (head 1)``, for menus and the dialog."""
+    match = re.fullmatch(r"(.+)_head(\d+)", name)
+    return f"{match[1]} (head {match[2]})" if match else name
+
+
+def export_matrices(document, choice: str, fmt: str, path) -> list[Path]:
+    """Write ``choice`` (a matrix name or ``ALL``) as ``fmt`` to ``path`` (a file, or a folder
+    for ``ALL`` in a per-matrix format). Returns the files written; AttnExplorerError on a
+    bad choice or a failed write (nothing half-written: every file is atomic)."""
+    from ..io import matrices as io
+
+    if fmt not in _SUFFIX:
+        raise AttnExplorerError(f"unknown matrix format {fmt!r}; choose one of {', '.join(_SUFFIX)}")
+    path = Path(path)
+    session, result = _current(document)
+    if choice == ALL:
+        if fmt == "npz":
+            io.write_npz(path, io.result_arrays(session, result))
+            return [path]
+        if fmt == "json":
+            io.write_json_bundle(path, io.result_arrays(session, result))
+            return [path]
+        if fmt == "npy":
+            return io.write_npy_bundle(path, io.result_arrays(session, result))
+        return io.write_table_bundle(path, session, result, fmt)
+    matrices = {m.name: m for m in io.labelled_matrices(session, result)}
+    if choice not in matrices:
+        raise AttnExplorerError(f"there is no matrix {choice!r} in this session; choose one of {', '.join(matrices)}")
+    m = matrices[choice]
+    if fmt == "npy":
+        io.write_npy(path, m.values)
+    elif fmt == "npz":
+        io.write_npz(path, {m.name: m.values})
+    else:
+        from ..io.atomic import atomic_write_text
+
+        atomic_write_text(path, io.matrix_to_text(fmt, m.values, m.row_labels, m.col_labels))
+    return [path]
+
+
+def copy_matrix_tsv(document, name: str) -> str:
+    """Put matrix ``name`` on the clipboard as tab-separated numbers (exact, pastes back)."""
+    from ..io.matrix_text import format_tsv
+
+    matrices = matrices_by_name(document)
+    if name not in matrices:
+        raise AttnExplorerError(f"there is no matrix {name!r} in this session")
+    text = format_tsv(matrices[name].values)
+    QGuiApplication.clipboard().setText(text)
+    return text
+
+
+def copy_torch_code(session) -> str:
+    """Put a runnable plain-torch snippet that recomputes ``session`` on the clipboard."""
+    from ..io.torch_code import session_to_torch_code
+
+    code = session_to_torch_code(session)
+    QGuiApplication.clipboard().setText(code)
+    return code
+
+
+class MatrixExportDialog(QDialog):
+    """Choose a matrix (or all), a format and where; Export writes and closes."""
+
+    def __init__(self, document, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Export matrices")
+        self.document = document
+        self.written: list[Path] = []
+        self.choice_box = QComboBox()
+        self.choice_box.addItem("All matrices", ALL)
+        try:
+            for name in matrices_by_name(document):
+                self.choice_box.addItem(describe(name), name)
+        except AttnExplorerError:
+            pass  # "all" still says why on export
+        self.format_box = QComboBox()
+        for fmt, label, _suffix in FORMATS:
+            self.format_box.addItem(label, fmt)
+        self.path_edit = QLineEdit()
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse)
+        row = QWidget()
+        row_layout = QHBoxLayout(row)
+        row_layout.setContentsMargins(0, 0, 0, 0)
+        row_layout.addWidget(self.path_edit, 1)
+        row_layout.addWidget(browse)
+        self.hint = QLabel()
+        self.hint.setWordWrap(True)
+        self.error_label = QLabel()
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet("color: #b00020")
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+        buttons.addButton("Export", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.copy_button = buttons.addButton("Copy as TSV", QDialogButtonBox.ButtonRole.ActionRole)
+        self.copy_button.clicked.connect(self._copy_tsv)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        form = QFormLayout(self)
+        form.addRow("Matrix:", self.choice_box)
+        form.addRow("Format:", self.format_box)
+        form.addRow("Save to:", row)
+        form.addRow(self.hint)
+        form.addRow(self.error_label)
+        form.addRow(buttons)
+        self.choice_box.currentIndexChanged.connect(self._update_hint)
+        self.format_box.currentIndexChanged.connect(self._update_hint)
+        self._update_hint()
+        self.resize(520, self.sizeHint().height())
+
+    # -- driving it (tests use these too) --------------------------------------------------
+    def set_choice(self, name: str) -> None:
+        index = self.choice_box.findData(name)
+        if index < 0:
+            raise AttnExplorerError(f"no matrix {name!r} to export")
+        self.choice_box.setCurrentIndex(index)
+
+    def set_format(self, fmt: str) -> None:
+        index = self.format_box.findData(fmt)
+        if index < 0:
+            raise AttnExplorerError(f"unknown matrix format {fmt!r}")
+        self.format_box.setCurrentIndex(index)
+
+    def set_path(self, path) -> None:
+        self.path_edit.setText(str(path))
+
+    @property
+    def choice(self) -> str:
+        return self.choice_box.currentData()
+
+    @property
+    def fmt(self) -> str:
+        return self.format_box.currentData()
+
+    def wants_folder(self) -> bool:
+        return self.choice == ALL and self.fmt not in ONE_FILE_FOR_ALL
+
+    def _update_hint(self, *_):
+        if self.wants_folder():
+            self.hint.setText("Writes one file per matrix and head into the chosen folder "
+                              "(weights_head0, scores_head0, …).")
+        elif self.choice == ALL:
+            self.hint.setText("Writes one file holding every input and intermediate under the names "
+                              "of `attnexplorer export` (tokens, X, W_q, …, weights, output).")
+        else:
+            self.hint.setText("Writes this one matrix" + (" with token labels." if self.fmt in ("csv", "tex", "md", "json")
+                                                        else "."))
+        self.copy_button.setEnabled(self.choice != ALL)
+        text = self.path_edit.text().strip()
+        if text and not self.wants_folder():
+            self.path_edit.setText(str(Path(text).with_suffix(_SUFFIX[self.fmt])))
+
+    def _browse(self) -> None:
+        if self.wants_folder():
+            path = QFileDialog.getExistingDirectory(self, "Export matrices into folder", self.path_edit.text())
+        else:
+            default = self.path_edit.text() or f"{'attention' if self.choice == ALL else self.choice}{_SUFFIX[self.fmt]}"
+            path, _ = QFileDialog.getSaveFileName(self, "Export matrix", default)
+        if path:
+            self.set_path(path)
+
+    def _copy_tsv(self) -> None:
+        try:
+            copy_matrix_tsv(self.document, self.choice)
+            self.error_label.setText(f"{describe(self.choice)} copied to the clipboard.")
+        except AttnExplorerError as err:
+            self.error_label.setText(str(err))
+
+    def accept(self) -> None:
+        """Write; on failure say why in the dialog and stay open (nothing was half-written)."""
+        text = self.path_edit.text().strip()
+        if not text:
+            self.error_label.setText("Choose where to save first.")
+            return
+        try:
+            self.written = export_matrices(self.document, self.choice, self.fmt, Path(text).expanduser())
+        except (AttnExplorerError, OSError) as err:
+            self.error_label.setText(str(err))
+            return
+        parent = self.parent()
+        if parent is not None and hasattr(parent, "statusBar"):
+            where = self.written[0] if len(self.written) == 1 else Path(text)
+            parent.statusBar().showMessage(f"Exported {len(self.written)} file(s) to {where}", 5000)
+        super().accept()
