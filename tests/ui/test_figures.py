@@ -1,0 +1,298 @@
+"""Figure export: pixels, files and the look of one panel and of the dashboard.
+
+The ``HeatmapPanel`` below is built like the real panels (a GraphicsLayoutWidget holding a
+titled PlotItem with an ImageItem, token tick labels and a ColorBarItem), so the exporter is
+checked on its own; ``test_real_panels_*`` run the same checks on the app's panels.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pyqtgraph as pg
+import pytest
+from PySide6.QtGui import QImage
+
+from attnexplorer.core.errors import AttnExplorerError
+from attnexplorer.core.session import Session
+from attnexplorer.ui import figures
+from attnexplorer.ui.document import SessionDocument
+from attnexplorer.ui.panels.base import Panel
+
+TOKENS = ("the", "cat", "sat", "on", "mat")
+# Five distinct values on a 0..1 scale: each becomes one clearly different colour.
+MATRIX = np.array([[0.0, 0.25, 0.5, 0.75, 1.0]] * 5) + np.arange(5)[:, None] * 0.0
+
+
+def make_session(n=5, d=4, heads=2, seed=0):
+    rng = np.random.default_rng(seed)
+    return Session(tokens=TOKENS[:n] if n <= 5 else tuple(f"t{i}" for i in range(n)),
+                   embeddings=rng.normal(size=(n, d)), w_query=rng.normal(size=(heads, d, 3)),
+                   w_key=rng.normal(size=(heads, d, 3)), w_value=rng.normal(size=(heads, d, 2)))
+
+
+class HeatmapPanel(Panel):
+    kind = "heat"
+    title = "Attention weights"
+
+    def __init__(self, document, matrix=MATRIX, title=None, show_title=True):
+        if title:
+            self.title = title
+        super().__init__(document)
+        self.canvas = pg.GraphicsLayoutWidget(self)
+        self.canvas.setBackground("w")
+        self.plot = self.canvas.addPlot(title=self.title if show_title else None)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image.setImage(matrix, autoLevels=False, levels=(0.0, 1.0))
+        self.plot.addItem(self.image)
+        self.plot.invertY(True)
+        ticks = [[(i + 0.5, t) for i, t in enumerate(TOKENS[: matrix.shape[0]])]]
+        self.plot.getAxis("left").setTicks(ticks)
+        self.plot.getAxis("bottom").setTicks(ticks)
+        self.bar = pg.ColorBarItem(colorMap=pg.colormap.get("viridis"), values=(0, 1), interactive=False)
+        self.bar.setImageItem(self.image, insert_in=self.plot)
+        from PySide6.QtWidgets import QVBoxLayout
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.canvas)
+
+    def figure_item(self):
+        return self.canvas.ci
+
+    def redraw(self):
+        pass
+
+
+class TextPanel(Panel):
+    kind = "explain"
+    title = "Explain"
+
+    def redraw(self):
+        pass
+
+
+@pytest.fixture
+def doc(qtbot):
+    d = SessionDocument(make_session())
+    yield d
+    d.shutdown()
+
+
+def shown(qtbot, panel, size=(420, 320)):
+    qtbot.addWidget(panel)
+    panel.resize(*size)
+    panel.show()
+    qtbot.waitExposed(panel)
+    return panel
+
+
+def as_array(image: QImage) -> np.ndarray:
+    """(h, w, 3) uint8 RGB of a QImage."""
+    img = image.convertToFormat(QImage.Format.Format_RGB888)
+    w, h = img.width(), img.height()
+    arr = np.frombuffer(img.constBits(), dtype=np.uint8, count=img.bytesPerLine() * h)
+    return arr.reshape(h, img.bytesPerLine())[:, : w * 3].reshape(h, w, 3).copy()
+
+
+def viridis(value):
+    return np.array(pg.colormap.get("viridis").map(value, mode="byte")[:3], dtype=int)
+
+
+# -- PNG ---------------------------------------------------------------------------------------
+def test_png_matches_the_panel_on_screen(qtbot, doc):
+    panel = shown(qtbot, HeatmapPanel(doc))
+    screen = as_array(panel.canvas.grab().toImage())
+    exported = as_array(figures.render_panel(panel))
+    assert exported.shape == screen.shape
+    diff = np.abs(exported.astype(int) - screen.astype(int)).mean()
+    assert diff < 3.0, f"mean pixel difference {diff:.2f}"
+    # and not trivially: an export of another matrix differs clearly from the screen
+    other = shown(qtbot, HeatmapPanel(doc, matrix=MATRIX[::-1, ::-1].copy()))
+    moved = as_array(figures.render_panel(other))
+    assert np.abs(moved.astype(int) - screen.astype(int)).mean() > 3 * max(diff, 1.0)
+
+
+def test_png_has_the_requested_pixel_size(qtbot, doc, tmp_path):
+    panel = shown(qtbot, HeatmapPanel(doc))
+    path = figures.export_panel(panel, tmp_path / "a.png", width=900, height=500)
+    assert QImage(str(path)).size().toTuple() == (900, 500)
+    path = figures.export_panel(panel, tmp_path / "b.png", scale=2)
+    assert QImage(str(path)).size().toTuple() == (840, 640)
+    path = figures.export_panel(panel, tmp_path / "c.png", width=210)
+    assert QImage(str(path)).size().toTuple() == (210, 160)
+    # the wide export was laid out again, and the screen layout came back unchanged
+    assert panel.canvas.ci.geometry().size().toTuple() == (420.0, 320.0)
+
+
+def test_heatmap_cells_are_solid_blocks_when_scaled(qtbot, doc):
+    panel = shown(qtbot, HeatmapPanel(doc))
+    scale = 3
+    image = as_array(figures.render_panel(panel, scale=scale))
+    rect = panel.image.sceneBoundingRect()  # the heatmap in logical px; 5 cells across
+    cell_w, cell_h = rect.width() / 5 * scale, rect.height() / 5 * scale
+    for col in range(5):
+        x0 = int(rect.left() * scale + col * cell_w) + 2
+        x1 = int(rect.left() * scale + (col + 1) * cell_w) - 2
+        y0, y1 = int(rect.top() * scale) + 2, int(rect.top() * scale + cell_h) - 2
+        block = image[y0:y1, x0:x1].reshape(-1, 3).astype(int)
+        # one colour across the whole cell, right up to its edges: no blur between cells
+        assert (block.max(axis=0) - block.min(axis=0)).max() <= 2, f"cell {col} is not one solid colour"
+        assert np.abs(block[0] - viridis(MATRIX[0, col])).max() <= 3
+
+
+def test_a_panel_without_a_visible_title_gets_one(qtbot, doc, tmp_path):
+    titled = shown(qtbot, HeatmapPanel(doc))
+    bare = shown(qtbot, HeatmapPanel(doc, title="Raw scores", show_title=False))
+    assert figures.render_panel(titled).height() == 320
+    image = figures.render_panel(bare)
+    assert image.height() == 320 + figures.TITLE_BAND
+    svg = figures.export_panel(bare, tmp_path / "bare.svg")
+    assert "Raw scores" in texts_of(svg)
+
+
+# -- SVG ---------------------------------------------------------------------------------------
+def texts_of(svg_path) -> list[str]:
+    root = ET.parse(svg_path).getroot()
+    return ["".join(el.itertext()).strip() for el in root.iter() if el.tag.endswith("text")]
+
+
+def test_svg_parses_and_holds_title_ticks_and_colorbar(qtbot, doc, tmp_path):
+    panel = shown(qtbot, HeatmapPanel(doc))
+    path = figures.export_panel(panel, tmp_path / "w.svg")
+    root = ET.parse(path).getroot()
+    assert root.tag.endswith("svg")
+    texts = texts_of(path)
+    assert "Attention weights" in texts
+    for token in TOKENS:
+        assert token in texts, token
+    assert {"0", "1.0"} <= set(texts) or {"0.0", "1.0"} <= set(texts), texts  # colorbar values
+    body = path.read_text()
+    # colorbar strip as a vector gradient, and the heatmap a crisp 5x5 image
+    assert "<linearGradient" in body
+    images = [el for el in root.iter() if el.tag.endswith("image")]
+    assert len(images) == 1 and images[0].get("width") == "5" and images[0].get("height") == "5"
+    assert images[0].get("image-rendering") == "optimizeSpeed"
+    # the vector swap is temporary: the on-screen colorbar keeps its pixmap strip
+    assert panel.bar.bar.isVisible()
+
+
+def test_svg_renders_like_the_png(qtbot, doc, tmp_path):
+    """Qt's own SVG renderer draws the file like the PNG (axes in place, not shifted)."""
+    from PySide6.QtGui import QPainter
+    from PySide6.QtSvg import QSvgRenderer
+
+    panel = shown(qtbot, HeatmapPanel(doc))
+    path = figures.export_panel(panel, tmp_path / "w.svg")
+    renderer = QSvgRenderer(str(path))
+    image = QImage(420, 320, QImage.Format.Format_ARGB32)
+    image.fill(0xFFFFFFFF)
+    painter = QPainter(image)
+    renderer.render(painter)
+    painter.end()
+    diff = np.abs(as_array(image).astype(int) - as_array(figures.render_panel(panel)).astype(int)).mean()
+    assert diff < 6.0, f"mean pixel difference {diff:.2f}"
+
+
+# -- PDF ---------------------------------------------------------------------------------------
+def pdf_page_count(data: bytes) -> int:
+    """Pages in a PDF by its page objects (Qt writes plain, uncompressed object headers)."""
+    return len(re.findall(rb"/Type\s*/Page(?![s\w])", data))
+
+
+def test_pdf_opens_with_one_page_and_the_labels(qtbot, doc, tmp_path):
+    panel = shown(qtbot, HeatmapPanel(doc))
+    path = figures.export_panel(panel, tmp_path / "w.pdf")
+    data = path.read_bytes()
+    assert data.startswith(b"%PDF-")
+    assert data.rstrip().endswith(b"%%EOF")
+    assert pdf_page_count(data) == 1
+    if shutil.which("pdftotext"):
+        text = subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True, check=True).stdout
+        assert "Attention weights" in text
+        for token in TOKENS:
+            assert token in text
+    if shutil.which("pdfinfo"):
+        info = subprocess.run(["pdfinfo", str(path)], capture_output=True, text=True, check=True).stdout
+        size = re.search(r"Page size:\s+([\d.]+) x ([\d.]+) pts", info)
+        assert size and abs(float(size.group(1)) - 420 * 0.75) < 1 and abs(float(size.group(2)) - 320 * 0.75) < 1
+
+
+# -- dashboard ---------------------------------------------------------------------------------
+def test_dashboard_puts_every_panel_in_one_figure(qtbot, doc, tmp_path):
+    panels = [shown(qtbot, HeatmapPanel(doc, title=f"Panel {k}", show_title=k != 2)) for k in range(4)]
+    text_only = shown(qtbot, TextPanel(doc))
+    path = figures.export_dashboard(panels + [text_only], tmp_path / "dash.svg", title="My session")
+    texts = texts_of(path)
+    for k in range(4):
+        assert f"Panel {k}" in texts
+    assert "My session" in texts
+    png = QImage(str(figures.export_dashboard(panels, tmp_path / "dash.png", title="My session")))
+    cell_w, cell_h = figures.FIGURE_SIZE
+    assert png.size().toTuple() == (2 * cell_w, int(figures.DASHBOARD_HEADER) + 2 * cell_h)
+    pdf = figures.export_dashboard(panels, tmp_path / "dash.pdf").read_bytes()
+    assert pdf.startswith(b"%PDF") and pdf_page_count(pdf) == 1
+    # the panels are back at their screen size afterwards
+    assert all(p.canvas.ci.geometry().size().toTuple() == (420.0, 320.0) for p in panels)
+
+
+# -- refusals ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs, words", [
+    ({"fmt": "gif"}, "format 'gif'"),
+    ({"scale": 0}, "scale"),
+    ({"scale": 2, "width": 10}, "not both"),
+    ({"width": 0}, "width"),
+    ({"width": 10, "height": 10**6}, "height"),
+    ({"height": 16000}, "larger than"),  # keeps the shape: 21000 px wide
+])
+def test_bad_requests_are_refused_and_write_nothing(qtbot, doc, tmp_path, kwargs, words):
+    panel = shown(qtbot, HeatmapPanel(doc))
+    fmt = kwargs.pop("fmt", "png")
+    with pytest.raises(figures.FigureError, match=re.escape(words)):
+        figures.export_panel(panel, tmp_path / f"x.{fmt}", fmt, **kwargs)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_text_only_panel_and_unknown_extension_are_refused(qtbot, doc, tmp_path):
+    with pytest.raises(AttnExplorerError, match="text only"):
+        figures.export_panel(shown(qtbot, TextPanel(doc)), tmp_path / "e.png")
+    with pytest.raises(AttnExplorerError, match="no extension"):
+        figures.export_panel(shown(qtbot, HeatmapPanel(doc)), tmp_path / "noext")
+
+
+def test_failed_write_leaves_the_old_file_intact(qtbot, doc, tmp_path, monkeypatch):
+    """A write that fails at the last step (disk full) keeps the old file and leaves no temp."""
+    import errno
+    import os
+
+    panel = shown(qtbot, HeatmapPanel(doc))
+    target = tmp_path / "keep.png"
+    target.write_bytes(b"old")
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(AttnExplorerError, match="No space left"):
+        figures.export_panel(panel, target)
+    monkeypatch.undo()
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.png"]
+
+
+def test_a_folder_in_the_way_is_a_clear_error(qtbot, doc, tmp_path):
+    panel = shown(qtbot, HeatmapPanel(doc))
+    (tmp_path / "taken.pdf").mkdir()
+    with pytest.raises(AttnExplorerError, match="cannot write"):
+        figures.export_panel(panel, tmp_path / "taken.pdf")
+    assert [p.name for p in tmp_path.iterdir()] == ["taken.pdf"]
+
+
+def test_missing_folder_is_a_clear_error(qtbot, doc, tmp_path):
+    panel = shown(qtbot, HeatmapPanel(doc))
+    with pytest.raises(AttnExplorerError, match="cannot write"):
+        figures.export_panel(panel, tmp_path / "nope" / "a.svg")
