@@ -1,0 +1,392 @@
+"""Controls: mask, scale (with a temperature slider), device, dtype and the preset's parameters.
+
+``ControlsPanel(document)`` stacks four small groups that fit a narrow dock. Each control
+changes the session through ``document.edit`` (one undo step; dragging a slider is one step
+per drag) or the compute options through ``document.set_compute_options``; each is synced
+back from the document with its signals blocked.
+
+``toggle_padding(document, j)`` and ``toggle_blocked(document, i, j)`` are the paths the
+window and the panels call when a token header or a mask cell is clicked.
+"""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QSlider, QSpinBox,
+    QVBoxLayout, QWidget,
+)
+from superqt.utils import signals_blocked
+
+from ..core import edits
+from ..core.errors import AttnExplorerError
+from ..core.session import MAX_TOKENS, Mask, Scale
+from .document import SessionDocument
+from .models import apply_edit
+
+MASKS = (("none", "None"), ("causal", "Causal"), ("window", "Sliding window"),
+         ("padding", "Padding (click tokens)"), ("custom", "Custom (click cells)"))
+SCALES = (("inv_sqrt_dk", "1/√d_k"), ("none", "None"), ("temperature", "Temperature τ"))
+TEMPERATURE_RANGE = (1e-4, 1e4)
+_STEPS = 1000  # slider resolution for float values
+
+
+def toggle_padding(document: SessionDocument, j: int) -> bool:
+    """Block/unblock token ``j`` as a key for every query (a click on a token header)."""
+    name = document.session.tokens[j] if 0 <= j < document.session.n else j
+    return apply_edit(document, lambda s: edits.toggle_padding(s, j), f"Toggle padding of {name!r}")
+
+
+def toggle_blocked(document: SessionDocument, i: int, j: int) -> bool:
+    """Block/unblock the (query ``i``, key ``j``) cell (a click on a mask-view cell)."""
+    return apply_edit(document, lambda s: edits.toggle_blocked(s, i, j), f"Toggle mask cell [{i},{j}]")
+
+
+class ValueSlider(QWidget):
+    """A slider and a spin box showing one number, linear or logarithmic, int or float.
+
+    ``value_edited(value, dragging)`` fires on user changes only (``dragging`` is True while
+    the slider is held); ``drag_started`` when the slider is pressed. ``set_value`` syncs
+    from the model without firing.
+    """
+
+    value_edited = Signal(float, bool)
+    drag_started = Signal()
+
+    def __init__(self, minimum: float, maximum: float, integer: bool = False, log: bool = False,
+                 decimals: int = 4, parent=None):
+        super().__init__(parent)
+        self.minimum, self.maximum = float(minimum), float(maximum)
+        self.integer = integer
+        self.log = log and minimum > 0
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        span = int(maximum - minimum) if integer and not self.log else _STEPS
+        self._slider_steps = max(1, min(span, 100_000))
+        self.slider.setRange(0, self._slider_steps)
+        if integer:
+            self.spin = QSpinBox()
+            self.spin.setRange(int(minimum), int(maximum))
+        else:
+            self.spin = QDoubleSpinBox()
+            self.spin.setDecimals(decimals)
+            self.spin.setRange(minimum, maximum)
+            step = (maximum - minimum) / 100
+            self.spin.setSingleStep(float(f"{step:.1g}") if step > 0 else 0.1)
+        self.spin.setKeyboardTracking(False)
+        self.spin.setMinimumWidth(self.spin.fontMetrics().horizontalAdvance("0000.0000") + 24)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.slider, 1)
+        layout.addWidget(self.spin)
+        self.slider.valueChanged.connect(self._on_slider)
+        self.slider.sliderPressed.connect(self.drag_started)
+        self.spin.valueChanged.connect(self._on_spin)
+
+    def _to_position(self, value: float) -> int:
+        lo, hi = self.minimum, self.maximum
+        if hi <= lo:
+            return 0
+        if self.log:
+            t = (math.log(max(value, lo)) - math.log(lo)) / (math.log(hi) - math.log(lo))
+        else:
+            t = (value - lo) / (hi - lo)
+        return int(round(min(max(t, 0.0), 1.0) * self._slider_steps))
+
+    def _from_position(self, position: int) -> float:
+        lo, hi = self.minimum, self.maximum
+        t = position / self._slider_steps
+        value = math.exp(math.log(lo) + t * (math.log(hi) - math.log(lo))) if self.log else lo + t * (hi - lo)
+        if self.integer:
+            return float(round(value))
+        return float(f"{value:.4g}")  # readable values while dragging: 0.1, not 0.0999771
+
+    def value(self) -> float:
+        return float(self.spin.value())
+
+    def set_value(self, value: float) -> None:
+        with signals_blocked(self.spin), signals_blocked(self.slider):
+            self.spin.setValue(int(value) if self.integer else float(value))
+            if not self.slider.isSliderDown():
+                self.slider.setValue(self._to_position(value))
+
+    def _on_slider(self, position: int) -> None:
+        value = self._from_position(position)
+        with signals_blocked(self.spin):
+            self.spin.setValue(int(value) if self.integer else value)
+        self.value_edited.emit(value, self.slider.isSliderDown())
+
+    def _on_spin(self, value) -> None:
+        with signals_blocked(self.slider):
+            self.slider.setValue(self._to_position(float(value)))
+        self.value_edited.emit(float(value), False)
+
+
+class ControlsPanel(QWidget):
+    def __init__(self, document: SessionDocument, parent=None):
+        super().__init__(parent)
+        self.document = document
+        self._drag = 0  # one undo step per slider drag: the drag number is in the merge key
+
+        # Mask
+        self.mask_combo = QComboBox()
+        for key, label in MASKS:
+            self.mask_combo.addItem(label, key)
+        self.mask_combo.setToolTip("Which (query, key) cells are blocked before the softmax")
+        self.window_spin = QSpinBox()
+        self.window_spin.setRange(1, MAX_TOKENS)
+        self.window_spin.setKeyboardTracking(False)
+        self.window_spin.setToolTip("Sliding window w: a query sees itself and the w − 1 tokens before it")
+        self.mask_combo.currentIndexChanged.connect(self._on_mask_kind)
+        self.window_spin.valueChanged.connect(self._on_window)
+        mask_box = QGroupBox("Mask")
+        mask_form = self._form(mask_box)
+        mask_form.addRow("kind", self.mask_combo)
+        mask_form.addRow("window w", self.window_spin)
+
+        # Scale
+        self.scale_combo = QComboBox()
+        for key, label in SCALES:
+            self.scale_combo.addItem(label, key)
+        self.scale_combo.setToolTip("What the raw scores are multiplied by before the softmax")
+        self.temperature = ValueSlider(*TEMPERATURE_RANGE, log=True, decimals=5)
+        self.temperature.setToolTip("softmax(scores / τ): small τ sharpens, large τ flattens")
+        self.scale_combo.currentIndexChanged.connect(self._on_scale_kind)
+        self.temperature.drag_started.connect(self._next_drag)
+        self.temperature.value_edited.connect(self._on_temperature)
+        scale_box = QGroupBox("Scale")
+        scale_form = self._form(scale_box)
+        scale_form.addRow("scale", self.scale_combo)
+        scale_form.addRow("τ", self.temperature)
+
+        # Compute
+        from ..core.engine import available_devices
+
+        self.device_combo = QComboBox()
+        for device in available_devices():
+            self.device_combo.addItem(device, device)
+        self.device_combo.setToolTip("Where torch computes (only devices present here are listed)")
+        self.dtype_combo = QComboBox()
+        self.dtype_combo.setToolTip("Number type of the computation")
+        self.device_combo.currentIndexChanged.connect(self._on_device)
+        self.dtype_combo.currentIndexChanged.connect(self._on_dtype)
+        compute_box = QGroupBox("Compute")
+        compute_form = self._form(compute_box)
+        compute_form.addRow("device", self.device_combo)
+        compute_form.addRow("dtype", self.dtype_combo)
+
+        # Preset parameters (rebuilt when the preset changes)
+        self.preset_box = QGroupBox("Preset")
+        self.preset_form = self._form(self.preset_box)
+        self.param_widgets: dict[str, ValueSlider] = {}
+        self._preset_name = None
+        self._signals_params = None
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        for box in (mask_box, scale_box, compute_box, self.preset_box):
+            layout.addWidget(box)
+        layout.addStretch(1)
+
+        document.session_changed.connect(self._on_session_changed)
+        document.compute_failed.connect(lambda _msg: self._sync_compute())
+        self._sync_compute()
+        self._on_session_changed(document.session)
+
+    @staticmethod
+    def _form(box: QGroupBox) -> QFormLayout:
+        form = QFormLayout(box)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setContentsMargins(6, 6, 6, 6)
+        return form
+
+    def _next_drag(self) -> None:
+        self._drag += 1
+
+    # -- mask -----------------------------------------------------------------------------
+    def _on_mask_kind(self, _index: int) -> None:
+        kind = self.mask_combo.currentData()
+        s = self.document.session
+        if kind == s.mask.kind:
+            return
+        if kind == "window":
+            mask = Mask("window", window=self.window_spin.value())
+        elif kind == "padding":
+            mask = Mask("padding")
+        elif kind == "custom":
+            # Start from what is blocked now, so switching to custom changes nothing yet.
+            mask = Mask("custom", blocked=s.mask.matrix(s.n))
+        else:
+            mask = Mask(kind)
+        if not apply_edit(self.document, lambda s: edits.set_mask(s, mask), f"Mask: {self.mask_combo.currentText()}"):
+            self._sync_mask(s)
+
+    def _on_window(self, w: int) -> None:
+        if self.document.session.mask.kind != "window":
+            return
+        apply_edit(self.document, lambda s: edits.set_mask(s, Mask("window", window=int(w))),
+                   f"Window w = {w}", merge_key=("mask", "window"))
+
+    def _sync_mask(self, session) -> None:
+        with signals_blocked(self.mask_combo), signals_blocked(self.window_spin):
+            self.mask_combo.setCurrentIndex(self.mask_combo.findData(session.mask.kind))
+            if session.mask.kind == "window":
+                self.window_spin.setValue(session.mask.window)
+            self.window_spin.setEnabled(session.mask.kind == "window")
+
+    # -- scale ----------------------------------------------------------------------------
+    def _on_scale_kind(self, _index: int) -> None:
+        kind = self.scale_combo.currentData()
+        s = self.document.session
+        if kind == s.scale.kind:
+            return
+        scale = Scale(kind, self.temperature.value()) if kind == "temperature" else Scale(kind)
+        if not apply_edit(self.document, lambda s: edits.set_scale(s, scale), f"Scale: {self.scale_combo.currentText()}"):
+            self._sync_scale(s)
+
+    def _on_temperature(self, tau: float, dragging: bool) -> None:
+        if self.document.session.scale.kind != "temperature":
+            return
+        key = ("scale", "temperature", self._drag if dragging else None)
+        apply_edit(self.document, lambda s: edits.set_scale(s, Scale("temperature", tau)),
+                   f"Temperature τ = {tau:g}", merge_key=key if dragging else None)
+
+    def _sync_scale(self, session) -> None:
+        with signals_blocked(self.scale_combo):
+            self.scale_combo.setCurrentIndex(self.scale_combo.findData(session.scale.kind))
+        is_temperature = session.scale.kind == "temperature"
+        if is_temperature:
+            self.temperature.set_value(session.scale.temperature)
+        self.temperature.setEnabled(is_temperature)
+
+    # -- compute options ---------------------------------------------------------------------
+    def _on_device(self, _index: int) -> None:
+        device = self.device_combo.currentData()
+        if device and device != self.document.device:
+            self._fill_dtypes(device)
+            self.document.set_compute_options(device=device, dtype=self.dtype_combo.currentData())
+            self.document.message.emit(f"Computing on {device}")
+
+    def _on_dtype(self, _index: int) -> None:
+        dtype = self.dtype_combo.currentData()
+        if dtype and dtype != self.document.dtype:
+            self.document.set_compute_options(dtype=dtype)
+
+    def _fill_dtypes(self, device: str) -> None:
+        from ..core.engine import supported_dtypes
+
+        current = self.dtype_combo.currentData() or self.document.dtype
+        with signals_blocked(self.dtype_combo):
+            self.dtype_combo.clear()
+            for dtype in supported_dtypes(device):
+                self.dtype_combo.addItem(dtype, dtype)
+            index = self.dtype_combo.findData(current)
+            self.dtype_combo.setCurrentIndex(index if index >= 0 else 0)
+
+    def _sync_compute(self) -> None:
+        with signals_blocked(self.device_combo):
+            index = self.device_combo.findData(self.document.device)
+            if index < 0:
+                self.device_combo.addItem(self.document.device, self.document.device)
+                index = self.device_combo.count() - 1
+            self.device_combo.setCurrentIndex(index)
+        self._fill_dtypes(self.document.device)
+        with signals_blocked(self.dtype_combo):
+            index = self.dtype_combo.findData(self.document.dtype)
+            if index >= 0:
+                self.dtype_combo.setCurrentIndex(index)
+
+    # -- preset parameters -----------------------------------------------------------------------
+    def _rebuild_preset_controls(self, session) -> None:
+        while self.preset_form.rowCount():
+            self.preset_form.removeRow(0)
+        self.param_widgets = {}
+        ref = session.preset
+        self._preset_name = ref.name if ref else None
+        self._signals_params = None
+        preset = None
+        if ref is not None:
+            from ..core.presets import get_preset
+
+            try:
+                preset = get_preset(ref.name)
+            except AttnExplorerError:
+                preset = None
+        self.preset_box.setVisible(bool(preset and preset.params))
+        if preset is None:
+            return
+        self.preset_box.setTitle(f"Preset: {preset.name}")
+        self.preset_box.setToolTip(preset.description)
+        for param in preset.params:
+            widget = ValueSlider(param.minimum, param.maximum, integer=param.kind == "int", log=param.log)
+            tip = f"{param.label or param.name}: {param.help}".rstrip(": ")
+            widget.setToolTip(tip)
+            widget.drag_started.connect(self._next_drag)
+            widget.value_edited.connect(lambda v, dragging, p=param: self._on_param(p, v, dragging))
+            label = QLabel(param.label or param.name)
+            label.setToolTip(tip)
+            label.setWordWrap(True)
+            self.preset_form.addRow(label, widget)
+            self.param_widgets[param.name] = widget
+
+    def _on_param(self, param, value: float, dragging: bool) -> None:
+        """Rebuild the preset with this parameter changed: live while dragging, one undo
+        step per drag (or per spin-box change)."""
+        from ..core.presets import build_preset
+
+        ref = self.document.session.preset
+        if ref is None:
+            return
+        params = dict(ref.params)
+        params[param.name] = int(value) if param.kind == "int" else value
+        try:
+            built = build_preset(ref.name, params)
+        except AttnExplorerError as err:
+            self.document.refuse(f"{param.label or param.name} not changed: {err}")
+            self._sync_params(self.document.session)
+            return
+        # Signals first: the panels redraw on the result that follows the edit.
+        self._signals_params = dict(built.session.preset.params)
+        self.document.set_signals(built.signals)
+        key = ("preset", ref.name, param.name, self._drag) if dragging else None
+        self.document.edit(built.session, f"{param.label or param.name} = {params[param.name]:g}", merge_key=key)
+
+    def _sync_params(self, session) -> None:
+        if session.preset is None:
+            return
+        for name, widget in self.param_widgets.items():
+            if name in session.preset.params:
+                widget.set_value(session.preset.params[name])
+
+    def _sync_signals(self, session) -> None:
+        # Undo/redo restore a session but not the document's reference signals; rebuild them
+        # when the preset parameters no longer match the ones they were built with.
+        ref = session.preset
+        if ref is None or self._preset_name != ref.name:
+            self._signals_params = None
+            return
+        params = dict(ref.params)
+        if self._signals_params is None:
+            self._signals_params = params  # the document's signals came with this session
+            return
+        if params != self._signals_params:
+            from ..core.presets import build_preset
+
+            try:
+                built = build_preset(ref.name, params)
+            except AttnExplorerError:
+                return
+            self._signals_params = params
+            self.document.set_signals(built.signals)
+
+    # -- following the document --------------------------------------------------------------------
+    def _on_session_changed(self, session) -> None:
+        self._sync_mask(session)
+        self._sync_scale(session)
+        name = session.preset.name if session.preset else None
+        if name != self._preset_name:
+            self._rebuild_preset_controls(session)
+        self._sync_signals(session)
+        self._sync_params(session)

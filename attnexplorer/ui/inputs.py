@@ -1,0 +1,476 @@
+"""The input side of the window: sentence, tokens, embeddings and the weight tables.
+
+``InputsPanel(document)`` is a tab widget with two pages that fit a narrow dock:
+
+- **Tokens** — a sentence box (Enter splits it into words and punctuation, see
+  ``core.tokenize``; tokens that stay keep their embeddings, new ones get rows from the
+  embedding source), the token table (rename, insert, delete, move; the embedding row
+  travels with its token; the "masked" box blocks the token as a key), and the embedding
+  table (n × d) with its width d, its source (manual = zeros, seeded random as in the
+  dessert walkthrough, or the preset's generator) and Import….
+- **Weights** — the number of heads, the head shown, d_k, d_v, a seed for the initialisers,
+  and one table each for W_q, W_k and W_v with an Initialise menu (seeded torch.rand,
+  nn.Linear's default, identity where square, zeros) and an Import menu (file or clipboard,
+  as stored (d × cols) or in nn.Linear orientation (cols × d), transposed for you).
+
+Every change goes through ``document.edit`` as one undo step, or ``document.refuse`` with
+the reason; widgets are synced from ``document.session_changed`` with their signals blocked.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QGuiApplication
+from PySide6.QtWidgets import (
+    QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QMenu, QSizePolicy,
+    QSpinBox, QSplitter, QTabWidget, QToolButton, QVBoxLayout, QWidget,
+)
+from superqt.utils import signals_blocked
+
+from ..core import edits
+from ..core.errors import AttnExplorerError
+from ..core.session import MAX_DIM, MAX_HEADS
+from ..core.tokenize import detokenize, tokenize
+from .document import SessionDocument
+from .models import MatrixModel, TokenModel, apply_edit
+from .table_view import MatrixTableView
+
+MATRIX_FILTER = "Matrices (*.csv *.tsv *.txt *.npy);;All files (*)"
+SOURCES = (("manual", "manual (zeros)"), ("seeded", "seeded random"), ("preset", "preset generator"))
+
+
+def read_matrix_file(path) -> np.ndarray:
+    """A 2-D float64 matrix from a CSV/TSV/TXT (labels allowed) or NPY (no pickle) file."""
+    from ..io.matrices import read_matrix
+
+    return read_matrix(path)
+
+
+def _tool_button(text: str, tip: str, menu: QMenu | None = None, slot=None) -> QToolButton:
+    button = QToolButton()
+    button.setText(text)
+    button.setToolTip(tip)
+    button.setAutoRaise(False)
+    if menu is not None:
+        button.setMenu(menu)
+        button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+    if slot is not None:
+        button.clicked.connect(slot)
+    return button
+
+
+def _spin(minimum: int, maximum: int, tip: str) -> QSpinBox:
+    spin = QSpinBox()
+    spin.setRange(minimum, maximum)
+    spin.setToolTip(tip)
+    # Commit on Enter / focus-out / arrows, not on every digit typed: "12" is one edit, not two.
+    spin.setKeyboardTracking(False)
+    return spin
+
+
+class ImportActions:
+    """Import… entries for one table: from a file or the clipboard, optionally transposed.
+
+    ``import_file(path, transpose)`` and ``import_text(text, transpose)`` are what the menu
+    entries call after asking for a file; tests and the window may call them directly.
+    """
+
+    def __init__(self, owner: QWidget, view: MatrixTableView, model: MatrixModel, linear: bool):
+        self.owner, self.model = owner, model
+        self.menu = QMenu(owner)
+        entries = [("From file…", False, True), ("From clipboard", False, False)]
+        if linear:
+            entries = [
+                ("From file, as stored (d × cols)…", False, True),
+                ("From file, nn.Linear orientation (cols × d, transposed)…", True, True),
+                ("From clipboard, as stored (d × cols)", False, False),
+                ("From clipboard, nn.Linear orientation (transposed)", True, False),
+            ]
+        for text, transpose, from_file in entries:
+            action = QAction(text, owner)
+            if from_file:
+                action.triggered.connect(lambda _=False, t=transpose: self._ask_file(t))
+            else:
+                action.triggered.connect(lambda _=False, t=transpose: self.import_text(QGuiApplication.clipboard().text(), t))
+            self.menu.addAction(action)
+        import_all = QAction(f"Import into {model.table}", owner)
+        import_all.setMenu(self.menu)
+        view.add_menu_action(import_all)
+
+    def _ask_file(self, transpose: bool) -> None:
+        path, _ = QFileDialog.getOpenFileName(self.owner, f"Import {self.model.table}", "", MATRIX_FILTER)
+        if path:
+            self.import_file(path, transpose)
+
+    def import_file(self, path, transpose: bool = False) -> bool:
+        try:
+            matrix = read_matrix_file(path)
+        except AttnExplorerError as err:
+            self.model.document.refuse(f"Import refused: {err}")
+            return False
+        return self.model.import_matrix(matrix, transpose=transpose, source=str(path))
+
+    def import_text(self, text: str, transpose: bool = False) -> bool:
+        from ..io.matrix_text import parse_matrix_text
+
+        try:
+            matrix = parse_matrix_text(text)
+        except AttnExplorerError as err:
+            self.model.document.refuse(f"Import from the clipboard refused: {err}")
+            return False
+        return self.model.import_matrix(matrix, transpose=transpose, source="the clipboard")
+
+
+class TokensPage(QWidget):
+    """Sentence box, token table and embedding table."""
+
+    def __init__(self, document: SessionDocument, parent=None):
+        super().__init__(parent)
+        self.document = document
+        session = document.session
+
+        self.sentence = QLineEdit()
+        self.sentence.setPlaceholderText("Type a sentence and press Enter")
+        self.sentence.setToolTip("Enter splits the sentence into words and punctuation. Tokens that stay "
+                                 "keep their embeddings; new ones get rows from the embedding source.")
+        self.sentence.setClearButtonEnabled(True)
+        self.sentence.returnPressed.connect(self._on_sentence_entered)
+
+        self.token_model = TokenModel(document, self)
+        self.token_view = MatrixTableView(self.token_model)
+        self.token_view.horizontalHeader().setStretchLastSection(False)
+        self.token_view.horizontalHeader().setSectionResizeMode(0, self.token_view.horizontalHeader().ResizeMode.Stretch)
+        self.token_view.horizontalHeader().setSectionResizeMode(1, self.token_view.horizontalHeader().ResizeMode.ResizeToContents)
+        self.token_view.bind_token_rows(document)
+
+        buttons = QHBoxLayout()
+        buttons.setContentsMargins(0, 0, 0, 0)
+        self.insert_button = _tool_button("+", "Insert a token after the current one", slot=self.insert_token)
+        self.delete_button = _tool_button("−", "Delete the current token", slot=self.delete_token)
+        self.up_button = _tool_button("↑", "Move the current token up", slot=lambda: self.move_token(-1))
+        self.down_button = _tool_button("↓", "Move the current token down", slot=lambda: self.move_token(+1))
+        for b in (self.insert_button, self.delete_button, self.up_button, self.down_button):
+            buttons.addWidget(b)
+        buttons.addStretch(1)
+
+        top = QWidget()
+        top_layout = QVBoxLayout(top)
+        top_layout.setContentsMargins(0, 0, 0, 0)
+        top_layout.addWidget(self.sentence)
+        top_layout.addLayout(buttons)
+        top_layout.addWidget(self.token_view, 1)
+
+        # Embeddings: width, source, seed, fill, import, then the table.
+        self.d_spin = _spin(1, MAX_DIM, "Embedding width d (every weight table follows)")
+        self.d_spin.valueChanged.connect(self._on_d_changed)
+        self.source_combo = QComboBox()
+        for key, label in SOURCES:
+            self.source_combo.addItem(label, key)
+        self.source_combo.setToolTip("Where embeddings of new tokens come from")
+        self.source_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.source_combo.setMinimumContentsLength(8)
+        self.seed_spin = _spin(0, 2**31 - 1, "Seed of the seeded random source (nn.Embedding after torch.manual_seed)")
+        self.seed_spin.setValue(123)
+        self.embedding_model = MatrixModel(document, "embeddings", parent=self)
+        self.embedding_view = MatrixTableView(self.embedding_model)
+        self.embedding_view.bind_token_rows(document)
+        self.embedding_import = ImportActions(self, self.embedding_view, self.embedding_model, linear=False)
+        fill = _tool_button("Fill", "Replace every embedding row from the source", slot=self.fill_from_source)
+        importer = _tool_button("Import", "Import the embeddings (n × d) from a CSV/NPY file or the clipboard",
+                                menu=self.embedding_import.menu)
+
+        form = QFormLayout()
+        form.setContentsMargins(0, 0, 0, 0)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        row1 = QHBoxLayout()
+        row1.addWidget(self.d_spin)
+        row1.addWidget(QLabel("seed"))
+        row1.addWidget(self.seed_spin, 1)
+        form.addRow("d", row1)
+        row2 = QHBoxLayout()
+        row2.addWidget(self.source_combo, 1)
+        row2.addWidget(fill)
+        row2.addWidget(importer)
+        form.addRow("source", row2)
+
+        bottom = QWidget()
+        bottom_layout = QVBoxLayout(bottom)
+        bottom_layout.setContentsMargins(0, 0, 0, 0)
+        bottom_layout.addWidget(QLabel("Embeddings (tokens × d)"))
+        bottom_layout.addLayout(form)
+        bottom_layout.addWidget(self.embedding_view, 1)
+
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(top)
+        splitter.addWidget(bottom)
+        splitter.setChildrenCollapsible(False)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(splitter)
+
+        self._preset_name = None
+        document.session_changed.connect(self._on_session_changed)
+        self._on_session_changed(session)
+
+    # -- the embedding source ------------------------------------------------------------------
+    def source(self) -> str:
+        return self.source_combo.currentData()
+
+    def set_source(self, key: str) -> None:
+        index = self.source_combo.findData(key)
+        if index >= 0 and self.source_combo.model().item(index).isEnabled():
+            self.source_combo.setCurrentIndex(index)
+
+    def _preset(self):
+        ref = self.document.session.preset
+        if ref is None:
+            return None
+        from ..core.presets import get_preset
+
+        try:
+            preset = get_preset(ref.name)
+        except AttnExplorerError:
+            return None
+        return preset if preset.embed is not None else None
+
+    def embed_function(self):
+        """``tokens -> (len(tokens), d)`` for the current source, or None (zeros)."""
+        session = self.document.session
+        d = session.d
+        kind = self.source()
+        if kind == "seeded":
+            from ..core.embeddings import seeded_embeddings
+
+            seed = self.seed_spin.value()
+            return lambda tokens: seeded_embeddings(tokens, d, seed=seed)
+        if kind == "preset":
+            preset = self._preset()
+            if preset is not None:
+                params = dict(session.preset.params)
+                return lambda tokens: preset.embed(tuple(tokens), d, params)
+        return None
+
+    # -- token edits --------------------------------------------------------------------------
+    def _on_sentence_entered(self) -> None:
+        try:
+            tokens = tokenize(self.sentence.text())
+        except AttnExplorerError as err:
+            self.document.refuse(f"Sentence not applied: {err}")
+            return
+        apply_edit(self.document, lambda s: edits.retokenize(s, tokens, self.embed_function()),
+                   f"Set sentence ({len(tokens)} tokens)")
+
+    def _current_row(self) -> int:
+        return min(max(self.document.selection.query, 0), self.document.session.n - 1)
+
+    def insert_token(self, text: str = "token") -> bool:
+        """Insert ``text`` after the current token, with a row from the embedding source."""
+        i = self._current_row() + 1
+        embed = self.embed_function()
+
+        def change(s):
+            tokens = s.tokens[:i] + (text,) + s.tokens[i:]
+            row = None if embed is None else np.asarray(embed(tokens))[i]
+            return edits.insert_token(s, i, text, row)
+
+        if apply_edit(self.document, change, f"Insert token {text!r}"):
+            self.document.set_selection(query=i)
+            return True
+        return False
+
+    def delete_token(self) -> bool:
+        i = self._current_row()
+        return apply_edit(self.document, lambda s: edits.delete_token(s, i),
+                          f"Delete token {self.document.session.tokens[i]!r}")
+
+    def move_token(self, step: int) -> bool:
+        i = self._current_row()
+        j = i + step
+        if not 0 <= j < self.document.session.n:
+            return False
+        if apply_edit(self.document, lambda s: edits.move_token(s, i, j),
+                      f"Move token {self.document.session.tokens[i]!r} {'up' if step < 0 else 'down'}"):
+            self.document.set_selection(query=j)
+            return True
+        return False
+
+    def fill_from_source(self) -> bool:
+        """Replace every embedding row from the current source (manual = zeros)."""
+        embed = self.embed_function()
+
+        def change(s):
+            rows = np.zeros((s.n, s.d)) if embed is None else embed(s.tokens)
+            return edits.set_matrix(s, "embeddings", rows)
+
+        return apply_edit(self.document, change, f"Fill embeddings ({self.source_combo.currentText()})")
+
+    def _on_d_changed(self, d: int) -> None:
+        if d != self.document.session.d:
+            if not apply_edit(self.document, lambda s: edits.resize_d(s, d), f"Set d to {d}"):
+                with signals_blocked(self.d_spin):
+                    self.d_spin.setValue(self.document.session.d)
+
+    # -- following the document ---------------------------------------------------------------
+    def _on_session_changed(self, session) -> None:
+        with signals_blocked(self.d_spin):
+            self.d_spin.setValue(session.d)
+        try:
+            current = tokenize(self.sentence.text())
+        except AttnExplorerError:
+            current = None
+        if current != session.tokens:
+            with signals_blocked(self.sentence):
+                self.sentence.setText(detokenize(session.tokens) if session.n <= 512 else "")
+        has_generator = self._preset() is not None
+        item = self.source_combo.model().item(self.source_combo.findData("preset"))
+        item.setEnabled(has_generator)
+        name = session.preset.name if session.preset else None
+        with signals_blocked(self.source_combo):
+            if name != self._preset_name:
+                # A new preset: its own generator is the natural source for new tokens.
+                self._preset_name = name
+                self.set_source("preset" if has_generator else "seeded")
+            elif self.source() == "preset" and not has_generator:
+                self.set_source("seeded")
+
+
+class WeightTable(QWidget):
+    """One of W_q / W_k / W_v for the selected head, with Initialise and Import menus."""
+
+    def __init__(self, document: SessionDocument, table: str, seed_spin: QSpinBox, parent=None):
+        super().__init__(parent)
+        from ..core.weights import INIT_KINDS
+
+        self.document, self.table, self._seed_spin = document, table, seed_spin
+        self.model = MatrixModel(document, table, follow_selection=True, parent=self)
+        self.view = MatrixTableView(self.model)
+        self.importer = ImportActions(self, self.view, self.model, linear=True)
+        self.init_menu = QMenu(self)
+        self.init_actions = {}
+        for kind, label in INIT_KINDS:
+            action = QAction(label, self)
+            action.triggered.connect(lambda _=False, k=kind: self.initialise(k))
+            self.init_menu.addAction(action)
+            self.init_actions[kind] = action
+        self.init_menu.aboutToShow.connect(self._update_init_menu)
+        cols = "d_k" if table in ("W_q", "W_k") else "d_v"
+        self.title = QLabel(f"{table} (d × {cols})")
+        self.title.setToolTip(f"{table}: rows are the embedding dimensions, columns the {cols} projected dimensions; "
+                              f"Q = X @ W_q (row vectors)")
+        header = QHBoxLayout()
+        header.setContentsMargins(0, 0, 0, 0)
+        header.addWidget(self.title, 1)
+        header.addWidget(_tool_button("Init", f"Initialise {table} for this head", menu=self.init_menu))
+        header.addWidget(_tool_button("Import", f"Import {table} for this head from a file or the clipboard",
+                                      menu=self.importer.menu))
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(header)
+        layout.addWidget(self.view, 1)
+
+    def _update_init_menu(self) -> None:
+        m = self.model.array
+        self.init_actions["identity"].setEnabled(m.shape[0] == m.shape[1])
+
+    def initialise(self, kind: str) -> bool:
+        """Fill this head's table with ``init_weight(kind, ...)`` using the page's seed."""
+        from ..core.weights import init_weight
+
+        rows, cols = self.model.array.shape
+        seed = self._seed_spin.value()
+
+        def change(s):
+            return edits.set_matrix(s, self.table, init_weight(kind, rows, cols, heads=1, seed=seed)[0], self.model.head)
+
+        return apply_edit(self.document, change, f"Initialise {self.model._label()} ({kind}, seed {seed})")
+
+
+class WeightsPage(QWidget):
+    """Heads, head selector, d_k, d_v, seed, and the three weight tables."""
+
+    def __init__(self, document: SessionDocument, parent=None):
+        super().__init__(parent)
+        self.document = document
+        self.heads_spin = _spin(1, MAX_HEADS, "Number of heads (new heads start at zeros)")
+        self.head_spin = _spin(0, 0, "The head whose weights are shown (also selects it in every panel)")
+        self.dk_spin = _spin(1, MAX_DIM, "Query/key width d_k (W_q and W_k)")
+        self.dv_spin = _spin(1, MAX_DIM, "Value width d_v (W_v)")
+        self.seed_spin = _spin(0, 2**31 - 1, "Seed for the random initialisers (torch.manual_seed)")
+        self.seed_spin.setValue(123)
+        self.heads_spin.valueChanged.connect(self._on_heads_changed)
+        self.head_spin.valueChanged.connect(lambda h: document.set_selection(head=h))
+        self.dk_spin.valueChanged.connect(lambda v: self._resize("d_k", v))
+        self.dv_spin.valueChanged.connect(lambda v: self._resize("d_v", v))
+
+        grid = QFormLayout()
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+        row1 = QHBoxLayout()
+        row1.addWidget(self.heads_spin)
+        row1.addWidget(QLabel("show"))
+        row1.addWidget(self.head_spin)
+        row1.addStretch(1)
+        grid.addRow("heads", row1)
+        row2 = QHBoxLayout()
+        row2.addWidget(self.dk_spin)
+        row2.addWidget(QLabel("d_v"))
+        row2.addWidget(self.dv_spin)
+        row2.addStretch(1)
+        grid.addRow("d_k", row2)
+        grid.addRow("seed", self.seed_spin)
+
+        self.tables = {t: WeightTable(document, t, self.seed_spin) for t in ("W_q", "W_k", "W_v")}
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.setChildrenCollapsible(False)
+        for t in self.tables.values():
+            splitter.addWidget(t)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(grid)
+        layout.addWidget(splitter, 1)
+
+        document.session_changed.connect(self._on_session_changed)
+        document.selection_changed.connect(self._on_selection_changed)
+        self._on_session_changed(document.session)
+
+    def _on_heads_changed(self, heads: int) -> None:
+        if heads != self.document.session.heads:
+            if not apply_edit(self.document, lambda s: edits.set_heads(s, heads), f"Set heads to {heads}"):
+                self._on_session_changed(self.document.session)
+
+    def _resize(self, which: str, value: int) -> None:
+        s = self.document.session
+        if value == (s.d_k if which == "d_k" else s.d_v):
+            return
+        change = (lambda s: edits.resize_dk(s, value)) if which == "d_k" else (lambda s: edits.resize_dv(s, value))
+        if not apply_edit(self.document, change, f"Set {which} to {value}"):
+            self._on_session_changed(self.document.session)
+
+    def _on_session_changed(self, session) -> None:
+        for spin, value in ((self.heads_spin, session.heads), (self.dk_spin, session.d_k), (self.dv_spin, session.d_v)):
+            with signals_blocked(spin):
+                spin.setValue(value)
+        with signals_blocked(self.head_spin):
+            self.head_spin.setMaximum(session.heads - 1)
+            self.head_spin.setEnabled(session.heads > 1)
+            self.head_spin.setValue(self.document.selection.clamp(session).head)
+
+    def _on_selection_changed(self, selection) -> None:
+        with signals_blocked(self.head_spin):
+            self.head_spin.setValue(selection.head)
+
+
+class InputsPanel(QTabWidget):
+    """Tokens & embeddings / Weights, for the window's Inputs dock."""
+
+    def __init__(self, document: SessionDocument, parent=None):
+        super().__init__(parent)
+        self.document = document
+        self.tokens = TokensPage(document)
+        self.weights = WeightsPage(document)
+        self.addTab(self.tokens, "Tokens")
+        self.addTab(self.weights, "Weights")
+        self.setDocumentMode(True)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)

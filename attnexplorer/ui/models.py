@@ -1,0 +1,308 @@
+"""Table models over the session's arrays: embeddings, one head of W_q / W_k / W_v, tokens.
+
+Each model reads the document's current session and never holds its own copy of the
+numbers: ``data()`` indexes the session's read-only numpy array, so a 4,096-row table costs
+nothing until rows are scrolled into view. Edits go through ``core.edits`` and then
+``document.edit(...)`` (one undo step; typing into one cell again and again merges into one
+step via a per-cell merge key). A refused edit returns False from ``setData`` and reports
+its reason with ``document.refuse`` — no dialogs here.
+
+The models follow ``document.session_changed``: a change of shape is one model reset, a
+change of values is one ``dataChanged`` over the changed rectangle.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
+
+from ..core import edits
+from ..core.errors import AttnExplorerError
+from ..core.expr import format_compact, format_full, parse_number
+from ..io.matrix_text import parse_matrix_text
+from .document import SessionDocument
+
+_RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+
+# What the rows and columns of each table are, for header tooltips.
+_AXES = {
+    "embeddings": ("token", "embedding dimension"),
+    "W_q": ("input dimension (of d)", "query dimension (of d_k)"),
+    "W_k": ("input dimension (of d)", "key dimension (of d_k)"),
+    "W_v": ("input dimension (of d)", "value dimension (of d_v)"),
+    "W_o": ("concatenated value dimension", "output dimension"),
+}
+
+
+class MatrixModel(QAbstractTableModel):
+    """One editable 2-D table of the session: ``"embeddings"`` or a head of ``"W_q"``, ...
+
+    ``head`` picks the head of a per-head table; with ``follow_selection`` the model shows
+    the document's selected head. Compact numbers (4 significant digits) are displayed; the
+    editor and tooltip get full precision.
+    """
+
+    def __init__(self, document: SessionDocument, table: str, head: int = 0,
+                 follow_selection: bool = False, parent=None):
+        super().__init__(parent)
+        edits.table_matrix(document.session, table, head)  # raises early on a bad table
+        self.document = document
+        self.table = table
+        self._head = head
+        self._session = document.session
+        self._array = edits.table_matrix(self._session, table, head)
+        document.session_changed.connect(self._on_session_changed)
+        if follow_selection:
+            self._head = document.selection.head
+            self._array = edits.table_matrix(self._session, table, self._head)
+            document.selection_changed.connect(self._on_selection_changed)
+
+    # -- reading --------------------------------------------------------------------------
+    @property
+    def head(self) -> int:
+        return self._head
+
+    @property
+    def array(self) -> np.ndarray:
+        """The matrix shown (read-only): rows × columns of this table and head."""
+        return self._array
+
+    def rowCount(self, parent=QModelIndex()) -> int:
+        return 0 if parent.isValid() else self._array.shape[0]
+
+    def columnCount(self, parent=QModelIndex()) -> int:
+        return 0 if parent.isValid() else self._array.shape[1]
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        if role == Qt.ItemDataRole.DisplayRole:
+            return format_compact(self._array[index.row(), index.column()])
+        if role == Qt.ItemDataRole.EditRole:
+            return format_full(self._array[index.row(), index.column()])
+        if role == Qt.ItemDataRole.ToolTipRole:
+            r, c = index.row(), index.column()
+            return f"{edits.cell_name(self._session, self.table, r, c, self._head)} = {format_full(self._array[r, c])}"
+        if role == Qt.ItemDataRole.TextAlignmentRole:
+            return _RIGHT
+        return None
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
+        if role == Qt.ItemDataRole.DisplayRole:
+            if orientation == Qt.Orientation.Vertical and self.table == "embeddings":
+                if 0 <= section < self._session.n:
+                    return f"{section} {self._session.tokens[section]}"
+            return str(section)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            rows, cols = _AXES[self.table]
+            return f"{rows if orientation == Qt.Orientation.Vertical else cols} {section}"
+        return None
+
+    def flags(self, index):
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEditable
+
+    # -- editing --------------------------------------------------------------------------
+    def setData(self, index, value, role=Qt.ItemDataRole.EditRole) -> bool:
+        if not index.isValid() or role != Qt.ItemDataRole.EditRole:
+            return False
+        r, c = index.row(), index.column()
+        name = edits.cell_name(self._session, self.table, r, c, self._head)
+        try:
+            number = parse_number(value if isinstance(value, str) else str(value))
+            new = edits.set_cell(self._session, self.table, r, c, number, self._head)
+        except AttnExplorerError as err:
+            self.document.refuse(f"{name} not changed: {err}")
+            return False
+        self.document.edit(new, f"Edit {name}", merge_key=("cell", self.table, self._head, r, c))
+        return True
+
+    def paste_text(self, top: int, left: int, text: str) -> bool:
+        """Paste a block of text at (top, left) as one undo step; refuse (and say why) if it
+        cannot be read or does not fit."""
+        try:
+            block = parse_matrix_text(text)
+        except AttnExplorerError as err:
+            self.document.refuse(f"Paste into {self.table} refused: {err}")
+            return False
+        return self.paste_block(top, left, block)
+
+    def paste_block(self, top: int, left: int, block) -> bool:
+        try:
+            new = edits.set_block(self._session, self.table, top, left, block, self._head)
+        except AttnExplorerError as err:
+            self.document.refuse(f"Paste refused: {err}")
+            return False
+        b = np.atleast_2d(np.asarray(block))
+        self.document.edit(new, f"Paste {b.shape[0]}×{b.shape[1]} into {self._label()}")
+        return True
+
+    def import_matrix(self, matrix, transpose: bool = False, source: str = "") -> bool:
+        """Replace this table (this head) with ``matrix`` (``transpose`` for nn.Linear's
+        ``(out, in)`` orientation), as one undo step; a shape mismatch is refused."""
+        m = np.asarray(matrix, dtype=np.float64)
+        if transpose:
+            m = m.T
+        try:
+            new = edits.set_matrix(self._session, self.table, m, self._head)
+        except AttnExplorerError as err:
+            hint = " after transposing from nn.Linear's (out × in)" if transpose else ""
+            self.document.refuse(f"Import{' of ' + source if source else ''} refused{hint}: {err}")
+            return False
+        self.document.edit(new, f"Import into {self._label()}")
+        return True
+
+    def fill(self, matrix, text: str) -> bool:
+        """Replace this table with ``matrix`` (same shape) as one undo step named ``text``."""
+        try:
+            new = edits.set_matrix(self._session, self.table, matrix, self._head)
+        except AttnExplorerError as err:
+            self.document.refuse(f"{text} refused: {err}")
+            return False
+        self.document.edit(new, text)
+        return True
+
+    def _label(self) -> str:
+        if self.table in ("W_q", "W_k", "W_v") and self._session.heads > 1:
+            return f"{self.table} (head {self._head})"
+        return self.table
+
+    # -- following the document --------------------------------------------------------------
+    def set_head(self, head: int) -> None:
+        head = min(max(int(head), 0), self._session.heads - 1)
+        if head != self._head:
+            self._head = head
+            self._sync(self._session, tokens_changed=False)
+
+    def _on_selection_changed(self, selection) -> None:
+        self.set_head(selection.head)
+
+    def _on_session_changed(self, session) -> None:
+        tokens_changed = session.tokens != self._session.tokens
+        self._head = min(self._head, session.heads - 1)
+        self._sync(session, tokens_changed)
+
+    def _sync(self, session, tokens_changed: bool) -> None:
+        new = edits.table_matrix(session, self.table, self._head)
+        old = self._array
+        if new.shape != old.shape:
+            self.beginResetModel()
+            self._session, self._array = session, new
+            self.endResetModel()
+            return
+        self._session, self._array = session, new
+        if new is not old and not np.array_equal(new, old):
+            rows, cols = np.nonzero(new != old)
+            self.dataChanged.emit(self.index(int(rows.min()), int(cols.min())),
+                                  self.index(int(rows.max()), int(cols.max())))
+        if tokens_changed and self.table == "embeddings":
+            self.headerDataChanged.emit(Qt.Orientation.Vertical, 0, new.shape[0] - 1)
+        if self.table in ("W_q", "W_k", "W_v"):
+            self.headerDataChanged.emit(Qt.Orientation.Horizontal, 0, new.shape[1] - 1)
+
+
+class TokenModel(QAbstractTableModel):
+    """The token list: column 0 the token's text (editable), column 1 a check box that blocks
+    the token as a key for every query (padding; see ``edits.toggle_padding``)."""
+
+    TEXT, BLOCKED = 0, 1
+
+    def __init__(self, document: SessionDocument, parent=None):
+        super().__init__(parent)
+        self.document = document
+        self._session = document.session
+        self._blocked = self._blocked_keys(self._session)
+        document.session_changed.connect(self._on_session_changed)
+
+    @staticmethod
+    def _blocked_keys(session) -> np.ndarray:
+        mask = session.mask
+        out = np.zeros(session.n, dtype=bool)
+        if mask.kind == "padding":
+            out[list(mask.padding)] = True
+        elif mask.kind == "custom":
+            out = mask.blocked.all(axis=0)
+        return out
+
+    def rowCount(self, parent=QModelIndex()) -> int:
+        return 0 if parent.isValid() else self._session.n
+
+    def columnCount(self, parent=QModelIndex()) -> int:
+        return 0 if parent.isValid() else 2
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        i = index.row()
+        if index.column() == self.TEXT:
+            if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
+                return self._session.tokens[i]
+            if role == Qt.ItemDataRole.ToolTipRole:
+                return f"token {i}: {self._session.tokens[i]!r}"
+            return None
+        if role == Qt.ItemDataRole.CheckStateRole:
+            return Qt.CheckState.Checked if self._blocked[i] else Qt.CheckState.Unchecked
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return "Checked: no query may attend to this token (a padding key)"
+        return None
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
+        if role != Qt.ItemDataRole.DisplayRole:
+            if role == Qt.ItemDataRole.ToolTipRole and orientation == Qt.Orientation.Horizontal and section == self.BLOCKED:
+                return "Block this token as a key for every query (padding)"
+            return None
+        if orientation == Qt.Orientation.Horizontal:
+            return ("token", "masked")[section] if 0 <= section < 2 else None
+        return str(section)
+
+    def flags(self, index):
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        base = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+        if index.column() == self.TEXT:
+            return base | Qt.ItemFlag.ItemIsEditable
+        return base | Qt.ItemFlag.ItemIsUserCheckable
+
+    def setData(self, index, value, role=Qt.ItemDataRole.EditRole) -> bool:
+        if not index.isValid():
+            return False
+        i = index.row()
+        if index.column() == self.TEXT and role == Qt.ItemDataRole.EditRole:
+            try:
+                new = edits.set_token(self._session, i, str(value))
+            except AttnExplorerError as err:
+                self.document.refuse(f"Token {i} not renamed: {err}")
+                return False
+            self.document.edit(new, f"Rename token {i} to {new.tokens[i]!r}", merge_key=("token", i))
+            return True
+        if index.column() == self.BLOCKED and role == Qt.ItemDataRole.CheckStateRole:
+            want = Qt.CheckState(value) == Qt.CheckState.Checked if not isinstance(value, bool) else value
+            if want == bool(self._blocked[i]):
+                return True
+            return apply_edit(self.document, lambda s: edits.toggle_padding(s, i),
+                              f"{'Block' if want else 'Unblock'} key {self._session.tokens[i]!r}")
+        return False
+
+    def _on_session_changed(self, session) -> None:
+        old = self._session
+        if session.n != old.n:
+            self.beginResetModel()
+            self._session, self._blocked = session, self._blocked_keys(session)
+            self.endResetModel()
+            return
+        self._session, self._blocked = session, self._blocked_keys(session)
+        if session.tokens != old.tokens or session.mask != old.mask:
+            self.dataChanged.emit(self.index(0, 0), self.index(session.n - 1, 1))
+
+
+def apply_edit(document: SessionDocument, change, text: str, merge_key=None) -> bool:
+    """Run ``change(session) -> new session`` and push it as one undo step named ``text``;
+    an AttnExplorerError is refused with its message instead. True when it was applied."""
+    try:
+        new = change(document.session)
+    except AttnExplorerError as err:
+        document.refuse(f"{text} refused: {err}")
+        return False
+    document.edit(new, text, merge_key=merge_key)
+    return True
