@@ -8,10 +8,19 @@ items: no new items per frame); it reports clicks back with ``document.set_selec
   names (QSettings layout) and exported figure names.
 - ``title``: what the dock and an exported figure are titled.
 - ``export_item()``: the pyqtgraph/QGraphics item an exporter renders (a
-  ``pg.GraphicsLayout`` or ``pg.PlotItem``), or None for a panel that is text only.
+  ``pg.GraphicsLayout`` or ``pg.PlotItem``, holding titles, ticks and colour bars), or None
+  for a panel that is text only. It brings a stale panel up to date first, so exporting a
+  hidden panel is safe.
 - ``refresh()``: redraw from the document now (the window calls it after a reset).
 - ``applies_to(session)``: False hides the panel for sessions it has nothing to show for
   (the signal plot outside 1-D signal presets, the embedding scatter when d != 2).
+
+Hidden panels (a closed or tabbed-away dock) do not redraw: they remember that they are
+stale and catch up when shown, so only what is on screen costs time.
+
+Subclasses implement ``redraw()`` (everything) and may implement ``redraw_selection()``
+(only what the selected query/key changes; by default a full redraw). ``refresh()`` and the
+signal handlers call these; callers use ``refresh()``.
 """
 
 from __future__ import annotations
@@ -28,22 +37,67 @@ class Panel(QWidget):
     def __init__(self, document: SessionDocument, parent=None):
         super().__init__(parent)
         self.document = document
+        self.setObjectName(f"panel-{self.kind}")
+        self._stale = True
+        self._drawn_head: int | None = None
+        self._drawn_result = None
         document.result_changed.connect(self._on_result_changed)
         document.selection_changed.connect(self._on_selection_changed)
 
+    # -- the contract ---------------------------------------------------------------------
     def export_item(self):
+        """The item an exporter renders (None for text-only panels), brought up to date."""
+        if self._stale:
+            self.refresh()
+        return self.figure_item()
+
+    def figure_item(self):
+        """The item ``export_item`` returns; subclasses with a figure override this."""
         return None
 
     def applies_to(self, session) -> bool:
         return True
 
     def refresh(self) -> None:
-        """Redraw everything from ``self.document.result`` and ``.selection``."""
+        """Redraw everything from ``self.document.result`` and ``.selection`` now."""
+        self._stale = False
+        self._drawn_head = self.document.selection.head
+        self._drawn_result = self.document.result
+        self.redraw()
+
+    @property
+    def is_stale(self) -> bool:
+        """True when the document changed while this panel was hidden."""
+        return self._stale
+
+    # -- for subclasses -------------------------------------------------------------------
+    def redraw(self) -> None:
         raise NotImplementedError
 
+    def redraw_selection(self) -> None:
+        """Redraw what depends on the selected query/key only (same head, same result)."""
+        self.redraw()
+
+    def _should_draw(self) -> bool:
+        # A panel that is not on screen waits; showEvent catches it up.
+        return self.isVisible()
+
+    # -- signal handlers ------------------------------------------------------------------
     def _on_result_changed(self, result) -> None:
-        if self.isVisible() or not self.isWindow():
+        if self._should_draw():
             self.refresh()
+        else:
+            self._stale = True
 
     def _on_selection_changed(self, selection) -> None:
-        self.refresh()
+        if not self._should_draw():
+            self._stale = True
+        elif self._stale or selection.head != self._drawn_head or self.document.result is not self._drawn_result:
+            self.refresh()
+        else:
+            self.redraw_selection()
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self._stale:
+            self.refresh()

@@ -1,0 +1,81 @@
+"""Pieces shared by the figure panels: the canvas with a title and a hover read-out."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QSizePolicy, QVBoxLayout
+
+from . import theme
+from .base import Panel
+from .matrix_view import ShrinkingLabel
+
+HOVER_HINT = "Hover a cell to read it; click to select. Wheel zooms, drag pans, double-click resets."
+
+
+def feature_names(prefix: str, count: int) -> list[str]:
+    """Column names of a feature matrix: q0, q1, … (the walkthroughs index from 0)."""
+    return [f"{prefix}{j}" for j in range(count)]
+
+
+def clamp_selection(document, result):
+    """(head, query, key) of the document's selection, clamped to ``result``'s sizes.
+
+    The result may lag the session by one edit while a big computation runs, so indices
+    are checked against the result actually drawn.
+    """
+    sel = document.selection
+    heads = max(1, result.heads)
+    n = result.n
+    head = min(max(sel.head, 0), heads - 1)
+    query = min(max(sel.query, 0), n - 1)
+    key = None if sel.key is None else min(max(sel.key, 0), n - 1)
+    return head, query, key
+
+
+class Heading(ShrinkingLabel):
+    """The panel title, the first row of every exported figure."""
+
+    def __init__(self, text: str):
+        super().__init__(text, size="11pt", bold=True, justify="center")
+
+
+class FigurePanel(Panel):
+    """A panel made of one ``pg.GraphicsLayoutWidget`` (the exported figure) and a read-out line.
+
+    The figure's first row is the panel title (so exports carry it); subclasses add their
+    plots below it in ``self.figure``.
+    """
+
+    minimum_size = (360, 260)
+
+    def __init__(self, document, parent=None):
+        super().__init__(document, parent)
+        self.canvas = pg.GraphicsLayoutWidget()
+        self.canvas.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.figure: pg.GraphicsLayout = self.canvas.ci
+        self.figure.setContentsMargins(4, 4, 4, 4)
+        self.heading = Heading(self.title)
+        self.figure.addItem(self.heading, row=0, col=0, colspan=8)
+        self.readout = QLabel(HOVER_HINT)
+        self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.readout.setFont(theme.monospace_font(9))
+        self.readout.setWordWrap(False)
+        self.readout.setMinimumWidth(10)
+        self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addWidget(self.canvas, 1)
+        layout.addWidget(self.readout)
+        self.setMinimumSize(*self.minimum_size)
+
+    def figure_item(self):
+        return self.figure
+
+    def set_heading(self, text: str) -> None:
+        if self.heading.text != text:
+            self.heading.setText(text, size="11pt", bold=True)
+
+    def show_readout(self, text: str) -> None:
+        self.readout.setText(text or HOVER_HINT)

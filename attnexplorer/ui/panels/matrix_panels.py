@@ -1,0 +1,223 @@
+"""The heatmap panels: Q/K/V, raw scores, scaled and masked scores, weights, outputs.
+
+Each shows the selected head (``document.selection.head``). Clicking a cell selects its
+query (row) and, in token × token matrices, its key (column) everywhere.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import theme
+from .common import FigurePanel, clamp_selection, feature_names
+from .matrix_view import MatrixView
+
+
+class _SingleMatrixPanel(FigurePanel):
+    """A token × token matrix of the selected head (scores, scaled scores, weights)."""
+
+    signed = True
+    field = "scores"
+    masked = False
+
+    def __init__(self, document, parent=None):
+        super().__init__(document, parent)
+        self.view = MatrixView(None, signed=self.signed, row_name="query", col_name="key",
+                               on_click=self._on_cell_clicked, on_hover=self.show_readout)
+        self.figure.addItem(self.view, row=1, col=0)
+        self.figure.layout.setRowStretchFactor(1, 1)
+
+    def views(self) -> list[MatrixView]:
+        return [self.view]
+
+    def heading_text(self, head: int, heads: int) -> str:
+        return self.title if heads == 1 else f"{self.title} — head {head}"
+
+    def redraw(self) -> None:
+        result = self.document.result
+        data = None if result is None else getattr(result, self.field)
+        if data is None:
+            self.view.clear_matrix()
+            return
+        head, query, key = clamp_selection(self.document, result)
+        self.set_heading(self.heading_text(head, result.heads))
+        matrix = data[head]
+        blocked = result.mask if self.masked else None
+        blocked_rows = result.blocked_rows if self.masked else None
+        levels = None if self.signed else (0.0, 1.0)
+        self.view.set_matrix(matrix, row_labels=result.tokens, col_labels=result.tokens, levels=levels,
+                             blocked=blocked, blocked_rows=blocked_rows)
+        self.view.set_selection(query, key)
+
+    def redraw_selection(self) -> None:
+        result = self.document.result
+        if result is None:
+            return
+        _, query, key = clamp_selection(self.document, result)
+        self.view.set_selection(query, key)
+
+    def _on_cell_clicked(self, row: int, col: int) -> None:
+        self.document.set_selection(query=row, key=col)
+
+
+class ScoresPanel(_SingleMatrixPanel):
+    """Raw scores QKᵀ (before scaling and masking), diverging colours centred at 0."""
+
+    kind = "scores"
+    title = "Raw scores QKᵀ"
+    field = "scores"
+
+
+class ScaledScoresPanel(_SingleMatrixPanel):
+    """Scores × the scale factor, with blocked cells hatched (their unmasked value in the hover)."""
+
+    kind = "scaled_scores"
+    title = "Scaled and masked scores"
+    field = "scaled_scores"
+    masked = True
+
+    def heading_text(self, head: int, heads: int) -> str:
+        session = self.document.session
+        result = self.document.result
+        if session.n == result.n:
+            scale = session.scale.describe(session.d_k)
+            mask = session.mask.kind
+        else:  # the result lags the session by one edit: say only what the result knows
+            scale, mask = f"× {result.scale_factor:.4g}", "none"
+        text = f"{self.title} ({scale}" + (f", {mask} mask)" if mask != "none" else ")")
+        return text if heads == 1 else f"{text} — head {head}"
+
+
+class WeightsPanel(_SingleMatrixPanel):
+    """softmax of the scaled, masked scores: 0..1, each row sums to 1 (blocked cells hatched)."""
+
+    kind = "weights"
+    title = "Attention weights (softmax; each row sums to 1)"
+    field = "weights"
+    signed = False
+    masked = True
+
+
+class QKVPanel(FigurePanel):
+    """Q, K and V of the selected head side by side, on one shared colour scale.
+
+    Clicking a row of Q selects that query; a row of K or V selects that key.
+    """
+
+    kind = "qkv"
+    title = "Queries Q, keys K, values V"
+    minimum_size = (420, 260)
+
+    def __init__(self, document, parent=None):
+        super().__init__(document, parent)
+        self.q_view = MatrixView("Q = X·W_q", row_name="token", col_name="feature", colorbar=False,
+                                 on_click=lambda r, c: self.document.set_selection(query=r), on_hover=self.show_readout)
+        self.k_view = MatrixView("K = X·W_k", row_name="token", col_name="feature", colorbar=False,
+                                 on_click=lambda r, c: self.document.set_selection(key=r), on_hover=self.show_readout)
+        self.v_view = MatrixView("V = X·W_v", row_name="token", col_name="feature", colorbar=True,
+                                 on_click=lambda r, c: self.document.set_selection(key=r), on_hover=self.show_readout)
+        for col, view in enumerate((self.q_view, self.k_view, self.v_view)):
+            self.figure.addItem(view, row=1, col=col)
+            view.setLabel("bottom", None)
+        self.figure.layout.setRowStretchFactor(1, 1)
+
+    def views(self) -> list[MatrixView]:
+        return [self.q_view, self.k_view, self.v_view]
+
+    def redraw(self) -> None:
+        result = self.document.result
+        if result is None or result.Q is None or result.K is None or result.V is None:
+            for view in self.views():
+                view.clear_matrix()
+            return
+        head, query, key = clamp_selection(self.document, result)
+        self.set_heading(self.title if result.heads == 1 else f"{self.title} — head {head}")
+        q, k, v = result.Q[head], result.K[head], result.V[head]
+        bound = max(theme.symmetric_levels(m)[1] for m in (q, k, v))
+        levels = (-bound, bound)
+        tokens = result.tokens
+        self.q_view.set_matrix(q, row_labels=tokens, col_labels=feature_names("q", q.shape[1]), levels=levels)
+        self.k_view.set_matrix(k, row_labels=tokens, col_labels=feature_names("k", k.shape[1]), levels=levels)
+        self.v_view.set_matrix(v, row_labels=tokens, col_labels=feature_names("v", v.shape[1]), levels=levels)
+        self.redraw_selection()
+
+    def redraw_selection(self) -> None:
+        result = self.document.result
+        if result is None:
+            return
+        _, query, key = clamp_selection(self.document, result)
+        self.q_view.set_selection(query, None)
+        self.k_view.set_selection(key, None)
+        self.v_view.set_selection(key, None)
+
+
+class OutputPanel(FigurePanel):
+    """The selected head's output (weights · V), the heads concatenated, and concat · W_o.
+
+    The concatenation is shown only with more than one head (with one head it equals the
+    head's output), and the projected output only when the session has W_o.
+    """
+
+    kind = "output"
+    title = "Outputs"
+    minimum_size = (380, 260)
+
+    def __init__(self, document, parent=None):
+        super().__init__(document, parent)
+        click = lambda r, c: self.document.set_selection(query=r)  # noqa: E731 - three identical handlers
+        self.head_view = MatrixView("weights·V", row_name="query", col_name="feature",
+                                    on_click=click, on_hover=self.show_readout)
+        self.concat_view = MatrixView("all heads, concatenated", row_name="query", col_name="feature",
+                                      on_click=click, on_hover=self.show_readout)
+        self.out_view = MatrixView("output = concat·W_o", row_name="query", col_name="feature",
+                                   on_click=click, on_hover=self.show_readout)
+        self._placed: tuple = ()
+        self.figure.layout.setRowStretchFactor(1, 1)
+
+    def views(self) -> list[MatrixView]:
+        return [v for v in (self.head_view, self.concat_view, self.out_view) if v in self._placed]
+
+    def _arrange(self, wanted: tuple) -> None:
+        """Put exactly the wanted views in the figure (only when the session's structure changes)."""
+        if wanted == self._placed:
+            return
+        for view in self._placed:
+            self.figure.removeItem(view)
+        for col, view in enumerate(wanted):
+            self.figure.addItem(view, row=1, col=col)
+        self._placed = wanted
+
+    def redraw(self) -> None:
+        result = self.document.result
+        if result is None or result.head_outputs is None:
+            self.head_view.clear_matrix()
+            return
+        head, query, _ = clamp_selection(self.document, result)
+        heads = result.heads
+        has_w_out = result.output is not None and self.document.session.w_out is not None
+        wanted = (self.head_view,)
+        if heads > 1 and result.concat is not None:
+            wanted += (self.concat_view,)
+        if has_w_out:
+            wanted += (self.out_view,)
+        self._arrange(wanted)
+        self.set_heading(self.title if heads == 1 else f"{self.title} — head {head}")
+        tokens = result.tokens
+        d_v = result.head_outputs.shape[2]
+        self.head_view.set_matrix(result.head_outputs[head], row_labels=tokens, col_labels=feature_names("v", d_v))
+        self.head_view.setTitle(f"head {head}: weights·V" if heads > 1 else "weights·V", size="10pt")
+        if self.concat_view in wanted:
+            names = [f"h{h}v{j}" for h in range(heads) for j in range(d_v)]
+            self.concat_view.set_matrix(result.concat, row_labels=tokens, col_labels=names)
+        if self.out_view in wanted:
+            self.out_view.set_matrix(result.output, row_labels=tokens,
+                                     col_labels=feature_names("o", result.output.shape[1]))
+        self.redraw_selection()
+
+    def redraw_selection(self) -> None:
+        result = self.document.result
+        if result is None:
+            return
+        _, query, _ = clamp_selection(self.document, result)
+        for view in self.views():
+            view.set_selection(query, None)

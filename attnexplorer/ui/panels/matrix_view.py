@@ -1,0 +1,454 @@
+"""One matrix as a heatmap: token axes, a colour bar, hover read-out, click to select.
+
+``MatrixView`` is a ``pg.PlotItem`` (so its title, tick labels and colour bar travel with it
+into an exported figure). It owns exactly one ``ImageItem`` and a fixed set of helper items
+(hatch, selection frames, pooled cell texts) that are reused on every redraw: a redraw is
+``setImage`` with fixed levels plus a few rectangle moves, whatever the size of the matrix.
+
+Coordinates: cell (row i, column j) covers ``[j, j+1] × [i, i+1]`` in view coordinates, and
+the y axis is inverted so row 0 is at the top, as a matrix is written.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QFontMetricsF, QPen
+from PySide6.QtWidgets import QGraphicsRectItem
+
+from . import theme
+
+# Cell numbers are written only while at most this many cells are in view (16 × 16): more
+# would be unreadable and would cost a text item each.
+MAX_CELL_TEXTS = 256
+# The "all keys blocked" notes on fully masked rows; beyond this the hover still says so.
+MAX_ROW_NOTES = 32
+
+
+class TokenAxis(pg.AxisItem):
+    """An axis whose ticks are the cells' labels (tokens or feature names).
+
+    Ticks sit at cell centres. Only the labels in view are generated, thinned to every
+    k-th label so they never overlap: at 4,096 tokens the axis stays readable and cheap,
+    and zooming in brings every label back.
+    """
+
+    def __init__(self, orientation: str, **kwargs):
+        super().__init__(orientation, **kwargs)
+        self._labels: tuple[str, ...] = ()
+        self._label_px = 10.0
+        self.setTickFont(theme.tick_font())
+        if orientation in ("top", "bottom"):
+            # A label centred on the first or last cell may overhang the axis a little.
+            self.setStyle(hideOverlappingLabels=30)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self._labels
+
+    def set_labels(self, labels: Sequence[str]) -> None:
+        labels = tuple(theme.short_label(t) for t in labels)
+        if labels != self._labels:
+            self._labels = labels
+            metrics = QFontMetricsF(theme.tick_font())
+            self._label_px = max((metrics.horizontalAdvance(t) for t in set(labels)), default=10.0)
+            self.picture = None
+            self.update()
+
+    def label_step(self, pixels_per_cell: float) -> int:
+        """Show every ``step``-th label so that neighbouring labels do not collide."""
+        if self.orientation in ("left", "right"):
+            needed = 14.0  # one line of 11 px text plus a little air
+        else:
+            needed = self._label_px + 8.0
+        if pixels_per_cell <= 0:
+            return max(1, len(self._labels))
+        return max(1, math.ceil(needed / pixels_per_cell))
+
+    def tickValues(self, minVal, maxVal, size):
+        n = len(self._labels)
+        if n == 0 or maxVal <= minVal or size <= 0:
+            return []
+        step = self.label_step(size / (maxVal - minVal))
+        first = max(0, math.floor(minVal))
+        last = min(n - 1, math.ceil(maxVal) - 1)
+        first -= first % step  # keep the same labels as the view pans
+        values = [i + 0.5 for i in range(first, last + 1, step) if minVal <= i + 0.5 <= maxVal]
+        return [(float(step), values)]
+
+    def tickStrings(self, values, scale, spacing):
+        out = []
+        for v in values:
+            i = int(math.floor(v))
+            out.append(self._labels[i] if 0 <= i < len(self._labels) else "")
+        return out
+
+
+class ShrinkingLabel(pg.LabelItem):
+    """A title that shrinks its text (down to half size) rather than widen its layout.
+
+    A plain ``LabelItem`` makes its text width the layout's minimum width, so a long title
+    would push plots and colour bars out of a narrow dock.
+    """
+
+    def resizeEvent(self, ev):
+        natural = self.item.boundingRect().width()
+        width = self.rect().width()
+        scale = 1.0 if natural <= 0 or width <= 0 else max(0.5, min(1.0, (width - 4) / natural))
+        if abs(self.item.scale() - scale) > 1e-3:
+            self.item.setScale(scale)
+        super().resizeEvent(ev)
+
+    def updateMin(self):
+        natural = self.item.boundingRect()
+        self.setMinimumWidth(natural.width() * 0.5)
+        self.setMinimumHeight(natural.height() * self.item.scale())
+        self._sizeHint = {
+            Qt.SizeHint.MinimumSize: (natural.width() * 0.5, natural.height() * self.item.scale()),
+            Qt.SizeHint.PreferredSize: (natural.width(), natural.height()),
+            Qt.SizeHint.MaximumSize: (1e6, 1e6),
+            Qt.SizeHint.MinimumDescent: (0, 0),
+        }
+        self.updateGeometry()
+
+
+class _Hatch(QGraphicsRectItem):
+    """A grey hatched rectangle behind the image: it shows through blocked (NaN) cells."""
+
+    def paint(self, painter, option, widget=None):
+        painter.save()
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(theme.HATCH_BACKGROUND)
+        painter.drawRect(self.rect())
+        # The pattern is laid out in device pixels, so the hatch looks the same at any zoom.
+        brush = theme.HATCH_BRUSH
+        device_rect = painter.transform().mapRect(self.rect())
+        painter.resetTransform()
+        painter.setBrush(brush)
+        painter.drawRect(device_rect)
+        painter.restore()
+
+
+class _CellImage(pg.ImageItem):
+    """The ImageItem that also reports the cell under the mouse and clicks on cells."""
+
+    def __init__(self, view: "MatrixView"):
+        super().__init__(axisOrder="row-major")
+        self._view = view
+        self.setAcceptHoverEvents(True)
+
+    def _cell(self, pos):
+        if self.image is None:
+            return None
+        rows, cols = self.image.shape[:2]
+        col, row = int(math.floor(pos.x())), int(math.floor(pos.y()))
+        if 0 <= row < rows and 0 <= col < cols:
+            return row, col
+        return None
+
+    def hoverEvent(self, ev):
+        if ev.isExit():
+            self._view._hovered(None)
+            return
+        ev.acceptClicks(Qt.MouseButton.LeftButton)
+        self._view._hovered(self._cell(ev.pos()))
+
+    def mouseClickEvent(self, ev):
+        if ev.button() != Qt.MouseButton.LeftButton:
+            super().mouseClickEvent(ev)
+            return
+        cell = self._cell(ev.pos())
+        if cell is not None:
+            ev.accept()
+            self._view._clicked(*cell)
+
+
+class MatrixView(pg.PlotItem):
+    """A heatmap of one matrix with everything a reader needs to read it.
+
+    - ``signed=True``: diverging colour map, levels symmetric about 0; ``False``: the
+      sequential map with the levels given (weights: 0..1).
+    - ``on_hover(text)`` receives the read-out for the cell under the mouse ("" on leave).
+    - ``on_click(row, col)`` is called when a cell is clicked.
+    - ``colorbar=False`` leaves the colour bar out (panels that share one bar).
+    """
+
+    def __init__(self, title: str | None, *, signed: bool = True, row_name: str = "query", col_name: str = "key",
+                 colorbar: bool = True, on_click: Callable[[int, int], None] | None = None,
+                 on_hover: Callable[[str], None] | None = None):
+        self.row_axis = TokenAxis("left")
+        self.col_axis = TokenAxis("bottom")
+        super().__init__(axisItems={"left": self.row_axis, "bottom": self.col_axis})
+        # PlotItem's own title label would make the title's width the plot's minimum width.
+        self.layout.removeItem(self.titleLabel)
+        self.titleLabel.setParentItem(None)
+        self.titleLabel = ShrinkingLabel("", size="10pt", parent=self)
+        self.layout.addItem(self.titleLabel, 0, 1)
+        self.setTitle(title, size="10pt")
+        self.signed = signed
+        self.row_name = row_name
+        self.col_name = col_name
+        self.on_click = on_click
+        self.on_hover = on_hover
+        self.lut = theme.DIVERGING_LUT if signed else theme.SEQUENTIAL_LUT
+        self.setLabel("left", row_name)
+        self.setLabel("bottom", col_name)
+        self.invertY(True)
+        self.hideButtons()
+        self.setMenuEnabled(False)
+        self.vb.setDefaultPadding(0.0)
+
+        self.hatch = _Hatch()
+        self.hatch.setPen(QPen(Qt.PenStyle.NoPen))
+        self.hatch.setZValue(-10)
+        self.hatch.setVisible(False)
+        self.addItem(self.hatch, ignoreBounds=True)
+
+        self.image = _CellImage(self)
+        self.image.setLookupTable(self.lut)
+        self.image.setAutoDownsample(True)
+        self.addItem(self.image)
+
+        self.row_frame = QGraphicsRectItem()
+        self.row_frame.setPen(theme.cosmetic_pen(theme.SELECTION_COLOR, 2.0))
+        self.col_frame = QGraphicsRectItem()
+        self.col_frame.setPen(theme.cosmetic_pen(theme.SELECTED_KEY_COLOR, 1.5, Qt.PenStyle.DashLine))
+        for frame in (self.row_frame, self.col_frame):
+            frame.setZValue(20)
+            frame.setVisible(False)
+            self.addItem(frame, ignoreBounds=True)
+
+        self.colorbar = None
+        if colorbar:
+            cmap = theme.DIVERGING if signed else theme.SEQUENTIAL
+            self.colorbar = pg.ColorBarItem(values=(-1, 1) if signed else (0, 1), colorMap=cmap, width=12,
+                                            interactive=False, colorMapMenu=False)
+            self.colorbar.getAxis("right").setTickFont(theme.tick_font())
+            # Inside this PlotItem's own layout (as ColorBarItem's insert_in does), so an
+            # export of the plot carries its colour bar.
+            self.layout.addItem(self.colorbar, 2, 5)
+            self.layout.setColumnFixedWidth(4, 5)
+
+        self._texts: list[pg.TextItem] = []
+        self._text_state: list[tuple] = []
+        self._notes: list[pg.TextItem] = []
+        self._raw: np.ndarray | None = None
+        self._shown: np.ndarray | None = None
+        self._blocked: np.ndarray | None = None
+        self._blocked_rows: np.ndarray | None = None
+        self._levels = (-1.0, 1.0) if signed else (0.0, 1.0)
+        self._shape = (0, 0)
+        self._row_labels: tuple[str, ...] = ()
+        self._col_labels: tuple[str, ...] = ()
+        self._selection: tuple[int | None, int | None] = (None, None)
+        self.vb.sigRangeChanged.connect(self._on_view_changed)
+        self.vb.sigResized.connect(self._on_view_changed)
+
+    # -- reading (tests, exporters, read-outs) --------------------------------------------
+    @property
+    def levels(self) -> tuple[float, float]:
+        return self._levels
+
+    @property
+    def data(self) -> np.ndarray | None:
+        """The matrix as given (blocked cells hold their real values here)."""
+        return self._raw
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self._shape
+
+    def cell_texts(self) -> dict[tuple[int, int], str]:
+        """The numbers currently written in cells, by (row, col)."""
+        return {(r, c): t.toPlainText() for t, (r, c, *_rest) in zip(self._texts, self._text_state)
+                if t.isVisible()}
+
+    def row_notes(self) -> list[str]:
+        return [t.toPlainText() for t in self._notes if t.isVisible()]
+
+    def describe_cell(self, row: int, col: int) -> str:
+        """The hover read-out for one cell: row and column labels and the value (or "blocked")."""
+        if self._raw is None or not (0 <= row < self._shape[0] and 0 <= col < self._shape[1]):
+            return ""
+        where = (f"{self.row_name} {self._row_labels[row]!r} (#{row}), "
+                 f"{self.col_name} {self._col_labels[col]!r} (#{col})")
+        if self._blocked is not None and self._blocked[row, col]:
+            if self._blocked_rows is not None and self._blocked_rows[row]:
+                return f"{where}: blocked (this {self.row_name} sees no {self.col_name} at all)"
+            return f"{where}: blocked by the mask"
+        return f"{where} = {theme.format_value(float(self._raw[row, col]), 5)}"
+
+    # -- drawing ----------------------------------------------------------------------------
+    def set_matrix(self, data: np.ndarray, *, row_labels: Sequence[str], col_labels: Sequence[str],
+                   levels: tuple[float, float] | None = None, blocked: np.ndarray | None = None,
+                   blocked_rows: np.ndarray | None = None, row_note: str = "all keys blocked") -> None:
+        """Show ``data`` (rows × cols). ``blocked`` (same shape, True = blocked) cells are shown
+        hatched, never coloured; ``blocked_rows`` get a note written across them.
+
+        ``levels`` defaults to symmetric nice bounds (signed) or 0..1; passing them keeps the
+        colour scale fixed and skips any auto-levelling.
+        """
+        data = np.asarray(data)
+        if data.ndim != 2:
+            raise ValueError(f"MatrixView needs a 2-D matrix, got shape {data.shape}")
+        if levels is None:
+            levels = theme.symmetric_levels(data) if self.signed else (0.0, 1.0)
+        any_blocked = blocked is not None and bool(blocked.any())
+        if any_blocked:
+            shown = np.where(blocked, np.float32(np.nan), data).astype(np.float32, copy=False)
+        else:
+            shown = data
+            blocked = None
+        self._raw = data
+        self._shown = shown
+        self._blocked = blocked
+        self._blocked_rows = blocked_rows if blocked_rows is not None and blocked_rows.any() else None
+        self.image.setImage(shown, autoLevels=False, levels=levels)
+        if levels != self._levels and self.colorbar is not None:
+            self.colorbar.setLevels(levels, update_items=False)
+        self._levels = tuple(levels)
+        shape = data.shape
+        if shape != self._shape:
+            self._shape = shape
+            rows, cols = shape
+            self.hatch.setRect(QRectF(0, 0, cols, rows))
+            self.vb.setLimits(xMin=0, xMax=cols, yMin=0, yMax=rows)
+            self.vb.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
+            self._place_selection()
+        self.hatch.setVisible(any_blocked)
+        labels = tuple(row_labels)
+        if labels != self._row_labels:
+            self._row_labels = labels
+            self.row_axis.set_labels(labels)
+        labels = tuple(col_labels)
+        if labels != self._col_labels:
+            self._col_labels = labels
+            self.col_axis.set_labels(labels)
+        self._place_notes(row_note)
+        self._update_cell_texts()
+
+    def set_colorbar_levels(self, levels: tuple[float, float]) -> None:
+        """For a shared colour bar: show ``levels`` on this view's bar."""
+        if self.colorbar is not None:
+            self.colorbar.setLevels(levels, update_items=False)
+
+    def clear_matrix(self) -> None:
+        """Show nothing (the intermediate was not computed)."""
+        self.image.clear()
+        self._raw = self._shown = self._blocked = self._blocked_rows = None
+        self._shape = (0, 0)
+        self.hatch.setVisible(False)
+        for item in (*self._texts, *self._notes):
+            item.setVisible(False)
+        self.row_frame.setVisible(False)
+        self.col_frame.setVisible(False)
+
+    def set_selection(self, row: int | None, col: int | None) -> None:
+        """Frame the selected row (solid orange) and column (dashed black); None hides one."""
+        self._selection = (row, col)
+        self._place_selection()
+
+    def reset_zoom(self) -> None:
+        rows, cols = self._shape
+        if rows and cols:
+            self.vb.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
+
+    # -- internals ----------------------------------------------------------------------------
+    def _place_selection(self) -> None:
+        rows, cols = self._shape
+        row, col = self._selection
+        show_row = row is not None and 0 <= row < rows
+        show_col = col is not None and 0 <= col < cols
+        if show_row:
+            self.row_frame.setRect(QRectF(0, row, cols, 1))
+        if show_col:
+            self.col_frame.setRect(QRectF(col, 0, 1, rows))
+        self.row_frame.setVisible(show_row)
+        self.col_frame.setVisible(show_col)
+
+    def _place_notes(self, note: str) -> None:
+        rows = [] if self._blocked_rows is None else np.flatnonzero(self._blocked_rows)[:MAX_ROW_NOTES]
+        while len(self._notes) < len(rows):
+            item = pg.TextItem(anchor=(0.5, 0.5), color="k", fill=pg.mkBrush(255, 255, 255, 220))
+            item.setZValue(15)
+            self.addItem(item, ignoreBounds=True)
+            self._notes.append(item)
+        cols = self._shape[1]
+        for k, item in enumerate(self._notes):
+            if k < len(rows):
+                item.setText(note)
+                item.setPos(cols / 2.0, rows[k] + 0.5)
+                item.setVisible(True)
+            else:
+                item.setVisible(False)
+
+    def _on_view_changed(self, *args) -> None:
+        self._update_cell_texts()
+
+    def _visible_cells(self):
+        """(row0, row1, col0, col1, cell width px, cell height px) of the cells in view."""
+        rows, cols = self._shape
+        (x0, x1), (y0, y1) = self.vb.viewRange()
+        width, height = self.vb.width(), self.vb.height()
+        if width <= 0 or height <= 0 or x1 <= x0 or y1 <= y0:
+            return None
+        c0, c1 = max(0, math.floor(x0)), min(cols, math.ceil(x1))
+        r0, r1 = max(0, math.floor(y0)), min(rows, math.ceil(y1))
+        return r0, r1, c0, c1, width / (x1 - x0), height / (y1 - y0)
+
+    def _update_cell_texts(self) -> None:
+        """Write numbers in the cells when few enough are in view and they are big enough."""
+        spec = None if self._shown is None else self._visible_cells()
+        cells = []
+        if spec is not None:
+            r0, r1, c0, c1, cell_w, cell_h = spec
+            if 0 < (r1 - r0) * (c1 - c0) <= MAX_CELL_TEXTS and cell_h >= 10 and cell_w >= 16:
+                block = self._shown[r0:r1, c0:c1]
+                # The most precise style, at the largest font (12 px down to 8 px) it fits.
+                fonts = list(range(int(min(12, cell_h * 0.45)), 7, -1))
+                found = theme.cell_texts(block, [int((cell_w - 2) / (px * 0.6)) for px in fonts]) if fonts else None
+                texts, font_px = (found[0], fonts[found[1]]) if found is not None else (None, 0)
+                if texts is not None:
+                    dark = theme.text_is_dark(block, self.lut, self._levels).ravel()
+                    width = c1 - c0
+                    for k, text in enumerate(texts):
+                        if text is not None:
+                            cells.append((r0 + k // width, c0 + k % width, text, bool(dark[k]), font_px))
+        while len(self._texts) < len(cells):
+            item = pg.TextItem(anchor=(0.5, 0.5))
+            item.setZValue(10)
+            self.addItem(item, ignoreBounds=True)
+            self._texts.append(item)
+            self._text_state.append((-1, -1, None, None, None))
+        for k, item in enumerate(self._texts):
+            if k >= len(cells):
+                if item.isVisible():
+                    item.setVisible(False)
+                continue
+            state = cells[k]
+            old = self._text_state[k]
+            if old != state:
+                row, col, text, dark, font_px = state
+                if old[2] != text:
+                    item.setText(text)
+                if old[3] != dark:
+                    item.setColor("k" if dark else "w")
+                if old[4] != font_px:
+                    item.setFont(theme.cell_font(font_px))
+                if old[:2] != (row, col):
+                    item.setPos(col + 0.5, row + 0.5)
+                self._text_state[k] = state
+            if not item.isVisible():
+                item.setVisible(True)
+
+    def _hovered(self, cell) -> None:
+        if self.on_hover is not None:
+            self.on_hover("" if cell is None else self.describe_cell(*cell))
+
+    def _clicked(self, row: int, col: int) -> None:
+        if self.on_click is not None:
+            self.on_click(row, col)
