@@ -424,6 +424,18 @@ def export_dashboard(panels: Sequence, path, fmt: str | None = None, *, width=No
     return _write(path, _bytes(fig, fmt, width, height, scale))
 
 
+def panel_size(panel) -> tuple[int, int]:
+    """The panel's figure size at scale 1 in pixels (on-screen size, plus a title band if any)."""
+    n = _panel_figure(panel).natural
+    return round(n.width()), round(n.height())
+
+
+def dashboard_size(panels: Sequence, title: str | None = None, cell: tuple[int, int] = FIGURE_SIZE) -> tuple[int, int]:
+    """The dashboard's size at scale 1 in pixels for these panels."""
+    n = _dashboard_figure(exportable(panels), title, cell).natural
+    return round(n.width()), round(n.height())
+
+
 def ensure_app() -> QApplication:
     """The running QApplication, or a new one on the offscreen platform (no display needed)."""
     from PySide6.QtCore import QCoreApplication
