@@ -26,10 +26,12 @@ from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
     QFileDialog,
+    QFrame,
     QInputDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
+    QScrollArea,
 )
 
 from .autosave import find_recoveries
@@ -78,8 +80,9 @@ class MainWindow(QMainWindow):
         document.result_changed.connect(self._on_result_drawn)
 
         self.docks: dict[str, QDockWidget] = {}
-        self._add_dock("inputs", "Inputs", inputs)
-        self._add_dock("controls", "Controls", controls)
+        # Tables and sliders scroll rather than push the window past a 1280×800 screen.
+        self._add_dock("inputs", "Inputs", _scrolling(inputs))
+        self._add_dock("controls", "Controls", _scrolling(controls))
         for panel in self.panels:
             self._add_dock(panel.kind, panel.title, panel)
 
@@ -100,7 +103,7 @@ class MainWindow(QMainWindow):
         self._restore_settings()
         self._sync_applicable(document.session)
         self._update_title()
-        self._update_device()
+        self._update_status()
         icon = _app_icon()
         if icon is not None:
             self.setWindowIcon(icon)
@@ -120,8 +123,8 @@ class MainWindow(QMainWindow):
         right = Qt.DockWidgetArea.RightDockWidgetArea
         left = Qt.DockWidgetArea.LeftDockWidgetArea
         for dock in self.docks.values():
-            self.removeDockWidget(dock)
             dock.setFloating(False)
+            self.removeDockWidget(dock)
         self.addDockWidget(left, self.docks["inputs"])
         self.addDockWidget(left, self.docks["controls"])
         self.splitDockWidget(self.docks["inputs"], self.docks["controls"], Qt.Orientation.Vertical)
@@ -269,6 +272,9 @@ class MainWindow(QMainWindow):
         if self._draw_started is not None:
             self.last_draw_ms = (time.perf_counter() - self._draw_started) * 1000.0
             self._draw_started = None
+        self._update_status()
+
+    def _update_status(self) -> None:
         self.compute_label.setText(f"compute {self.document.last_compute_ms:.1f} ms")
         self.draw_label.setText(f"draw {self.last_draw_ms:.1f} ms")
         self._update_device()
@@ -459,6 +465,15 @@ class MainWindow(QMainWindow):
         self.save_settings()
         self.actions.autosaver.discard()
         event.accept()
+
+
+def _scrolling(widget) -> QScrollArea:
+    area = QScrollArea()
+    area.setObjectName(f"scroll-{widget.objectName() or type(widget).__name__}")
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setWidget(widget)
+    return area
 
 
 def _app_icon() -> QIcon | None:

@@ -1,0 +1,334 @@
+"""The main window: docks, menus, status bar, layout memory, panel applicability, export."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QSize
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QDockWidget
+
+from attnexplorer.core.presets import build_preset, list_presets
+from attnexplorer.ui.document import SessionDocument
+from attnexplorer.ui.main_window import MainWindow
+from attnexplorer.ui.settings import AppSettings
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path
+
+
+class Asked(Exception):
+    pass
+
+
+def _no_questions(window):
+    """Any question the test did not expect fails loudly instead of blocking on a dialog."""
+    def fail(*args, **kwargs):
+        raise Asked(f"unexpected question {args!r}")
+
+    for name in ("ask_open_path", "ask_save_path", "ask_new_choice", "ask_restore", "show_error"):
+        setattr(window, name, fail)
+    # pytest-qt closes the windows after each test; leftover edits are discarded, not asked.
+    window.ask_unsaved = lambda: "discard"
+    window.warnings = []
+    window.show_warning = lambda title, text: window.warnings.append(text)
+
+
+@pytest.fixture
+def make_window(qtbot, isolated):
+    made = []
+
+    def make(preset="pronoun", settings=None, show=True):
+        built = build_preset(preset)
+        doc = SessionDocument(built.session, built.signals)
+        window = MainWindow(doc, settings or AppSettings())
+        _no_questions(window)
+        qtbot.addWidget(window)
+        if show:
+            window.show()
+            qtbot.waitExposed(window)
+        made.append(window)
+        return window
+
+    yield make
+    for window in made:
+        window.actions.autosaver.discard()
+        window.document.shutdown()
+
+
+def _edit_embedding(doc, value=0.5, i=0, j=0):
+    x = doc.session.embeddings.copy()
+    x[i, j] = value
+    doc.edit(doc.session.replace(embeddings=x), "Edit X", merge_key=("cell", "X", i, j))
+
+
+@pytest.mark.parametrize("name", [p.name for p in list_presets()])
+def test_window_builds_with_each_preset(make_window, name):
+    window = make_window(name)
+    assert window.windowTitle().startswith("attnexplorer — ")
+    assert name in window.windowTitle()
+    assert not window.isWindowModified()
+    assert set(window.docks) >= {"inputs", "controls"} | {p.kind for p in window.panels}
+    for kind, dock in window.docks.items():
+        assert dock.objectName() == f"dock-{kind}"
+    session = window.document.session
+    for panel in window.panels:
+        dock = window.docks[panel.kind]
+        assert dock.isHidden() == (not panel.applies_to(session)), panel.kind
+    # The default size fits a 1280×800 screen.
+    assert window.width() <= 1280 and window.height() <= 800
+    assert window.document.result is not None
+    assert "compute" in window.compute_label.text() and "draw" in window.draw_label.text()
+    assert window.device_label.text().startswith("cpu")
+
+
+def test_edit_through_document_redraws_visible_panels(make_window):
+    window = make_window("dessert")
+    doc = window.document
+    calls = {}
+    visible = [p for p in window.panels if p.isVisible()]
+    assert visible, "some panels must be on screen"
+    for panel in window.panels:
+        original = panel.redraw
+
+        def counting(original=original, kind=panel.kind):
+            calls[kind] = calls.get(kind, 0) + 1
+            original()
+
+        panel.redraw = counting
+        panel.redraw_selection = counting
+    before = doc.result
+    _edit_embedding(doc, 2.0)
+    assert doc.wait_idle()
+    assert doc.result is not before
+    assert not np.array_equal(doc.result.weights, before.weights)
+    for panel in visible:
+        assert calls.get(panel.kind, 0) >= 1, f"{panel.kind} did not redraw"
+        assert not panel.is_stale
+    assert window.last_draw_ms > 0
+    assert window.draw_label.text() == f"draw {window.last_draw_ms:.1f} ms"
+
+
+def test_undo_redo_through_menu_actions_and_modified_marker(make_window):
+    window = make_window("dessert")
+    doc = window.document
+    original = doc.session
+    _edit_embedding(doc, 9.0, 1, 2)
+    edited = doc.session
+    assert window.isWindowModified() and window.windowTitle().endswith("[*]")
+    assert window.undo_action.isEnabled()
+    window.undo_action.trigger()
+    assert doc.session == original
+    assert not window.isWindowModified()
+    window.redo_action.trigger()
+    assert doc.session == edited
+    assert window.isWindowModified()
+    assert window.undo_action.shortcut().toString() == "Ctrl+Z"
+    assert "Ctrl+Shift+Z" in [k.toString() for k in window.redo_action.shortcuts()]
+
+
+def test_panels_that_do_not_apply_hide_and_come_back(make_window):
+    window = make_window("pronoun")
+    doc = window.document
+    conditional = [p for p in window.panels if p.applies_to(doc.session) != p.applies_to(build_preset("dessert").session)]
+    assert conditional, "the pronoun preset has a panel (the d = 2 scatter) that dessert does not"
+    window.actions.new_session("dessert")
+    for panel in conditional:
+        assert window.docks[panel.kind].isHidden()
+        assert not window.docks[panel.kind].toggleViewAction().isEnabled()
+    window.actions.new_session("pronoun")
+    for panel in conditional:
+        assert not window.docks[panel.kind].isHidden()
+        assert window.docks[panel.kind].toggleViewAction().isEnabled()
+
+
+def test_a_panel_hidden_by_hand_stays_hidden(make_window):
+    window = make_window("pronoun")
+    kind = window.panels[0].kind
+    window.docks[kind].toggleViewAction().trigger()
+    assert window.docks[kind].isHidden()
+    window.actions.new_session("dessert")
+    window.actions.new_session("pronoun")
+    assert window.docks[kind].isHidden()
+
+
+def test_reset_layout_restores_the_default(make_window):
+    window = make_window("dessert")
+    inputs = window.docks["inputs"]
+    default_area = window.dockWidgetArea(inputs)
+    kinds = [p.kind for p in window.panels if p.applies_to(window.document.session)]
+    window.docks[kinds[0]].hide()
+    window.docks[kinds[-1]].setFloating(True)
+    window.removeDockWidget(inputs)
+    from PySide6.QtCore import Qt
+
+    window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, inputs)
+    inputs.show()
+    window.reset_layout_action.trigger()
+    assert window.dockWidgetArea(inputs) == default_area
+    for kind in kinds:
+        dock = window.docks[kind]
+        assert not dock.isHidden() and not dock.isFloating(), kind
+
+
+def test_geometry_and_layout_are_remembered(make_window, isolated):
+    window = make_window("dessert")
+    hidden = window.panels[0].kind
+    window.docks[hidden].hide()
+    window.resize(QSize(700, 500))
+    assert window.close()
+    window2 = make_window("dessert", settings=AppSettings())
+    assert window2.docks[hidden].isHidden()
+    assert window2.size() == QSize(700, 500)
+    # A state saved under another layout version is ignored: the default layout is used.
+    settings = AppSettings()
+    settings.q.setValue("window/state_version", -1)
+    window3 = make_window("dessert", settings=settings)
+    assert not window3.docks[hidden].isHidden()
+
+
+def test_refusals_show_in_the_status_bar(make_window):
+    window = make_window("dessert")
+    window.document.refuse("W_q[0, 1]: 'abc' is not a number")
+    assert window.statusBar().currentMessage() == "W_q[0, 1]: 'abc' is not a number"
+
+
+def test_compute_failure_falls_back_to_cpu_and_keeps_the_tables(make_window, qtbot):
+    window = make_window("dessert")
+    doc = window.document
+    session = doc.session
+    with qtbot.waitSignal(doc.compute_failed, timeout=10000) as failed:
+        doc.set_compute_options(device="cuda:7")  # never available on this machine
+    assert doc.wait_idle()
+    assert "falling back to the CPU" in failed.args[0]
+    assert doc.device == "cpu"
+    assert doc.session == session
+    assert doc.result is not None and doc.result.device == "cpu"
+    assert window.warnings and "cuda:7" in window.warnings[-1]
+    assert "cuda:7" in window.statusBar().currentMessage()
+    assert window.device_label.text().startswith("cpu")
+
+
+def test_menus_hold_the_documented_actions(make_window):
+    window = make_window("dessert")
+    menus = {a.text().replace("&", ""): a.menu() for a in window.menuBar().actions()}
+    assert list(menus) == ["File", "Edit", "Presets", "View", "Help"]
+    texts = lambda m: [a.text().replace("&", "") for a in m.actions() if not a.isSeparator()]
+    assert {"New…", "Open…", "Open Recent", "Save", "Save As…", "Export figure…", "Export matrices…",
+            "Copy as PyTorch code", "Quit"} <= set(texts(menus["File"]))
+    assert {p.title for p in list_presets()} <= set(texts(menus["Presets"]))
+    view = texts(menus["View"])
+    assert "Reset layout" in view
+    for dock in window.findChildren(QDockWidget):
+        assert dock.windowTitle() in view
+    shortcuts = {a.text().replace("&", ""): a.shortcut().toString() for a in window.findChildren(type(window.quit_action))}
+    assert shortcuts["New…"] == "Ctrl+N" and shortcuts["Open…"] == "Ctrl+O"
+    assert shortcuts["Save"] == "Ctrl+S" and shortcuts["Save As…"] == "Ctrl+Shift+S"
+    assert shortcuts["Quit"] == "Ctrl+Q"
+
+
+def test_help_texts_open_without_blocking(make_window):
+    window = make_window("dessert")
+    for action, needle in ((window.how_to_read_action, "pronoun"), (window.shortcuts_action, "Ctrl+S"),
+                           (window.about_action, "attnexplorer")):
+        action.trigger()
+        box = window._last_text_box
+        assert box.isVisible() and needle in box.text()
+        box.close()
+
+
+def test_preset_menu_asks_before_dropping_unsaved_work(make_window):
+    window = make_window("dessert")
+    _edit_embedding(window.document, 4.0)
+    edited = window.document.session
+    window.ask_unsaved = lambda: "cancel"
+    window.preset_actions["sine"].trigger()
+    assert window.document.session == edited
+    window.ask_unsaved = lambda: "discard"
+    window.preset_actions["sine"].trigger()
+    assert window.document.session.preset.name == "sine"
+    assert not window.isWindowModified()
+
+
+def test_copy_as_pytorch_code_puts_a_snippet_on_the_clipboard(make_window):
+    window = make_window("dessert")
+    window.copy_torch_action.trigger()
+    text = QGuiApplication.clipboard().text()
+    assert "torch" in text and "softmax" in text
+
+
+def test_copy_matrix_as_tsv(make_window):
+    window = make_window("dessert")
+    window.copy_matrix_tsv("weights_head0")
+    rows = [list(map(float, line.split("\t"))) for line in QGuiApplication.clipboard().text().splitlines()]
+    np.testing.assert_array_equal(np.array(rows), window.document.result.weights[0])
+
+
+# -- Export matrices -------------------------------------------------------------------------
+
+def _export(window, choice, fmt, path):
+    dialog = window.export_matrices()
+    dialog.set_choice(choice)
+    dialog.set_format(fmt)
+    dialog.set_path(path)
+    dialog.accept()
+    assert dialog.result() == dialog.DialogCode.Accepted, dialog.error_label.text()
+    return dialog.written
+
+
+def test_export_one_matrix_in_every_format(make_window, tmp_path):
+    window = make_window("dessert")
+    result, tokens = window.document.result, window.document.session.tokens
+    weights = result.weights[0]
+    (csv_path,) = _export(window, "weights_head0", "csv", tmp_path / "w.csv")
+    lines = csv_path.read_text().splitlines()
+    assert lines[0].split(",")[1:] == list(tokens)
+    assert [line.split(",")[0] for line in lines[1:]] == list(tokens)
+    np.testing.assert_allclose([[float(c) for c in line.split(",")[1:]] for line in lines[1:]], weights, rtol=1e-12)
+    (npy_path,) = _export(window, "weights_head0", "npy", tmp_path / "w.npy")
+    np.testing.assert_array_equal(np.load(npy_path, allow_pickle=False), weights)
+    (npz_path,) = _export(window, "Q_head0", "npz", tmp_path / "q.npz")
+    with np.load(npz_path, allow_pickle=False) as z:
+        np.testing.assert_array_equal(z["Q_head0"], result.Q[0])
+    (json_path,) = _export(window, "output", "json", tmp_path / "o.json")
+    assert json_path.exists() and json.loads(json_path.read_text())
+    (tex_path,) = _export(window, "X", "tex", tmp_path / "x.tex")
+    assert "tabular" in tex_path.read_text() and "Life" in tex_path.read_text()
+    (md_path,) = _export(window, "X", "md", tmp_path / "x.md")
+    assert md_path.read_text().count("|") > 10 and "dessert" in md_path.read_text()
+
+
+def test_export_all_matrices(make_window, tmp_path):
+    window = make_window("dessert")
+    result = window.document.result
+    (npz_path,) = _export(window, "all", "npz", tmp_path / "attention.npz")
+    with np.load(npz_path, allow_pickle=False) as z:
+        assert {"tokens", "X", "W_q", "W_k", "W_v", "Q", "K", "V", "scores", "scaled_scores", "mask",
+                "weights", "head_outputs", "output"} <= set(z.files)
+        np.testing.assert_array_equal(z["weights"], result.weights)
+    (json_path,) = _export(window, "all", "json", tmp_path / "attention.json")
+    assert np.allclose(json.loads(json_path.read_text())["weights"], result.weights)
+    written = _export(window, "all", "csv", tmp_path / "csv")
+    assert (tmp_path / "csv" / "weights_head0.csv") in written
+    written = _export(window, "all", "npy", tmp_path / "npy")
+    np.testing.assert_array_equal(np.load(tmp_path / "npy" / "scores.npy"), result.scores)
+
+
+def test_export_failure_keeps_the_dialog_open(make_window, tmp_path):
+    window = make_window("dessert")
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    dialog = window.export_matrices()
+    dialog.set_choice("weights_head0")
+    dialog.set_format("csv")
+    dialog.set_path(blocker / "w.csv")
+    dialog.accept()
+    assert dialog.isVisible()
+    assert "w.csv" in dialog.error_label.text()
+    dialog.reject()
