@@ -182,7 +182,7 @@ def _check_plain(value: Any, source: str, where: str) -> None:
         elif isinstance(v, str):
             _text(v, source, path)
         elif v is not None and not isinstance(v, (bool, int, float)):
-            _fail(source, path, f"is a {type(v).__name__}, which a session file cannot hold")
+            _fail(source, path, f"is a Python {type(v).__name__}, which a session file cannot hold")
 
 
 def _mask(value: Any, n: int, source: str) -> Mask:
@@ -416,7 +416,9 @@ def dumps_session(session: Session) -> str:
             try:
                 _check_plain(obj[key], "session", key)
             except SessionError as err:
-                raise SessionError(f"cannot save: {str(err).removeprefix('session: ')}", err.where) from None
+                refusal = SessionError(f"cannot save: {str(err).removeprefix('session: ')}")
+                refusal.where = err.where
+                raise refusal from None
     for i, t in enumerate(session.tokens):
         try:
             t.encode("utf-8")
@@ -450,8 +452,10 @@ def loads_session(text: str | bytes, source: str = "session") -> Session:
     try:
         obj = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as err:
-        hint = " (the file looks truncated)" if err.pos >= len(text.rstrip()) else ""
-        _fail(source, None, f"is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}{hint}")
+        truncated = err.pos >= len(text.rstrip()) or err.msg.startswith("Unterminated string")
+        hint = " (the file looks truncated)" if truncated else ""
+        what = err.msg.removesuffix(" at")  # "Unterminated string starting at" reads twice otherwise
+        _fail(source, None, f"is not valid JSON: {what} at line {err.lineno}, column {err.colno}{hint}")
     except RecursionError:
         _fail(source, None, "nests too deeply to be a session file")
     except (ValueError, MemoryError) as err:  # e.g. an integer literal too long to convert

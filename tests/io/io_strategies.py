@@ -1,0 +1,79 @@
+"""Hypothesis strategies for valid sessions, shared by the io tests."""
+
+import numpy as np
+from hypothesis import strategies as st
+
+from attnexplorer.core.session import Mask, PresetRef, Scale, Session
+
+finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False, width=64)
+token = st.text(max_size=12)
+# JSON-ready values a window might keep in ``extra``.
+plain = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | finite | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def _array(draw, shape):
+    return np.array(draw(st.lists(finite, min_size=int(np.prod(shape)), max_size=int(np.prod(shape))))).reshape(shape)
+
+
+@st.composite
+def masks(draw, n):
+    kind = draw(st.sampled_from(["none", "causal", "window", "padding", "custom"]))
+    if kind == "window":
+        return Mask("window", window=draw(st.integers(1, n + 2)))
+    if kind == "padding":
+        return Mask("padding", padding=tuple(draw(st.lists(st.integers(0, n - 1), max_size=n))))
+    if kind == "custom":
+        bits = draw(st.lists(st.booleans(), min_size=n * n, max_size=n * n))
+        return Mask("custom", blocked=np.array(bits, dtype=bool).reshape(n, n))
+    return Mask(kind)
+
+
+@st.composite
+def sessions(draw, max_n=5, max_d=4, max_heads=3, with_extra=True):
+    """Small valid sessions covering every mask and scale kind, W_o or not, presets, extras."""
+    n = draw(st.integers(1, max_n))
+    d = draw(st.integers(1, max_d))
+    h = draw(st.integers(1, max_heads))
+    d_k = draw(st.integers(1, max_d))
+    d_v = draw(st.integers(1, max_d))
+    w_out = _array(draw, (h * d_v, draw(st.integers(1, max_d)))) if draw(st.booleans()) else None
+    scale_kind = draw(st.sampled_from(["inv_sqrt_dk", "none", "temperature"]))
+    scale = Scale("temperature", draw(st.floats(1e-3, 1e3))) if scale_kind == "temperature" else Scale(scale_kind)
+    preset = None
+    if draw(st.booleans()):
+        preset = PresetRef(draw(st.text(min_size=1, max_size=8)),
+                           draw(st.dictionaries(st.text(max_size=5), st.integers(-5, 5) | finite, max_size=3)))
+    extra = draw(st.dictionaries(st.text(max_size=6).filter(lambda k: k not in (
+        "format", "version", "tokens", "embeddings", "heads", "W_o", "mask", "scale", "preset")), plain, max_size=3)) \
+        if with_extra else {}
+    return Session(
+        tokens=tuple(draw(st.lists(token, min_size=n, max_size=n))),
+        embeddings=_array(draw, (n, d)),
+        w_query=_array(draw, (h, d, d_k)),
+        w_key=_array(draw, (h, d, d_k)),
+        w_value=_array(draw, (h, d, d_v)),
+        w_out=w_out,
+        mask=draw(masks(n)),
+        scale=scale,
+        preset=preset,
+        extra=extra,
+    )
+
+
+def small_session(mask=None, w_out=False, tokens=("The", "dog", ",", '"she"', "ran")):
+    """A fixed, deterministic session for example-based tests."""
+    rng = np.random.default_rng(7)
+    n = len(tokens)
+    return Session(
+        tokens=tuple(tokens),
+        embeddings=rng.normal(size=(n, 4)),
+        w_query=rng.normal(size=(2, 4, 3)),
+        w_key=rng.normal(size=(2, 4, 3)),
+        w_value=rng.normal(size=(2, 4, 2)),
+        w_out=rng.normal(size=(4, 5)) if w_out else None,
+        mask=mask or Mask("none"),
+    )
