@@ -24,6 +24,7 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMenu
+from shiboken6 import isValid
 
 from ..core.errors import AttnExplorerError
 from ..core.session import Scale, Session
@@ -123,6 +124,8 @@ class SessionActions(QObject):
         return f"{preset.name} (preset)" if preset is not None else "untitled"
 
     def _update_modified(self, *_):
+        if not isValid(self.document.undo_stack):
+            return  # the document is being destroyed (the stack signals on its way out)
         now = self.modified
         if now != self._modified:
             self._modified = now
