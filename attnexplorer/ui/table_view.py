@@ -114,17 +114,17 @@ class MatrixTableView(QTableView):
         return self.paste_text(QGuiApplication.clipboard().text())
 
     def paste_text(self, text: str) -> bool:
-        """Paste ``text`` at the current cell (top-left of the selection) as one edit."""
+        """Paste ``text`` with its top-left corner at the current cell, as one edit."""
         model = self.model()
         if not hasattr(model, "paste_text"):
             return False
         current = self.currentIndex()
         indexes = self.selectionModel().selectedIndexes() if self.selectionModel() else []
-        if indexes:
+        if current.isValid():
+            top, left = current.row(), current.column()
+        elif indexes:
             top = min(i.row() for i in indexes)
             left = min(i.column() for i in indexes)
-        elif current.isValid():
-            top, left = current.row(), current.column()
         else:
             top = left = 0
         return model.paste_text(top, left, text)

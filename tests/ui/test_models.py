@@ -1,0 +1,197 @@
+"""Table models: Qt's model checks, keyboard editing, paste/copy, undo, refusals."""
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QLineEdit
+
+from attnexplorer.core.session import Mask, Session
+from attnexplorer.ui.document import SessionDocument
+from attnexplorer.ui.models import MatrixModel, TokenModel
+from attnexplorer.ui.table_view import MatrixTableView
+
+
+def make_session(n=3, d=2, dk=3, dv=2, heads=1):
+    rng = np.random.default_rng(1)
+    return Session(tokens=tuple(f"w{i}" for i in range(n)), embeddings=rng.normal(size=(n, d)),
+                   w_query=rng.normal(size=(heads, d, dk)), w_key=rng.normal(size=(heads, d, dk)),
+                   w_value=rng.normal(size=(heads, d, dv)))
+
+
+@pytest.fixture
+def doc(qtbot):
+    d = SessionDocument(make_session(heads=2))
+    yield d
+    d.shutdown()
+
+
+@pytest.fixture
+def messages(doc):
+    seen = []
+    doc.message.connect(seen.append)
+    return seen
+
+
+def test_models_pass_qt_model_checks(qtmodeltester, doc):
+    for model in (MatrixModel(doc, "embeddings"), MatrixModel(doc, "W_q", follow_selection=True),
+                  MatrixModel(doc, "W_v", head=1), TokenModel(doc)):
+        qtmodeltester.check(model, force_py=True)
+
+
+def test_display_is_compact_editor_is_exact(doc):
+    model = MatrixModel(doc, "W_k")
+    idx = model.index(1, 2)
+    value = doc.session.w_key[0, 1, 2]
+    assert model.data(idx) == f"{value:.4g}"
+    assert float(model.data(idx, Qt.ItemDataRole.EditRole)) == value
+    assert repr(float(value)) in model.data(idx, Qt.ItemDataRole.ToolTipRole)
+    assert model.headerData(0, Qt.Orientation.Vertical) == "0"
+    assert MatrixModel(doc, "embeddings").headerData(2, Qt.Orientation.Vertical) == "2 w2"
+
+
+def _type_into_cell(qtbot, view, row, col, text):
+    view.setCurrentIndex(view.model().index(row, col))
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key.Key_F2)
+    editor = view.findChild(QLineEdit)
+    assert editor is not None and editor.isVisible()
+    editor.selectAll()
+    qtbot.keyClicks(editor, text)
+    qtbot.keyClick(editor, Qt.Key.Key_Return)
+    # The delegate commits on a queued call after Return; wait for the editor to close.
+    qtbot.waitUntil(lambda: view.state() != view.State.EditingState, timeout=5000)
+
+
+def test_typing_arithmetic_into_a_cell_is_one_merged_undo_step(qtbot, doc):
+    model = MatrixModel(doc, "W_q", follow_selection=True)
+    view = MatrixTableView(model)
+    qtbot.addWidget(view)
+    view.show()
+    before = doc.session
+    _type_into_cell(qtbot, view, 1, 0, "sqrt(2)")
+    assert doc.session.w_query[0, 1, 0] == pytest.approx(2 ** 0.5)
+    _type_into_cell(qtbot, view, 1, 0, "-1/3")
+    assert doc.session.w_query[0, 1, 0] == pytest.approx(-1 / 3)
+    assert doc.undo_stack.count() == 1  # the same cell twice: one step
+    assert doc.undo_stack.undoText() == "Edit W_q[1,0] (head 0)"
+    assert model.data(model.index(1, 0)) == "-0.3333"
+    assert doc.wait_idle()
+    assert np.allclose(doc.result.Q[0], doc.session.embeddings @ doc.session.w_query[0], atol=1e-5)
+    doc.undo_stack.undo()
+    assert doc.session == before
+    assert model.data(model.index(1, 0)) == f"{before.w_query[0, 1, 0]:.4g}"
+    doc.undo_stack.redo()
+    assert doc.session.w_query[0, 1, 0] == pytest.approx(-1 / 3)
+
+
+@pytest.mark.parametrize("text", ["abc", "nan", "inf", "", "1e999", "__import__('os')"])
+def test_refused_cell_text_changes_nothing_and_says_why(qtbot, doc, messages, text):
+    model = MatrixModel(doc, "embeddings")
+    view = MatrixTableView(model)
+    qtbot.addWidget(view)
+    view.show()
+    before = doc.session
+    _type_into_cell(qtbot, view, 0, 1, text) if text else model.setData(model.index(0, 1), "")
+    assert doc.session is before
+    assert doc.undo_stack.count() == 0
+    assert messages and "embeddings[0,1] not changed" in messages[-1]
+
+
+def test_paste_block_from_clipboard_is_one_edit(qtbot, doc, messages):
+    model = MatrixModel(doc, "embeddings")
+    view = MatrixTableView(model)
+    qtbot.addWidget(view)
+    view.show()
+    view.setCurrentIndex(model.index(1, 0))
+    QGuiApplication.clipboard().setText("1\t2\n3\t4\n")
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier)
+    assert doc.session.embeddings[1:].tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert doc.undo_stack.count() == 1 and doc.undo_stack.undoText() == "Paste 2×2 into embeddings"
+    # numpy printout also works; a block that overflows is refused with its shape and the room.
+    before = doc.session
+    view.setCurrentIndex(model.index(2, 1))
+    QGuiApplication.clipboard().setText("[[5. 6.]\n [7. 8.]]")
+    qtbot.keyClick(view, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier)
+    assert doc.session is before
+    assert "a 2×2 block does not fit at [2,1]: there is room for 1×1" in messages[-1]
+    QGuiApplication.clipboard().setText("hello world")
+    qtbot.keyClick(view, Qt.Key.Key_V, Qt.KeyboardModifier.ControlModifier)
+    assert doc.session is before and "Paste into embeddings refused" in messages[-1]
+
+
+def test_copy_selection_as_tsv(qtbot, doc):
+    model = MatrixModel(doc, "W_v", follow_selection=True)
+    view = MatrixTableView(model)
+    qtbot.addWidget(view)
+    view.show()
+    view.selectAll()
+    view.setFocus()
+    qtbot.keyClick(view, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    text = QGuiApplication.clipboard().text()
+    rows = [[float(v) for v in line.split("\t")] for line in text.split("\n")]
+    assert np.array_equal(np.array(rows), doc.session.w_value[0])
+
+
+def test_head_follows_selection_and_resizes_reset_the_model(qtbot, doc):
+    from attnexplorer.core import edits
+
+    model = MatrixModel(doc, "W_q", follow_selection=True)
+    with qtbot.waitSignal(model.dataChanged):
+        doc.set_selection(head=1)
+    assert model.head == 1 and np.array_equal(model.array, doc.session.w_query[1])
+    with qtbot.waitSignal(model.modelReset):
+        doc.edit(edits.resize_dk(doc.session, 5), "d_k")
+    assert model.columnCount() == 5
+    doc.edit(edits.set_heads(doc.session, 1), "heads")
+    assert model.head == 0 and model.array.shape == (2, 5)
+
+
+def test_bulk_change_is_one_data_changed(qtbot, doc):
+    from attnexplorer.core import edits
+
+    model = MatrixModel(doc, "embeddings")
+    seen = []
+    model.dataChanged.connect(lambda a, b: seen.append(((a.row(), a.column()), (b.row(), b.column()))))
+    doc.edit(edits.set_block(doc.session, "embeddings", 1, 0, np.ones((2, 2))), "paste")
+    assert seen == [((1, 0), (2, 1))]
+
+
+def test_token_model_renames_and_toggles_padding(qtbot, doc):
+    model = TokenModel(doc)
+    assert model.setData(model.index(1, 0), "dog")
+    assert doc.session.tokens[1] == "dog"
+    assert model.setData(model.index(2, 1), Qt.CheckState.Checked.value, Qt.ItemDataRole.CheckStateRole)
+    assert doc.session.mask == Mask("padding", padding=(2,))
+    assert model.data(model.index(2, 1), Qt.ItemDataRole.CheckStateRole) == Qt.CheckState.Checked
+    assert not model.setData(model.index(0, 0), "   ")
+    assert doc.session.tokens[0] == "w0"
+
+
+def test_a_4096_row_table_asks_only_for_visible_rows(qtbot):
+    n = 4096
+    s = make_session(n=n, d=8)
+    doc = SessionDocument(s)
+    try:
+        asked = set()
+
+        class Counting(MatrixModel):
+            def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+                asked.add(index.row())
+                return super().data(index, role)
+
+        model = Counting(doc, "embeddings")
+        view = MatrixTableView(model)
+        view.resize(400, 300)
+        qtbot.addWidget(view)
+        view.show()
+        qtbot.waitExposed(view)
+        view.scrollToBottom()
+        asked.clear()
+        view.grab()  # renders the visible rows
+        assert model.rowCount() == n
+        assert 0 < len(asked) < 200
+        assert max(asked) == n - 1
+    finally:
+        doc.shutdown()
