@@ -1,0 +1,174 @@
+"""Autosave: the recovery file follows unsaved work, and the next launch offers it back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from attnexplorer.core.presets import build_preset
+from attnexplorer.ui.autosave import Autosaver, find_recoveries, read_recovery, write_recovery
+from attnexplorer.ui.document import SessionDocument
+from attnexplorer.ui.main_window import MainWindow
+from attnexplorer.ui.settings import AppSettings, data_dir
+
+
+@pytest.fixture
+def dirs(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("ATTNEXPLORER_AUTOSAVE_MS", "50")
+    return tmp_path
+
+
+@pytest.fixture
+def make_window(qtbot, dirs):
+    made = []
+
+    def make(preset="dessert"):
+        built = build_preset(preset)
+        doc = SessionDocument(built.session, built.signals)
+        window = MainWindow(doc, AppSettings())
+        window.restore_answers = []
+        window.ask_restore = lambda recovery: window.restore_answers.pop(0)
+        window.ask_unsaved = lambda: "discard"
+        qtbot.addWidget(window)
+        made.append(window)
+        return window
+
+    yield make
+    for window in made:
+        window.actions.autosaver.discard()
+        window.document.shutdown()
+
+
+def edit(doc, value, i=0, j=0):
+    x = doc.session.embeddings.copy()
+    x[i, j] = value
+    doc.edit(doc.session.replace(embeddings=x), "Edit X")
+    return doc.session
+
+
+def test_the_data_folder_is_the_test_override(dirs):
+    assert data_dir() == dirs / "data"
+
+
+def test_unsaved_work_is_written_a_moment_after_the_change(make_window, qtbot):
+    window = make_window()
+    saver = window.actions.autosaver
+    assert saver.file.parent == data_dir()
+    assert not saver.file.exists()  # a fresh preset is not unsaved work
+    edited = edit(window.document, 4.5)
+    assert saver.pending
+    with qtbot.waitSignal(saver.written, timeout=5000):
+        pass
+    recovery = read_recovery(saver.file)
+    assert recovery.session == edited
+    assert recovery.original_path is None
+    payload = json.loads(saver.file.read_text())
+    assert payload["format"] == "attnexplorer-recovery" and payload["version"] == 1
+
+
+def test_a_burst_of_edits_is_written_once_with_the_last_state(dirs, qtbot):
+    doc = SessionDocument(build_preset("dessert").session)
+    saver = Autosaver(doc, directory=dirs / "data", delay_ms=200)
+    writes = []
+    saver.written.connect(writes.append)
+    for k in range(5):
+        edit(doc, float(k))
+        saver.schedule()
+    qtbot.waitUntil(lambda: len(writes) == 1, timeout=5000)
+    qtbot.wait(300)
+    assert len(writes) == 1
+    assert read_recovery(saver.file).session == doc.session
+    saver.discard()
+    doc.shutdown()
+
+
+def test_save_removes_the_recovery_file_and_records_the_original(make_window, qtbot, dirs):
+    window = make_window()
+    saver = window.actions.autosaver
+    path = dirs / "work.json"
+    assert window.actions.save_as(path)
+    edit(window.document, 1.5)
+    with qtbot.waitSignal(saver.written, timeout=5000):
+        pass
+    assert read_recovery(saver.file).original_path == path.resolve()
+    assert window.actions.save()
+    assert not saver.file.exists() and not saver.pending
+
+
+def test_undo_back_to_the_saved_state_or_discarding_removes_it(make_window, qtbot):
+    window = make_window()
+    saver = window.actions.autosaver
+    edit(window.document, 1.5)
+    with qtbot.waitSignal(saver.written, timeout=5000):
+        pass
+    window.undo_action.trigger()
+    assert not saver.file.exists() and not saver.pending
+    edit(window.document, 2.5)
+    with qtbot.waitSignal(saver.written, timeout=5000):
+        pass
+    assert window.actions.new_session("pronoun")  # ask_unsaved answers "discard"
+    assert not saver.file.exists()
+
+
+def test_a_live_windows_file_is_not_offered_but_an_orphan_is(make_window, qtbot, dirs):
+    window = make_window()
+    saver = window.actions.autosaver
+    edit(window.document, 1.5)
+    with qtbot.waitSignal(saver.written, timeout=5000):
+        pass
+    assert find_recoveries(dirs / "data") == []  # locked by a running window
+    orphan = dirs / "data" / "recovery-orphan.json"
+    session = build_preset("sine", {"N": 24}).session
+    write_recovery(orphan, session, dirs / "sine.json")
+    (found,) = find_recoveries(dirs / "data")
+    assert found.file == orphan and found.session == session
+    assert found.original_path == dirs / "sine.json"
+    assert "sine.json" in found.describe()
+
+
+def test_an_unreadable_recovery_file_is_skipped_and_kept(dirs):
+    folder = dirs / "data"
+    folder.mkdir(parents=True)
+    broken = folder / "recovery-broken.json"
+    broken.write_text('{"format": "attnexplorer-recovery", "version": 1, "session": {"tokens": []}}')
+    assert find_recoveries(folder) == []
+    assert broken.exists()
+
+
+def test_offer_restores_the_accepted_one_and_removes_a_declined_one(make_window, dirs):
+    folder = dirs / "data"
+    kept = build_preset("pronoun").session
+    first = folder / "recovery-a.json"
+    write_recovery(first, kept, None)
+    window = make_window()
+    window.restore_answers = [False]
+    assert not window.offer_recovery()
+    assert not first.exists()
+    assert window.document.session.preset.name == "dessert"
+
+    original = dirs / "orig.json"
+    write_recovery(folder / "recovery-b.json", kept, original)
+    window.restore_answers = [True]
+    assert window.offer_recovery()
+    assert window.document.session == kept
+    assert window.actions.modified and window.isWindowModified()
+    assert window.actions.path == original.resolve()
+    assert window.windowTitle() == "attnexplorer — orig.json[*]"
+    assert not (folder / "recovery-b.json").exists()
+    # The restored work is unsaved, so this window's own autosave takes it over.
+    assert window.actions.autosaver.pending
+
+
+def test_a_failing_autosave_reports_and_never_raises(dirs, qtbot):
+    blocker = dirs / "not-a-folder"
+    blocker.write_text("x")
+    doc = SessionDocument(build_preset("dessert").session)
+    saver = Autosaver(doc, directory=blocker, delay_ms=0)
+    with qtbot.waitSignal(saver.failed, timeout=5000) as failed:
+        saver.schedule()
+    assert failed.args[0].startswith("autosave failed")
+    assert saver.last_error
+    doc.shutdown()
