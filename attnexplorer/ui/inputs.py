@@ -146,8 +146,9 @@ class TokensPage(QWidget):
 
         buttons = QHBoxLayout()
         buttons.setContentsMargins(0, 0, 0, 0)
-        self.insert_button = _tool_button("+", "Insert a token after the current one", slot=self.insert_token)
-        self.delete_button = _tool_button("−", "Delete the current token", slot=self.delete_token)
+        self.insert_button = _tool_button("+", "Insert a token after the current one",
+                                          slot=lambda: self.insert_token())
+        self.delete_button = _tool_button("−", "Delete the current token", slot=lambda: self.delete_token())
         self.up_button = _tool_button("↑", "Move the current token up", slot=lambda: self.move_token(-1))
         self.down_button = _tool_button("↓", "Move the current token down", slot=lambda: self.move_token(+1))
         for b in (self.insert_button, self.delete_button, self.up_button, self.down_button):
@@ -176,7 +177,7 @@ class TokensPage(QWidget):
         self.embedding_view = MatrixTableView(self.embedding_model)
         self.embedding_view.bind_token_rows(document)
         self.embedding_import = ImportActions(self, self.embedding_view, self.embedding_model, linear=False)
-        fill = _tool_button("Fill", "Replace every embedding row from the source", slot=self.fill_from_source)
+        fill = _tool_button("Fill", "Replace every embedding row from the source", slot=lambda: self.fill_from_source())
         importer = _tool_button("Import", "Import the embeddings (n × d) from a CSV/NPY file or the clipboard",
                                 menu=self.embedding_import.menu)
 
