@@ -1,0 +1,50 @@
+"""The result panels: every intermediate of the attention computation, drawn live.
+
+``PANEL_CLASSES`` lists them in the default layout order (the order the computation runs,
+then the close-ups); ``make_panels(document)`` builds one of each on a document. Every
+panel follows the ``Panel`` contract in ``base.py``.
+"""
+
+from __future__ import annotations
+
+from .base import Panel
+from .embedding_panel import EmbeddingPanel
+from .explain_panel import ExplainPanel
+from .matrix_panels import OutputPanel, QKVPanel, ScaledScoresPanel, ScoresPanel, WeightsPanel
+from .matrix_view import MatrixView
+from .query_panel import QueryPanel
+from .signal_panel import SignalPanel
+
+PANEL_CLASSES: tuple[type[Panel], ...] = (
+    QKVPanel,
+    ScoresPanel,
+    ScaledScoresPanel,
+    WeightsPanel,
+    OutputPanel,
+    QueryPanel,
+    ExplainPanel,
+    SignalPanel,
+    EmbeddingPanel,
+)
+
+
+def make_panels(document) -> list[Panel]:
+    """One panel of each kind on ``document``, in ``PANEL_CLASSES`` order."""
+    return [cls(document) for cls in PANEL_CLASSES]
+
+
+__all__ = [
+    "PANEL_CLASSES",
+    "EmbeddingPanel",
+    "ExplainPanel",
+    "MatrixView",
+    "OutputPanel",
+    "Panel",
+    "QKVPanel",
+    "QueryPanel",
+    "ScaledScoresPanel",
+    "ScoresPanel",
+    "SignalPanel",
+    "WeightsPanel",
+    "make_panels",
+]

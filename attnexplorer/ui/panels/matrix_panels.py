@@ -119,6 +119,10 @@ class QKVPanel(FigurePanel):
         for col, view in enumerate((self.q_view, self.k_view, self.v_view)):
             self.figure.addItem(view, row=1, col=col)
             view.setLabel("bottom", None)
+        for view in (self.k_view, self.v_view):
+            # Same tokens in the same rows as Q: one set of row labels leaves room for the numbers.
+            view.setLabel("left", None)
+            view.getAxis("left").setStyle(showValues=False)
         self.figure.layout.setRowStretchFactor(1, 1)
 
     def views(self) -> list[MatrixView]:

@@ -70,6 +70,7 @@ class TokenAxis(pg.AxisItem):
         return max(1, math.ceil(needed / pixels_per_cell))
 
     def tickValues(self, minVal, maxVal, size):
+        minVal, maxVal = min(minVal, maxVal), max(minVal, maxVal)  # an inverted axis gives them swapped
         n = len(self._labels)
         if n == 0 or maxVal <= minVal or size <= 0:
             return []

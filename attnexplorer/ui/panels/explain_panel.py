@@ -1,0 +1,74 @@
+"""The engine's arithmetic for the selected cell and the selected query's output, as text.
+
+For the selected head, query and key it shows ``explain_cell`` (q·k term by term, the
+scale, the mask, the softmax) and then ``explain_output`` (the output as Σ weight × value).
+With no key selected it explains the key the query weights most. Monospace and
+selectable, so a reader can copy the numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtWidgets import QLabel, QPlainTextEdit, QVBoxLayout
+
+from . import theme
+from .base import Panel
+from .common import clamp_selection
+
+
+def _lines(explanation) -> str:
+    text = explanation.text
+    return text if isinstance(text, str) else "\n".join(text)
+
+
+class ExplainPanel(Panel):
+    kind = "explain"
+    title = "Explain"
+
+    def __init__(self, document, parent=None):
+        super().__init__(document, parent)
+        self.caption = QLabel("Click a cell or a token to explain it.")
+        self.text_view = QPlainTextEdit()
+        self.text_view.setReadOnly(True)
+        self.text_view.setFont(theme.monospace_font(10))
+        self.text_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.caption)
+        layout.addWidget(self.text_view, 1)
+        self.setMinimumSize(320, 160)
+
+    def text(self) -> str:
+        return self.text_view.toPlainText()
+
+    def redraw(self) -> None:
+        result = self.document.result
+        session = self.document.session
+        if result is None:
+            self._show("", "No result yet.")
+            return
+        if result.tokens != session.tokens:
+            return  # one edit behind: the next result will explain the session as it is
+        head, query, key = clamp_selection(self.document, result)
+        chosen = key
+        if chosen is None and result.weights is not None:
+            chosen = int(np.argmax(result.weights[head, query]))
+        # Imported here: explain belongs to the engine side and is only needed once shown.
+        from ...core.errors import AttnExplorerError
+        from ...core.explain import explain_cell, explain_output
+
+        parts = []
+        try:
+            parts.append(_lines(explain_cell(session, result, head, query, chosen)))
+            parts.append(_lines(explain_output(session, result, head, query)))
+        except AttnExplorerError as err:
+            parts.append(f"Cannot explain this cell: {err}")
+        which = "selected key" if key is not None else "the key it weights most"
+        heads = "" if result.heads == 1 else f", head {head}"
+        self._show("\n\n".join(parts),
+                   f"Query {result.tokens[query]!r} and {which}, {result.tokens[chosen]!r}{heads}")
+
+    def _show(self, text: str, caption: str) -> None:
+        if self.text_view.toPlainText() != text:
+            self.text_view.setPlainText(text)
+        self.caption.setText(caption)

@@ -1,0 +1,233 @@
+"""The selected query token up close: its score and weight rows, and its output as a sum.
+
+Top left, the query's scaled scores against every key (blocked keys hatched: the score is
+computed, the mask throws it away); top right, its weights (they sum to 1). Below, its
+output (the selected head's, before W_o) split into each key's contribution weight × v:
+one stacked bar per output dimension, positive parts stacked up and negative parts down,
+with a black outline at the total. The keys with the largest weights get their own colour,
+the same colour as their bar in the weights chart (which is the legend); the rest are grey
+and summed as "other keys". Hovering a stacked part names its key.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+
+from . import theme
+from .common import FigurePanel, clamp_selection, feature_names
+from .matrix_view import TokenAxis
+
+# Keys drawn with their own colour in the contribution chart; the rest become "other keys".
+MAX_CONTRIBUTORS = len(theme.CATEGORY_COLORS) - 1
+
+
+class _BarChart(pg.PlotItem):
+    """Bars at cell centres (0.5, 1.5, …) labelled by token, like a MatrixView column axis."""
+
+    def __init__(self, title: str, y_label: str):
+        self.token_axis = TokenAxis("bottom")
+        super().__init__(axisItems={"bottom": self.token_axis})
+        self.setTitle(title, size="10pt")
+        self.setLabel("left", y_label)
+        self.hideButtons()
+        self.setMenuEnabled(False)
+        self.setMouseEnabled(x=True, y=False)
+        self.showGrid(y=True, alpha=0.25)
+        self.getAxis("left").enableAutoSIPrefix(False)
+        self.bars = pg.BarGraphItem(x=[], height=[], width=0.8)
+        self.addItem(self.bars)
+        self.zero = pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("k", width=1))
+        self.addItem(self.zero, ignoreBounds=True)
+        self._n = -1
+
+    def set_bars(self, heights: np.ndarray, labels, brushes, pens) -> None:
+        n = len(heights)
+        self.bars.setOpts(x=np.arange(n) + 0.5, height=np.asarray(heights, dtype=float), width=0.8,
+                          brushes=brushes, pens=pens)
+        self.token_axis.set_labels(labels)
+        if n != self._n:
+            self._n = n
+            self.vb.setLimits(xMin=0, xMax=max(n, 1))
+            self.setXRange(0, max(n, 1), padding=0)
+        self.enableAutoRange(axis="y")
+
+    def key_at(self, scene_pos) -> int | None:
+        if not self.vb.sceneBoundingRect().contains(scene_pos):
+            return None
+        x = self.vb.mapSceneToView(scene_pos).x()
+        k = int(np.floor(x))
+        return k if 0 <= k < self._n else None
+
+
+class QueryPanel(FigurePanel):
+    """Bar charts for the selected query (``document.selection.query``) of the selected head."""
+
+    kind = "query"
+    title = "Selected query"
+    minimum_size = (400, 300)
+
+    def __init__(self, document, parent=None):
+        super().__init__(document, parent)
+        self.score_chart = _BarChart("scaled scores", "score")
+        self.weight_chart = _BarChart("weights (sum to 1)", "weight")
+        self.weight_chart.setYRange(0, 1, padding=0.02)
+        self.figure.addItem(self.score_chart, row=1, col=0)
+        self.figure.addItem(self.weight_chart, row=1, col=1)
+        self.sum_chart = pg.PlotItem(axisItems={"bottom": TokenAxis("bottom")})
+        self.sum_chart.setTitle("output = Σ weight × value", size="10pt")
+        self.sum_chart.setLabel("left", "contribution")
+        self.sum_chart.hideButtons()
+        self.sum_chart.setMenuEnabled(False)
+        self.sum_chart.showGrid(y=True, alpha=0.25)
+        self.sum_chart.getAxis("left").enableAutoSIPrefix(False)
+        self.sum_chart.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("k", width=1)), ignoreBounds=True)
+        self.figure.addItem(self.sum_chart, row=2, col=0, colspan=2)
+        # A fixed pool: one bar item per colour, reused on every redraw.
+        self.parts = [pg.BarGraphItem(x=[], height=[], width=0.7, brush=color, pen=pg.mkPen("w", width=0.5))
+                      for color in theme.CATEGORY_COLORS]
+        for part in self.parts:
+            self.sum_chart.addItem(part)
+        self.totals = pg.BarGraphItem(x=[], height=[], width=0.8, brush=pg.mkBrush(0, 0, 0, 0),
+                                      pen=pg.mkPen("k", width=1.5))
+        self.sum_chart.addItem(self.totals)
+        self._groups: list[tuple[str, np.ndarray]] = []
+        self.figure.layout.setRowStretchFactor(1, 1)
+        self.figure.layout.setRowStretchFactor(2, 1)
+        self._contributions: dict = {}
+        self.canvas.scene().sigMouseClicked.connect(self._on_scene_clicked)
+        self.canvas.scene().sigMouseMoved.connect(self._on_scene_moved)
+
+    # -- reading (tests, export) -------------------------------------------------------------
+    def score_heights(self) -> np.ndarray:
+        return np.asarray(self.score_chart.bars.opts["height"])
+
+    def weight_heights(self) -> np.ndarray:
+        return np.asarray(self.weight_chart.bars.opts["height"])
+
+    def contributions(self) -> dict:
+        """{legend name: contribution per output dimension} as drawn, plus "total"."""
+        return dict(self._contributions)
+
+    # -- drawing ------------------------------------------------------------------------------
+    def redraw(self) -> None:
+        result = self.document.result
+        if result is None or result.scaled_scores is None or result.weights is None:
+            return
+        head, query, key = clamp_selection(self.document, result)
+        tokens = result.tokens
+        token = tokens[query]
+        where = "" if result.heads == 1 else f", head {head}"
+        blocked_row = bool(result.blocked_rows[query])
+        note = " — blocked: this query sees no key" if blocked_row else ""
+        self.set_heading(f"Query {token!r} (#{query}){where}{note}")
+        blocked = result.mask[query]
+        scores = result.scaled_scores[head, query]
+        weights = result.weights[head, query]
+        n = len(tokens)
+        score_brushes = [pg.mkBrush(theme.HATCH_BRUSH) if b else pg.mkBrush(theme.QUERY_COLOR) for b in blocked]
+        colors = self._key_colors(weights)
+        weight_brushes = [pg.mkBrush(colors.get(k, theme.CATEGORY_COLORS[-1])) for k in range(n)]
+        pens = self._pens(n, key)
+        self.score_chart.set_bars(scores, tokens, score_brushes, pens)
+        self.weight_chart.set_bars(weights, tokens, weight_brushes, pens)
+        self.weight_chart.setYRange(0, 1, padding=0.02)
+        self._draw_sum(result, head, query)
+
+    def redraw_selection(self) -> None:
+        self.redraw()
+
+    @staticmethod
+    def _contributors(weights: np.ndarray) -> tuple[list[int], list[int]]:
+        """Keys with their own colour (largest weights first) and the rest with weight > 0."""
+        order = [int(k) for k in np.argsort(-np.asarray(weights, dtype=np.float64), kind="stable") if weights[k] > 0]
+        return order[:MAX_CONTRIBUTORS], order[MAX_CONTRIBUTORS:]
+
+    def _key_colors(self, weights: np.ndarray) -> dict:
+        shown, _ = self._contributors(weights)
+        return {k: theme.CATEGORY_COLORS[i] for i, k in enumerate(shown)}
+
+    @staticmethod
+    def _pens(n: int, key: int | None):
+        normal = pg.mkPen(0, 0, 0, 60, width=1)
+        if key is None:
+            return [normal] * n
+        pens = [normal] * n
+        pens[key] = pg.mkPen(theme.SELECTION_COLOR, width=3)
+        return pens
+
+    def _draw_sum(self, result, head: int, query: int) -> None:
+        if result.V is None or result.head_outputs is None:
+            for part in self.parts:
+                part.setOpts(x=[], height=[])
+            return
+        weights = np.asarray(result.weights[head, query], dtype=np.float64)
+        values = np.asarray(result.V[head], dtype=np.float64)
+        total = np.asarray(result.head_outputs[head, query], dtype=np.float64)
+        d_v = values.shape[1]
+        shown, rest = self._contributors(weights)
+        groups = [(f"{result.tokens[k]!r} (#{k}) w={theme.format_value(weights[k], 3)}", weights[k] * values[k])
+                  for k in shown]
+        if rest:
+            groups.append((f"other keys ({len(rest)})", (weights[rest, None] * values[rest]).sum(axis=0)))
+        x = np.arange(d_v) + 0.5
+        up = np.zeros(d_v)
+        down = np.zeros(d_v)
+        self._contributions = {}
+        for k, part in enumerate(self.parts):
+            if k >= len(groups):
+                part.setOpts(x=[], height=[], y0=[])
+                part.setVisible(False)
+                continue
+            name, contribution = groups[k]
+            base = np.where(contribution >= 0, up, down)
+            part.setOpts(x=x, height=contribution, y0=base, width=0.7, brush=theme.CATEGORY_COLORS[k if k < len(shown) else -1])
+            part.setVisible(True)
+            up = up + np.clip(contribution, 0, None)
+            down = down + np.clip(contribution, None, 0)
+            self._contributions[name] = contribution
+        self._contributions["total"] = total
+        # The total as a thin black outline bar from 0 to the output value.
+        self.totals.setOpts(x=x, height=total, y0=np.zeros(d_v), width=0.85)
+        axis = self.sum_chart.getAxis("bottom")
+        axis.set_labels(feature_names("v", d_v))
+        self.sum_chart.vb.setLimits(xMin=0, xMax=max(d_v, 1))
+        self.sum_chart.setXRange(0, max(d_v, 1), padding=0)
+        self.sum_chart.enableAutoRange(axis="y")
+        self._groups = groups
+
+    # -- mouse ------------------------------------------------------------------------------
+    def _on_scene_clicked(self, event) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        for chart in (self.score_chart, self.weight_chart):
+            key = chart.key_at(event.scenePos())
+            if key is not None:
+                self.document.set_selection(key=key)
+                return
+
+    def _on_scene_moved(self, scene_pos) -> None:
+        result = self.document.result
+        if result is None:
+            return
+        head, query, _ = clamp_selection(self.document, result)
+        for chart, name, data in ((self.score_chart, "scaled score", result.scaled_scores),
+                                  (self.weight_chart, "weight", result.weights)):
+            key = chart.key_at(scene_pos)
+            if key is not None and data is not None:
+                value = theme.format_value(float(data[head, query, key]), 5)
+                blocked = " (blocked by the mask)" if result.mask[query, key] else ""
+                self.show_readout(f"query {result.tokens[query]!r} → key {result.tokens[key]!r} (#{key}): "
+                                  f"{name} {value}{blocked}")
+                return
+        if self.sum_chart.vb.sceneBoundingRect().contains(scene_pos) and self._groups:
+            point = self.sum_chart.vb.mapSceneToView(scene_pos)
+            dim = int(np.floor(point.x()))
+            total = self._contributions.get("total")
+            if total is not None and 0 <= dim < len(total):
+                parts = ", ".join(f"{name}: {theme.format_value(float(c[dim]), 3)}" for name, c in self._groups[:4])
+                more = " …" if len(self._groups) > 4 else ""
+                self.show_readout(f"v{dim} = {theme.format_value(float(total[dim]), 4)} = {parts}{more}")
+                return
+        self.show_readout("")

@@ -1,0 +1,107 @@
+"""A 1-D signal smoothed by attention, as in the noisy-sine walkthrough.
+
+Each token is one sample: the clean signal is dashed, the noisy input is dots and the
+attention output is a solid line, against position. The selected query's position is
+marked, and its weight row is drawn faintly beneath (scaled to the plot) so one can see
+which neighbours it averages. Its attention matrix is the Weights panel beside it.
+
+Where the numbers come from:
+- position: the preset's ``position`` signal, else the token index;
+- noisy input: the first embedding column (what W_V reads in the walkthrough), so editing
+  an embedding moves its dot;
+- clean: the preset's ``clean`` signal (hidden when the token count no longer matches);
+- output: the first column of the attention output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+
+from . import theme
+from .common import FigurePanel, clamp_selection
+
+
+class SignalPanel(FigurePanel):
+    kind = "signal"
+    title = "Signal: clean (dashed), noisy input (dots), attention output (solid)"
+    minimum_size = (400, 280)
+
+    def __init__(self, document, parent=None):
+        super().__init__(document, parent)
+        self.plot = self.figure.addPlot(row=1, col=0)
+        self.plot.setLabel("bottom", "position")
+        self.plot.setLabel("left", "value")
+        self.plot.hideButtons()
+        self.plot.setMenuEnabled(False)
+        self.plot.showGrid(x=True, y=True, alpha=0.2)
+        self.setToolTip("The shaded bump is the selected query's weight row (scaled to peak 1): "
+                        "the samples it averages.")
+        self.legend = self.plot.addLegend(offset=(-6, 6), labelTextSize="8pt")
+        self.weight_fill = pg.PlotDataItem(pen=pg.mkPen(theme.SELECTION_COLOR, width=1),
+                                           fillLevel=0.0, brush=pg.mkBrush(255, 140, 0, 50))
+        self.clean = pg.PlotDataItem(pen=theme.cosmetic_pen("#555555", 2.0, Qt.PenStyle.DashLine), name="clean")
+        self.noisy = pg.PlotDataItem(pen=None, symbol="o", symbolSize=5, symbolPen=None,
+                                     symbolBrush=pg.mkBrush(theme.KEY_COLOR), name="noisy input")
+        self.output = pg.PlotDataItem(pen=pg.mkPen(theme.QUERY_COLOR, width=2.5), name="attention output")
+        self.marker = pg.InfiniteLine(angle=90, pen=theme.cosmetic_pen(theme.SELECTION_COLOR, 1.5, Qt.PenStyle.DotLine))
+        for item in (self.weight_fill, self.clean, self.noisy, self.output):
+            self.plot.addItem(item)
+        self.plot.addItem(self.marker, ignoreBounds=True)
+        self.noisy.sigPointsClicked.connect(self._on_points_clicked)
+        self.figure.layout.setRowStretchFactor(1, 1)
+        self._x = np.zeros(0)
+
+    def applies_to(self, session) -> bool:
+        return (session.preset is not None and session.preset.name == "sine") or "clean" in self.document.signals
+
+    # -- reading (tests) ------------------------------------------------------------------------
+    def curves(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """{"clean", "noisy", "output"}: the (x, y) drawn, empty arrays when hidden."""
+        def xy(item):
+            x, y = item.getData()
+            return (np.zeros(0), np.zeros(0)) if x is None else (np.asarray(x), np.asarray(y))
+        return {"clean": xy(self.clean), "noisy": xy(self.noisy), "output": xy(self.output)}
+
+    # -- drawing ----------------------------------------------------------------------------------
+    def redraw(self) -> None:
+        result = self.document.result
+        session = self.document.session
+        if result is None or result.output is None:
+            return
+        n = result.n
+        signals = self.document.signals
+        position = signals.get("position")
+        x = np.asarray(position, dtype=float) if position is not None and len(position) == n else np.arange(n, dtype=float)
+        self._x = x
+        clean = signals.get("clean")
+        if clean is not None and len(clean) == n:
+            self.clean.setData(x, np.asarray(clean, dtype=float))
+        else:
+            self.clean.setData([], [])
+        if session.n == n:
+            noisy = session.embeddings[:, 0]
+        else:  # the result lags one edit behind: fall back to the preset's own samples
+            noisy = signals.get("noisy")
+        if noisy is not None and len(noisy) == n:
+            self.noisy.setData(x, np.asarray(noisy, dtype=float))
+        else:
+            self.noisy.setData([], [])
+        self.output.setData(x, np.asarray(result.output[:, 0], dtype=float))
+        self.redraw_selection()
+
+    def redraw_selection(self) -> None:
+        result = self.document.result
+        if result is None or result.weights is None or len(self._x) != result.n:
+            return
+        head, query, _ = clamp_selection(self.document, result)
+        self.marker.setPos(float(self._x[query]))
+        # The weight row, scaled so its peak reaches 1: where this query looks.
+        row = np.asarray(result.weights[head, query], dtype=float)
+        peak = row.max() if row.size else 0.0
+        self.weight_fill.setData(self._x, row / peak if peak > 0 else row)
+
+    def _on_points_clicked(self, item, points, *args) -> None:
+        if len(points):
+            self.document.set_selection(query=int(points[0].index()))
