@@ -111,10 +111,18 @@ def _foreground() -> QColor:
 
 
 def _shows_title(item, title: str) -> bool:
-    """True when a visible label inside the plot already reads ``title``."""
+    """True when the figure already carries a heading: a visible label reading ``title``
+    anywhere in it, or a label in the first row of its top-level layout (a panel's own
+    heading, which may be more specific than its title, e.g. "Query 'dog' (#1)")."""
     want = title.strip().lower()
     if not want:
         return True
+    cells = getattr(item, "items", None)
+    if isinstance(item, pg.GraphicsLayout) and isinstance(cells, dict):
+        for child, places in cells.items():
+            if (isinstance(child, pg.LabelItem) and child.isVisible() and _plain(child.text)
+                    and any(row == 0 for row, _col in places)):
+                return True
     for it in _tree(item):
         if isinstance(it, pg.LabelItem) and it.isVisible() and want in _plain(it.text).lower():
             return True
@@ -491,10 +499,16 @@ def export_figures(session, result, signals, out_dir, formats: list[str]) -> lis
             p.show()
             shown.append(p)
         QApplication.processEvents()
+        plots = exportable(shown)
+        for p in plots:
+            # The figure is only part of the panel (a read-out line sits below it): grow the
+            # panel so that the figure itself gets FIGURE_SIZE.
+            got = p.export_item().sceneBoundingRect().size()
+            p.resize(p.width() + FIGURE_SIZE[0] - round(got.width()), p.height() + FIGURE_SIZE[1] - round(got.height()))
+        QApplication.processEvents()
         for p in shown:
             p.refresh()
         QApplication.processEvents()
-        plots = exportable(shown)
         folder = Path(out_dir) / "figures"
         try:
             folder.mkdir(parents=True, exist_ok=True)

@@ -296,3 +296,64 @@ def test_missing_folder_is_a_clear_error(qtbot, doc, tmp_path):
     panel = shown(qtbot, HeatmapPanel(doc))
     with pytest.raises(AttnExplorerError, match="cannot write"):
         figures.export_panel(panel, tmp_path / "nope" / "a.svg")
+
+
+def test_a_layout_heading_counts_as_the_title(qtbot, doc):
+    """A panel's own heading in the first row (e.g. "Query 'dog' (#1)") is not doubled."""
+    panel = shown(qtbot, HeatmapPanel(doc, title="Selected query", show_title=False))
+    assert figures.render_panel(panel).height() == 320 + figures.TITLE_BAND
+    panel.canvas.ci.addLabel("Query 'cat' (#1)", row=0, col=0)
+    panel.canvas.ci.nextRow()
+    assert figures.render_panel(panel).height() == 320
+
+
+# -- the app's own panels, headless, as `attnexplorer export --figures` makes them ---------------
+def run_export_figures(tmp_path, preset, formats):
+    from attnexplorer.core.engine import compute
+    from attnexplorer.core.presets import build_preset
+
+    built = build_preset(preset)
+    result = compute(built.session)
+    written = figures.export_figures(built.session, result, built.signals, tmp_path, formats)
+    return built, written
+
+
+def test_export_figures_writes_every_applicable_panel_and_a_dashboard(qtbot, tmp_path):
+    from attnexplorer.ui.panels import PANEL_CLASSES
+
+    built, written = run_export_figures(tmp_path, "pronoun", ["png", "svg", "pdf"])
+    folder = tmp_path / "figures"
+    assert all(p.parent == folder and p.is_file() for p in written)
+    names = {p.name for p in written}
+    kinds = {p.stem for p in written} - {"dashboard"}
+    assert len(names) == len(written) == 3 * (len(kinds) + 1)
+    assert {"weights", "scores", "scaled_scores", "qkv", "output"} <= kinds
+    assert kinds <= {cls.kind for cls in PANEL_CLASSES}
+    assert "explain" not in kinds  # text only
+    assert "signal" not in kinds  # the pronoun preset has no 1-D signal
+    for kind in kinds:
+        assert QImage(str(folder / f"{kind}.png")).size().toTuple() == figures.FIGURE_SIZE, kind
+    texts = texts_of(folder / "weights.svg")
+    assert any("Attention weights" in t for t in texts)
+    for token in set(built.session.tokens):
+        assert token in texts, token
+    dash = " ".join(texts_of(folder / "dashboard.svg"))
+    assert "pronoun" in dash and "Attention weights" in dash
+    data = (folder / "dashboard.pdf").read_bytes()
+    assert data.startswith(b"%PDF") and pdf_page_count(data) == 1
+    if shutil.which("pdftotext"):
+        text = subprocess.run(["pdftotext", str(folder / "weights.pdf"), "-"], capture_output=True,
+                              text=True, check=True).stdout
+        assert "Attention weights" in text and "fetched" in text
+
+
+def test_export_figures_includes_the_signal_plot_for_sine(qtbot, tmp_path):
+    _built, written = run_export_figures(tmp_path, "sine", ["png"])
+    assert "signal.png" in {p.name for p in written}
+    assert "dashboard.png" in {p.name for p in written}
+
+
+def test_export_figures_refuses_an_unknown_format_before_writing(qtbot, tmp_path):
+    with pytest.raises(figures.FigureError, match="'tiff'"):
+        figures.export_figures(make_session(), None, {}, tmp_path, ["png", "tiff"])
+    assert list(tmp_path.iterdir()) == []
