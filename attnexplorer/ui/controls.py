@@ -180,7 +180,7 @@ class ControlsPanel(QWidget):
         self.preset_box = QGroupBox("Preset")
         self.preset_form = self._form(self.preset_box)
         self.param_widgets: dict[str, ValueSlider] = {}
-        self._preset_name = None
+        self._preset_name = ...  # not built yet: the first session builds the box
         self._signals_params = None
 
         layout = QVBoxLayout(self)
