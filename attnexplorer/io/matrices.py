@@ -90,7 +90,8 @@ def matrix_to_csv(array, row_labels: Sequence[str] | None = None, col_labels: Se
     rows = _labels(row_labels, a.shape[0], "row")
     cols = _labels(col_labels, a.shape[1], "column")
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    # "\r\n" as RFC 4180 says: the writer then quotes labels holding either line-break character.
+    writer = csv.writer(buf, lineterminator="\r\n")
     if cols is not None:
         writer.writerow(([""] if rows is not None else []) + cols)
     for i, row in enumerate(a.tolist()):
@@ -336,17 +337,31 @@ def _float_cell(cell: str) -> float | None:
 
 
 def _read_csv(text: str, source: str) -> np.ndarray:
-    rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
+    # Blank lines are skipped; a row of empty cells is kept (it may be a header of empty labels).
+    rows = [r for r in csv.reader(io.StringIO(text, newline="")) if r and (len(r) > 1 or r[0].strip())]
     if not rows:
         raise MatrixError(f"{source}: holds no numbers")
-    # Labels: a first row with any non-number is a header; a first column is labels when the
-    # header's corner cell is empty or any of its cells below the header is not a number.
-    header = any(_float_cell(c) is None for c in rows[0])
+    # Labels. The first row is a header when its first cell is empty (the corner of a labelled
+    # table, as matrix_to_csv writes it: then tokens such as "1" or "nan" are still labels),
+    # when any later cell is not a number, or when only its first cell is not a number and
+    # the first cells below it all are (a one-column header). The first column is labels
+    # below an empty corner, or when any of its cells below the header is not a number.
+    def number(cell):
+        return _float_cell(cell) is not None
+
+    top = rows[0]
+    corner = top[0].strip() == ""
+    if corner or any(not number(c) for c in top[1:]):
+        header = True
+    elif number(top[0]):
+        header = False
+    else:
+        header = len(rows) > 1 and all(r and number(r[0]) for r in rows[1:])
     first = 1 if header else 0
     body = rows[first:]
     if not body:
         raise MatrixError(f"{source}: has a header row but no numbers")
-    labelled = (header and rows[0][0].strip() == "") or any(r and _float_cell(r[0]) is None for r in body)
+    labelled = corner or any(r and not number(r[0]) for r in body)
     skip = 1 if labelled else 0
     width = len(body[0]) - skip
     if width < 1:
@@ -427,7 +442,7 @@ def read_matrix(path) -> np.ndarray:
         raise MatrixError(f"{source}: holds no numbers")
     if not np.isfinite(a).all():
         i, j = (int(k) for k in np.argwhere(~np.isfinite(a))[0])
-        raise MatrixError(f"{source}: the number at row {i + 1}, column {j + 1} is {a[i, j]!r}; every number must be finite")
+        raise MatrixError(f"{source}: the number at row {i + 1}, column {j + 1} is {float(a[i, j])!r}; every number must be finite")
     return a
 
 
