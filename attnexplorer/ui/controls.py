@@ -188,6 +188,7 @@ class ControlsPanel(QWidget):
         for box in (mask_box, scale_box, compute_box, self.preset_box):
             layout.addWidget(box)
         layout.addStretch(1)
+        self.setMinimumWidth(260)  # labels and spin boxes clip below this in a narrow dock
 
         document.session_changed.connect(self._on_session_changed)
         document.compute_failed.connect(lambda _msg: self._sync_compute())

@@ -37,6 +37,7 @@ from .models import MatrixModel, TokenModel, apply_edit
 from .table_view import MatrixTableView
 
 MATRIX_FILTER = "Matrices (*.csv *.tsv *.txt *.npy);;All files (*)"
+MIN_WIDTH = 280
 SOURCES = (("manual", "manual (zeros)"), ("seeded", "seeded random"), ("preset", "preset generator"))
 
 
@@ -474,4 +475,6 @@ class InputsPanel(QTabWidget):
         self.addTab(self.tokens, "Tokens")
         self.addTab(self.weights, "Weights")
         self.setDocumentMode(True)
+        # Below this the tables and their buttons clip; the window's dock cannot squeeze it further.
+        self.setMinimumWidth(MIN_WIDTH)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
