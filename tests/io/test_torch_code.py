@@ -1,0 +1,72 @@
+"""Copy as PyTorch code: the snippet runs with torch alone and gives the engine's numbers."""
+
+import ast
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from io_strategies import sessions, small_session
+
+from attnexplorer.core.engine import compute
+from attnexplorer.core.session import Mask, Scale
+from attnexplorer.io.torch_code import session_to_torch_code
+
+NAMES = ("Q", "K", "V", "scores", "scaled_scores", "weights", "head_outputs", "concat", "output")
+
+
+def run_snippet(code):
+    namespace = {"__name__": "__snippet__"}
+    exec(compile(code, "<snippet>", "exec"), namespace)
+    return namespace
+
+
+def assert_same(namespace, result):
+    for name in NAMES:
+        got = namespace[name].numpy()
+        want = getattr(result, name)
+        assert got.shape == want.shape, name
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=name)
+    assert np.array_equal(namespace["mask"].numpy(), result.mask)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions(max_n=5, max_d=4, max_heads=3, with_extra=False))
+def test_snippet_matches_engine(session):
+    namespace = run_snippet(session_to_torch_code(session))
+    assert_same(namespace, compute(session, dtype="float64"))
+    assert namespace["tokens"] == list(session.tokens)
+
+
+@pytest.mark.parametrize("mask", [Mask("causal"), Mask("window", window=2), Mask("padding", padding=(0, 3)),
+                                  Mask("custom", blocked=np.ones((5, 5), dtype=bool))])
+def test_every_mask_kind_including_fully_blocked_rows(mask, capsys):
+    s = small_session(mask=mask, w_out=True).replace(scale=Scale("temperature", 0.3))
+    namespace = run_snippet(session_to_torch_code(s))
+    result = compute(s, dtype="float64")
+    assert_same(namespace, result)
+    assert not np.isnan(namespace["weights"].numpy()).any()
+    capsys.readouterr()
+
+
+def test_snippet_imports_only_math_and_torch():
+    code = session_to_torch_code(small_session(mask=Mask("causal")))
+    imported = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            imported |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(node.module)
+    assert imported == {"math", "torch"}
+
+
+def test_snippet_runs_as_a_script_without_attnexplorer(tmp_path):
+    s = small_session(w_out=True, tokens=("it's", '"q"', "\\", "ü", "a\nb"))
+    path = tmp_path / "snippet.py"
+    path.write_text(session_to_torch_code(s) + "\nimport sys\nassert not any(m.startswith('attnexplorer') "
+                    "for m in sys.modules)\nprint(repr(output.tolist()))\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    printed = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    np.testing.assert_allclose(np.array(printed), compute(s, dtype="float64").output, rtol=1e-12, atol=1e-12)
