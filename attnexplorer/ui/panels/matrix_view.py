@@ -140,7 +140,6 @@ class _CellImage(pg.ImageItem):
     def __init__(self, view: "MatrixView"):
         super().__init__(axisOrder="row-major")
         self._view = view
-        self.setAcceptHoverEvents(True)
 
     def _cell(self, pos):
         if self.image is None:
@@ -185,8 +184,12 @@ class MatrixView(pg.PlotItem):
         self.col_axis = TokenAxis("bottom")
         super().__init__(axisItems={"left": self.row_axis, "bottom": self.col_axis})
         # PlotItem's own title label would make the title's width the plot's minimum width.
+        # The old label is kept (hidden, zero-sized) rather than deleted: a deleted item can
+        # linger in the scene's index and crash a later hover.
         self.layout.removeItem(self.titleLabel)
-        self.titleLabel.setParentItem(None)
+        self._plain_title = self.titleLabel
+        self._plain_title.setVisible(False)
+        self._plain_title.setMaximumSize(0, 0)
         self.titleLabel = ShrinkingLabel("", size="10pt", parent=self)
         self.layout.addItem(self.titleLabel, 0, 1)
         self.setTitle(title, size="10pt")
@@ -260,7 +263,8 @@ class MatrixView(pg.PlotItem):
         return self._raw
 
     @property
-    def shape(self) -> tuple[int, int]:
+    def matrix_shape(self) -> tuple[int, int]:
+        """(rows, cols) of the matrix shown. (Not ``shape``: QGraphicsItem.shape() is a method.)"""
         return self._shape
 
     def cell_texts(self) -> dict[tuple[int, int], str]:

@@ -1,0 +1,249 @@
+"""The heatmap panels: what they draw equals the engine's result, and they follow the document."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, Qt
+
+from attnexplorer.core.session import Mask, Session
+from attnexplorer.ui.document import SessionDocument
+from attnexplorer.ui.panels import (PANEL_CLASSES, OutputPanel, QKVPanel, ScaledScoresPanel, ScoresPanel,
+                                    WeightsPanel, make_panels)
+from attnexplorer.ui.panels.base import Panel
+
+TOKENS = ("the", "dog", "chased", "a", "cat", "she")
+
+
+def make_session(n=len(TOKENS), d=3, d_k=3, d_v=2, heads=2, mask=None, w_out=False, seed=0, tokens=None):
+    rng = np.random.default_rng(seed)
+    tokens = tokens or (TOKENS if n == len(TOKENS) else tuple(f"t{i}" for i in range(n)))
+    return Session(
+        tokens,
+        rng.normal(size=(n, d)),
+        rng.normal(size=(heads, d, d_k)),
+        rng.normal(size=(heads, d, d_k)),
+        rng.normal(size=(heads, d, d_v)),
+        w_out=rng.normal(size=(heads * d_v, 4)) if w_out else None,
+        mask=mask or Mask("causal"),
+    )
+
+
+@pytest.fixture
+def doc(qtbot):
+    document = SessionDocument(make_session())
+    yield document
+    document.shutdown()
+
+
+def shown(qtbot, panel, size=(420, 320)):
+    qtbot.addWidget(panel)
+    panel.resize(*size)
+    panel.show()
+    qtbot.waitExposed(panel)
+    return panel
+
+
+def view_to_widget(panel, view, x, y):
+    from PySide6.QtCore import QPointF
+
+    scene = view.vb.mapViewToScene(QPointF(x, y))
+    return panel.canvas.mapFromScene(scene)
+
+
+def test_make_panels_builds_every_class_in_order(doc, qtbot):
+    panels = make_panels(doc)
+    for p in panels:
+        qtbot.addWidget(p)
+    assert [type(p) for p in panels] == list(PANEL_CLASSES)
+    kinds = [p.kind for p in panels]
+    assert len(set(kinds)) == len(kinds)
+    assert all(isinstance(p, Panel) and p.minimumWidth() >= 300 for p in panels)
+
+
+def test_weights_image_is_the_result_with_blocked_cells_hatched(doc, qtbot):
+    panel = shown(qtbot, WeightsPanel(doc))
+    result = doc.result
+    image = panel.view.image.image
+    expected = np.where(result.mask, np.nan, result.weights[0])
+    np.testing.assert_array_equal(np.isnan(image), result.mask)
+    np.testing.assert_allclose(image[~result.mask], expected[~result.mask])
+    assert panel.view.levels == (0.0, 1.0)
+    assert tuple(panel.view.image.getLevels()) == (0.0, 1.0)
+    assert panel.view.hatch.isVisible()
+    assert panel.view.row_axis.labels == TOKENS
+    assert panel.view.col_axis.labels == TOKENS
+    assert panel.view.row_axis.tickStrings([0.5, 5.5], 1, 1) == ["the", "she"]
+
+
+def test_edit_redraws_with_new_data_and_keeps_levels_fixed(doc, qtbot):
+    panel = shown(qtbot, ScoresPanel(doc))
+    before = panel.view.image.image.copy()
+    session = doc.session
+    doc.edit(session.replace(embeddings=session.embeddings * 1.01), "scale embeddings")
+    after = panel.view.image.image
+    assert not np.array_equal(before, after)
+    np.testing.assert_allclose(after, doc.result.scores[0])
+    lo, hi = panel.view.levels
+    assert lo == -hi and hi >= np.abs(doc.result.scores[0]).max()
+    # Fixed levels: the image does not auto-level to its own min/max.
+    assert tuple(panel.view.image.getLevels()) == (lo, hi)
+    assert hi != float(np.abs(after).max())
+
+
+def test_head_selection_switches_the_drawn_head(doc, qtbot):
+    panel = shown(qtbot, ScoresPanel(doc))
+    doc.set_selection(head=1)
+    np.testing.assert_allclose(panel.view.image.image, doc.result.scores[1])
+    assert "head 1" in panel.heading.text
+
+
+def test_scaled_scores_hover_names_tokens_and_says_blocked(doc, qtbot):
+    panel = shown(qtbot, ScaledScoresPanel(doc))
+    result = doc.result
+    assert "dog" in panel.view.describe_cell(2, 1) and "chased" in panel.view.describe_cell(2, 1)
+    value = result.scaled_scores[0, 2, 1]
+    assert f"{value:.4g}"[:4] in panel.view.describe_cell(2, 1)
+    assert "blocked" in panel.view.describe_cell(1, 4)
+    # A real mouse move over a cell writes the read-out line.
+    qtbot.mouseMove(panel.canvas.viewport(), view_to_widget(panel, panel.view, 1.5, 2.5))
+    qtbot.waitUntil(lambda: "chased" in panel.readout.text(), timeout=2000)
+    assert "√3" in panel.heading.text and "causal" in panel.heading.text
+
+
+def test_clicking_a_cell_selects_query_and_key_everywhere(doc, qtbot):
+    weights = shown(qtbot, WeightsPanel(doc))
+    scores = shown(qtbot, ScoresPanel(doc))
+    qtbot.mouseClick(weights.canvas.viewport(), Qt.MouseButton.LeftButton,
+                     pos=view_to_widget(weights, weights.view, 2.5, 4.5))
+    assert (doc.selection.query, doc.selection.key) == (4, 2)
+    # The selection frame moved in both panels.
+    for panel in (weights, scores):
+        assert panel.view.row_frame.isVisible() and panel.view.row_frame.rect().top() == 4
+        assert panel.view.col_frame.rect().left() == 2
+    doc.set_selection(query=1, key=None)
+    assert scores.view.row_frame.rect().top() == 1 and not scores.view.col_frame.isVisible()
+
+
+def test_small_matrices_have_numbers_in_cells_with_readable_colours(doc, qtbot):
+    panel = shown(qtbot, WeightsPanel(doc), size=(600, 500))
+    texts = panel.view.cell_texts()
+    result = doc.result
+    visible = int((~result.mask).sum())
+    assert len(texts) == visible  # one number per unblocked cell, none on blocked cells
+    for (r, c), text in texts.items():
+        assert not result.mask[r, c]
+        assert abs(float(text) - result.weights[0, r, c]) <= 0.051 * max(1.0, abs(result.weights[0, r, c]))
+    # Dark cells (low weights on viridis) get white text, bright ones black.
+    items = {(s[0], s[1]): (item, s[3]) for item, s in zip(panel.view._texts, panel.view._text_state) if item.isVisible()}
+    low = min(texts, key=lambda rc: result.weights[0][rc])
+    high = max(texts, key=lambda rc: result.weights[0][rc])
+    assert items[low][1] is False and items[high][1] is True
+
+
+def test_fully_blocked_row_is_hatched_and_labelled_not_coloured(qtbot):
+    blocked = np.zeros((6, 6), dtype=bool)
+    blocked[3, :] = True  # query 3 sees no key
+    document = SessionDocument(make_session(mask=Mask("custom", blocked=blocked)))
+    try:
+        panel = shown(qtbot, WeightsPanel(document), size=(500, 400))
+        image = panel.view.image.image
+        assert np.isnan(image[3]).all() and not np.isnan(np.delete(image, 3, axis=0)).any()
+        assert panel.view.row_notes() == ["all keys blocked"]
+        assert "sees no key" in panel.view.describe_cell(3, 0)
+        picture = panel.canvas.grab().toImage()
+        # Pixels across the blocked row are the grey hatch, never a colour-map colour.
+        for x in (0.3, 0.7, 5.3, 5.7):
+            p = view_to_widget(panel, panel.view, x, 3.15)
+            color = picture.pixelColor(p.x(), p.y())
+            assert abs(color.red() - color.green()) < 8 and abs(color.green() - color.blue()) < 8, color.name()
+        p = view_to_widget(panel, panel.view, 0.3, 2.15)
+        color = picture.pixelColor(p.x(), p.y())
+        assert not (abs(color.red() - color.green()) < 8 and abs(color.green() - color.blue()) < 8)
+    finally:
+        document.shutdown()
+
+
+def test_qkv_panel_shows_the_selected_heads_projections(doc, qtbot):
+    panel = shown(qtbot, QKVPanel(doc), size=(600, 320))
+    doc.set_selection(head=1, query=2, key=4)
+    result = doc.result
+    np.testing.assert_allclose(panel.q_view.image.image, result.Q[1])
+    np.testing.assert_allclose(panel.k_view.image.image, result.K[1])
+    np.testing.assert_allclose(panel.v_view.image.image, result.V[1])
+    levels = {v.levels for v in panel.views()}
+    assert len(levels) == 1  # one shared colour scale
+    assert panel.q_view.col_axis.labels == ("q0", "q1", "q2")
+    assert panel.q_view.row_frame.rect().top() == 2 and panel.k_view.row_frame.rect().top() == 4
+    qtbot.mouseClick(panel.canvas.viewport(), Qt.MouseButton.LeftButton,
+                     pos=view_to_widget(panel, panel.k_view, 0.5, 0.5))
+    assert doc.selection.key == 0 and doc.selection.query == 2
+
+
+def test_output_panel_shows_head_output_concat_and_w_out(qtbot):
+    document = SessionDocument(make_session(w_out=True))
+    try:
+        panel = shown(qtbot, OutputPanel(document), size=(700, 320))
+        result = document.result
+        assert panel.views() == [panel.head_view, panel.concat_view, panel.out_view]
+        np.testing.assert_allclose(panel.head_view.image.image, result.head_outputs[0])
+        np.testing.assert_allclose(panel.concat_view.image.image, result.concat)
+        np.testing.assert_allclose(panel.out_view.image.image, result.output)
+        assert panel.concat_view.col_axis.labels[:3] == ("h0v0", "h0v1", "h1v0")
+        # One head, no W_o: only the head's output is shown.
+        document.set_session(make_session(heads=1))
+        assert panel.views() == [panel.head_view]
+        np.testing.assert_allclose(panel.head_view.image.image, document.result.head_outputs[0])
+    finally:
+        document.shutdown()
+
+
+def test_hidden_panels_wait_and_catch_up_when_shown(doc, qtbot):
+    panel = WeightsPanel(doc)
+    qtbot.addWidget(panel)
+    panel.resize(400, 300)
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.hide()
+    session = doc.session
+    doc.edit(session.replace(embeddings=session.embeddings * 2.0), "double")
+    assert panel.is_stale
+    assert not np.allclose(np.nan_to_num(panel.view.image.image), np.nan_to_num(doc.result.weights[0]))
+    panel.show()
+    assert not panel.is_stale
+    np.testing.assert_allclose(np.nan_to_num(panel.view.image.image), doc.result.weights[0])
+
+
+def test_export_item_renders_a_non_blank_figure_with_title_and_colorbar(doc, qtbot):
+    from pyqtgraph.exporters import ImageExporter
+
+    for cls in (WeightsPanel, ScaledScoresPanel, QKVPanel, OutputPanel):
+        panel = shown(qtbot, cls(doc))
+        item = panel.export_item()
+        assert item is panel.figure
+        image = ImageExporter(item).export(toBytes=True)
+        assert image.width() > 100 and image.height() > 100
+        pixels = np.array([[image.pixelColor(x, y).value() for x in range(0, image.width(), 4)]
+                           for y in range(0, image.height(), 4)])
+        assert (pixels < 200).mean() > 0.05, cls.__name__  # plenty of ink, not a blank page
+        assert panel.heading.scene() is item.scene()
+
+
+def test_large_sessions_draw_without_cell_items_and_thin_their_labels(qtbot):
+    document = SessionDocument(make_session(n=512, d=8, d_k=8, d_v=8, heads=1, mask=Mask("none")))
+    try:
+        document.wait_idle()
+        panel = shown(qtbot, WeightsPanel(document), size=(500, 400))
+        assert panel.view.image.image.shape == (512, 512)
+        np.testing.assert_allclose(panel.view.image.image, document.result.weights[0])
+        assert panel.view.cell_texts() == {}
+        assert panel.view.image.autoDownsample
+        ticks = panel.view.row_axis.tickValues(0, 512, panel.view.vb.height())[0][1]
+        assert 2 <= len(ticks) <= panel.view.vb.height() / 14 + 1
+        # Zoomed in to a few cells, every label in view and the numbers come back.
+        panel.view.vb.setRange(xRange=(100, 106), yRange=(200, 206), padding=0)
+        ticks = panel.view.row_axis.tickValues(200, 206, panel.view.vb.height())[0][1]
+        assert [panel.view.row_axis.tickStrings([t], 1, 1)[0] for t in ticks] == [f"t{i}" for i in range(200, 206)]
+        assert len(panel.view.cell_texts()) == 36
+    finally:
+        document.shutdown()
