@@ -237,3 +237,17 @@ def test_export_without_figures_never_imports_qt(tmp_path, session_file):
             "assert rc == 0; assert not [m for m in sys.modules if m.startswith(('PySide6', 'pyqtgraph'))]")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def test_figures_are_written_headless_into_figures_folder(tmp_path):
+    env = dict(os.environ)
+    env.pop("QT_QPA_PLATFORM", None)  # export must choose the offscreen platform itself
+    env.pop("DISPLAY", None)
+    done = subprocess.run([sys.executable, "-m", "attnexplorer", "export", "--preset", "dessert", "--out", "d",
+                           "--matrices", "", "--figures", "png"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    pngs = sorted((tmp_path / "d" / "figures").glob("*.png"))
+    assert tmp_path / "d" / "figures" / "dashboard.png" in pngs and len(pngs) > 1
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["figures", "session.json"]
