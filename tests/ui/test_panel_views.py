@@ -1,0 +1,187 @@
+"""The close-up panels (query bars, signal, embeddings, explain) and the shared formatting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from PySide6.QtCore import QPointF, Qt
+
+from attnexplorer.core.presets import build_preset
+from attnexplorer.core.session import Mask, Session
+from attnexplorer.ui.document import SessionDocument
+from attnexplorer.ui.panels import EmbeddingPanel, ExplainPanel, QueryPanel, SignalPanel
+from attnexplorer.ui.panels import theme
+
+
+def preset_doc(name, **params):
+    built = build_preset(name, params)
+    return SessionDocument(built.session, built.signals)
+
+
+@pytest.fixture
+def pronoun(qtbot):
+    document = preset_doc("pronoun")
+    yield document
+    document.shutdown()
+
+
+@pytest.fixture
+def sine(qtbot):
+    document = preset_doc("sine")
+    yield document
+    document.shutdown()
+
+
+def shown(qtbot, panel, size=(460, 340)):
+    qtbot.addWidget(panel)
+    panel.resize(*size)
+    panel.show()
+    qtbot.waitExposed(panel)
+    return panel
+
+
+def test_query_bars_equal_the_score_and_weight_rows(pronoun, qtbot):
+    panel = shown(qtbot, QueryPanel(pronoun))
+    pronoun.set_selection(query=6, key=1)
+    result = pronoun.result
+    np.testing.assert_allclose(panel.score_heights(), result.scaled_scores[0, 6])
+    np.testing.assert_allclose(panel.weight_heights(), result.weights[0, 6])
+    assert panel.score_chart.token_axis.labels == result.tokens
+    assert repr(result.tokens[6]) in panel.heading.text
+    # Blocked keys (causal: after the query) keep their score bar, drawn hatched.
+    brushes = panel.score_chart.bars.opts["brushes"]
+    assert all((b.style() == Qt.BrushStyle.BDiagPattern) == bool(m) for b, m in zip(brushes, result.mask[6]))
+    # The selected key's bar is outlined.
+    pens = panel.weight_chart.bars.opts["pens"]
+    assert pens[1].widthF() > pens[0].widthF()
+
+
+def test_query_output_is_the_sum_of_its_contributions(pronoun, qtbot):
+    panel = shown(qtbot, QueryPanel(pronoun))
+    pronoun.set_selection(query=6)
+    result = pronoun.result
+    parts = panel.contributions()
+    total = parts.pop("total")
+    np.testing.assert_allclose(total, result.head_outputs[0, 6], rtol=1e-5)
+    np.testing.assert_allclose(np.sum(list(parts.values()), axis=0), total, rtol=1e-4, atol=1e-6)
+    # The largest part belongs to the key with the largest weight.
+    best = int(np.argmax(result.weights[0, 6]))
+    assert next(iter(parts)).startswith(repr(result.tokens[best]))
+
+
+def test_query_contributions_group_the_rest_beyond_the_palette(sine, qtbot):
+    panel = shown(qtbot, QueryPanel(sine))
+    sine.set_selection(query=10)
+    parts = panel.contributions()
+    total = parts.pop("total")
+    assert any(name.startswith("other keys") for name in parts)
+    np.testing.assert_allclose(np.sum(list(parts.values()), axis=0), total, rtol=1e-4, atol=1e-6)
+
+
+def test_clicking_a_weight_bar_selects_its_key(pronoun, qtbot):
+    panel = shown(qtbot, QueryPanel(pronoun))
+    chart = panel.weight_chart
+    scene = chart.vb.mapViewToScene(QPointF(3.5, 0.01))
+    qtbot.mouseClick(panel.canvas.viewport(), Qt.MouseButton.LeftButton, pos=panel.canvas.mapFromScene(scene))
+    assert pronoun.selection.key == 3
+
+
+def test_signal_plot_draws_clean_noisy_and_output(sine, qtbot):
+    panel = shown(qtbot, SignalPanel(sine))
+    assert panel.applies_to(sine.session)
+    curves = panel.curves()
+    position = sine.signals["position"]
+    np.testing.assert_allclose(curves["clean"][0], position)
+    np.testing.assert_allclose(curves["clean"][1], sine.signals["clean"])
+    np.testing.assert_allclose(curves["noisy"][1], sine.session.embeddings[:, 0])
+    np.testing.assert_allclose(curves["output"][1], sine.result.output[:, 0])
+    assert panel.clean.opts["pen"].style() == Qt.PenStyle.DashLine
+    assert panel.noisy.opts["pen"] is None and panel.noisy.opts["symbol"] == "o"
+    # Editing a sample moves its dot and the output follows.
+    x = np.array(sine.session.embeddings)
+    x[5, 0] += 3.0
+    sine.edit(sine.session.replace(embeddings=x), "move a sample")
+    curves = panel.curves()
+    assert curves["noisy"][1][5] == pytest.approx(x[5, 0])
+    np.testing.assert_allclose(curves["output"][1], sine.result.output[:, 0])
+    sine.set_selection(query=7)
+    assert panel.marker.value() == pytest.approx(position[7])
+
+
+def test_signal_and_embedding_apply_only_where_they_mean_something(pronoun, sine, qtbot):
+    signal = SignalPanel(pronoun)
+    scatter = EmbeddingPanel(sine)
+    qtbot.addWidget(signal)
+    qtbot.addWidget(scatter)
+    assert not signal.applies_to(pronoun.session)
+    assert EmbeddingPanel(pronoun).applies_to(pronoun.session)
+    assert not scatter.applies_to(sine.session)
+
+
+def test_embedding_scatter_and_arrows(pronoun, qtbot):
+    panel = shown(qtbot, EmbeddingPanel(pronoun))
+    pronoun.set_selection(query=6, key=1)
+    result = pronoun.result
+    np.testing.assert_allclose(panel.point_positions(), pronoun.session.embeddings)
+    np.testing.assert_allclose(panel.query_vector(), result.Q[0, 6, :2], rtol=1e-6)
+    assert [t.toPlainText() for t in panel.labels if t.isVisible()] == list(result.tokens)
+    assert panel.tip_labels[1].toPlainText() == f"k: {result.tokens[1]}"
+    x, y = panel.key_arrow.getData()
+    assert (x[1], y[1]) == pytest.approx(tuple(result.K[0, 1, :2]), rel=1e-6)
+    assert "first two" in panel.toolTip()
+
+
+def test_explain_shows_the_engines_numbers(pronoun, qtbot):
+    panel = shown(qtbot, ExplainPanel(pronoun))
+    pronoun.set_selection(query=6, key=None)
+    result = pronoun.result
+    text = panel.text()
+    best = int(np.argmax(result.weights[0, 6]))
+    assert f"score({result.tokens[6]}, {result.tokens[best]})" in text
+    assert "weight" in text and f"{result.weights[0, 6, best]:.3f}"[:4] in text
+    assert "most" in panel.caption.text()
+    pronoun.set_selection(key=0)
+    assert f"score({result.tokens[6]}, {result.tokens[0]})" in panel.text()
+    assert panel.text_view.isReadOnly()
+
+
+def test_panels_render_non_blank_pictures(pronoun, sine, qtbot):
+    for panel in (QueryPanel(pronoun), EmbeddingPanel(pronoun), SignalPanel(sine)):
+        shown(qtbot, panel)
+        image = panel.grab().toImage()
+        values = np.array([[image.pixelColor(x, y).value() for x in range(0, image.width(), 5)]
+                           for y in range(0, image.height(), 5)])
+        assert (values < 200).mean() > 0.03, type(panel).__name__
+
+
+def test_nice_bounds_and_symmetric_levels():
+    assert theme.nice_bound(0.9) == 1.0
+    assert theme.nice_bound(1.1) == 2.0
+    assert theme.nice_bound(13.85) == 20.0
+    assert theme.nice_bound(0.0031) == pytest.approx(0.005)
+    assert theme.symmetric_levels(np.array([[-3.0, 1.0]])) == (-5.0, 5.0)
+    assert theme.symmetric_levels(np.array([[np.nan, 0.4]])) == (-0.5, 0.5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-1e4, 1e4, allow_nan=False), min_size=1, max_size=16), st.integers(3, 9))
+def test_cell_texts_fit_and_stay_close_to_the_value(values, width):
+    found = theme.cell_texts(np.array(values), [width])
+    if found is None:
+        return
+    texts, index = found
+    assert index == 0
+    for value, text in zip(values, texts):
+        assert len(text) <= width
+        shown_value = float(text)
+        # 2 significant digits or 1 decimal at worst.
+        assert abs(shown_value - value) <= max(0.051 * abs(value), 0.05 + 1e-9)
+
+
+def test_cell_texts_keep_one_style_per_block():
+    texts, _ = theme.cell_texts(np.array([0.5, 0.25, -0.125]), [5])
+    assert texts == [".5", ".25", "-.125"]
+    texts, _ = theme.cell_texts(np.array([0.5, np.nan]), [4])
+    assert texts == ["0.5", None]
