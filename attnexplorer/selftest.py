@@ -168,6 +168,14 @@ def _check_qt(report: _Report):
 
         app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "attnexplorer"])
         c.detail = f"PySide6 {PySide6.__version__} on the {app.platformName()} platform"
+    with report.check("Qt binding reference counts") as c:
+        _check_binding_refcounts()
+        c.detail = "a void call keeps None's reference count"
+    if not c.ok:
+        # Rendering would call the binding many thousands of times and abort the process,
+        # so the Qt checks stop here with a clear line instead of a crash.
+        report.line(False, "panels and figures", "not run: the Qt binding above would crash the process")
+        return None
     with report.check("Qt SVG module") as c:
         # pyqtgraph quietly drops its SVG exporter when QtSvg is missing (a trimmed bundle).
         from PySide6 import QtSvg  # noqa: F401
@@ -177,6 +185,28 @@ def _check_qt(report: _Report):
 
         c.detail = f"present (pyqtgraph {pg.__version__})"
     return app
+
+
+def _check_binding_refcounts(calls: int = 200) -> None:
+    """Fail when the Qt binding loses a reference to None on each call (PySide6 6.12.0 does).
+
+    On Python < 3.12 None is an ordinary object: a binding that drops one reference per
+    void call crashes the whole app ("deallocating None") after some thousands of calls,
+    long after the culprit ran. On 3.12+ None is immortal and its count never moves.
+    """
+    from PySide6.QtCore import QPointF
+
+    point = QPointF()
+    before = sys.getrefcount(None)
+    for _ in range(calls):
+        point.setX(1.0)
+    lost = before - sys.getrefcount(None)
+    if lost >= calls // 2:
+        import PySide6
+
+        raise CheckFailed(f"PySide6 {PySide6.__version__} drops a reference to None on every call and will "
+                          f"crash the app on Python {platform.python_version()}; install another version "
+                          "(pip install 'PySide6-Essentials!=6.12.0') or use Python 3.12 or newer")
 
 
 def _check_panels(report: _Report, app, name: str, built, result) -> None:

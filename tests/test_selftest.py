@@ -85,6 +85,9 @@ def fakes(monkeypatch, qapp):
     from attnexplorer.ui.panels.base import Panel
 
     f = _Fakes()
+    # These tests plant faults in the app's own pieces; whether this machine's Qt binding
+    # leaks None (PySide6 6.12.0 on Python 3.11) is checked by the tests below instead.
+    monkeypatch.setattr(selftest, "_check_binding_refcounts", lambda: None)
     monkeypatch.setattr(presets, "_registry", lambda: {
         "tiny": Preset("tiny", "Tiny", "three tokens", (), lambda params: f.build(params))})
 
@@ -214,3 +217,57 @@ def test_missing_resources_are_reported(fakes, monkeypatch, tmp_path):
     assert code == 1
     assert any(line.startswith("FAIL resources: FileNotFoundError") and "attnexplorer.svg" in line
                for line in lines), lines
+
+
+# -- the Qt binding's reference counting --------------------------------------------------------
+
+def _binding_leaks_none() -> bool:
+    from PySide6.QtCore import QPointF
+
+    point, before = QPointF(), sys.getrefcount(None)
+    for _ in range(100):
+        point.setX(1.0)
+    return before - sys.getrefcount(None) >= 50
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="None is immortal from Python 3.12: nothing to lose")
+def test_binding_check_catches_a_binding_that_drops_none(monkeypatch, qapp):
+    """A stand-in QPointF whose setX drops a reference to None, as PySide6 6.12.0's void calls do."""
+    import ctypes
+
+    import PySide6.QtCore
+
+    dropped = []
+
+    class LeakyPoint:
+        def setX(self, x):
+            ctypes.pythonapi.Py_DecRef(ctypes.py_object(None))
+            dropped.append(1)
+
+    monkeypatch.setattr(PySide6.QtCore, "QPointF", LeakyPoint)
+    try:
+        with pytest.raises(selftest.CheckFailed, match="drops a reference to None on every call"):
+            selftest._check_binding_refcounts()
+    finally:
+        for _ in dropped:  # give None its references back
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(None))
+    assert len(dropped) == 200
+
+
+def test_binding_check_agrees_with_this_binding(qapp):
+    if _binding_leaks_none():
+        with pytest.raises(selftest.CheckFailed, match="PySide6-Essentials!=6.12.0"):
+            selftest._check_binding_refcounts()
+    else:
+        selftest._check_binding_refcounts()
+
+
+def test_a_leaking_binding_stops_before_rendering(fakes, monkeypatch):
+    def leaking():
+        raise selftest.CheckFailed("PySide6 9.9 drops a reference to None on every call")
+
+    monkeypatch.setattr(selftest, "_check_binding_refcounts", leaking)
+    code, lines = _run()
+    assert code == 1
+    assert "FAIL panels and figures: not run: the Qt binding above would crash the process" in lines
+    assert not any(line.startswith(("ok   panels", "ok   export")) for line in lines)
