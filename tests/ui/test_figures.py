@@ -357,3 +357,40 @@ def test_export_figures_refuses_an_unknown_format_before_writing(qtbot, tmp_path
     with pytest.raises(figures.FigureError, match="'tiff'"):
         figures.export_figures(make_session(), None, {}, tmp_path, ["png", "tiff"])
     assert list(tmp_path.iterdir()) == []
+
+
+class ScatterPanel(Panel):
+    kind, title = "scatter", "Many points"
+
+    def __init__(self, document, count):
+        super().__init__(document)
+        from PySide6.QtWidgets import QVBoxLayout
+
+        self.canvas = pg.GraphicsLayoutWidget(self)
+        plot = self.canvas.addPlot(title=self.title)
+        rng = np.random.default_rng(0)
+        plot.addItem(pg.ScatterPlotItem(x=rng.random(count), y=rng.random(count), size=4))
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.canvas)
+
+    def figure_item(self):
+        return self.canvas.ci
+
+    def redraw(self):
+        pass
+
+
+def test_exporting_a_large_scatter_plot_does_not_abort(qtbot, doc, tmp_path):
+    """pyqtgraph draws each point with several Qt calls when exporting; under PySide6 6.12 on
+    Python < 3.12 each such call loses a reference to None, which used to abort the process
+    ("deallocating None") part-way through a big export (see attnexplorer/ui/__init__.py)."""
+    import sys
+
+    panel = shown(qtbot, ScatterPanel(doc, 20000))
+    before = sys.getrefcount(None)
+    path = figures.export_panel(panel, tmp_path / "many.png")
+    assert QImage(str(path)).size().toTuple() == (420, 320)
+    if sys.version_info < (3, 12):
+        assert sys.getrefcount(None) > 1 << 39  # still far from zero, whatever Qt dropped
+    assert sys.getrefcount(None) > 0 and before > 0
