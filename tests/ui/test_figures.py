@@ -394,3 +394,19 @@ def test_exporting_a_large_scatter_plot_does_not_abort(qtbot, doc, tmp_path):
     if sys.version_info < (3, 12):
         assert sys.getrefcount(None) > 1 << 39  # still far from zero, whatever Qt dropped
     assert sys.getrefcount(None) > 0 and before > 0
+
+
+def test_real_weights_panel_figure_matches_its_screen(qtbot):
+    from attnexplorer.core.presets import build_preset
+    from attnexplorer.ui.panels import WeightsPanel
+
+    built = build_preset("pronoun")
+    document = SessionDocument(built.session, built.signals)
+    try:
+        panel = shown(qtbot, WeightsPanel(document), size=(600, 460))
+        screen = as_array(panel.canvas.grab().toImage())
+        exported = as_array(figures.render_panel(panel))
+        assert exported.shape == screen.shape
+        assert np.abs(exported.astype(int) - screen.astype(int)).mean() < 3.0
+    finally:
+        document.shutdown()
