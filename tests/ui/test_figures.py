@@ -25,7 +25,7 @@ from attnexplorer.ui.panels.base import Panel
 
 TOKENS = ("the", "cat", "sat", "on", "mat")
 # Five distinct values on a 0..1 scale: each becomes one clearly different colour.
-MATRIX = np.array([[0.0, 0.25, 0.5, 0.75, 1.0]] * 5) + np.arange(5)[:, None] * 0.0
+MATRIX = np.array([[0.0, 0.25, 0.5, 0.75, 1.0]] * 5)
 
 
 def make_session(n=5, d=4, heads=2, seed=0):
