@@ -51,11 +51,14 @@ def test_query_bars_equal_the_score_and_weight_rows(pronoun, qtbot):
     assert panel.score_chart.token_axis.labels == result.tokens
     assert repr(result.tokens[6]) in panel.heading.text
     # Blocked keys (causal: after the query) keep their score bar, drawn hatched.
-    brushes = panel.score_chart.bars.opts["brushes"]
-    assert all((b.style() == Qt.BrushStyle.BDiagPattern) == bool(m) for b, m in zip(brushes, result.mask[6]))
-    # The selected key's bar is outlined.
-    pens = panel.weight_chart.bars.opts["pens"]
-    assert pens[1].widthF() > pens[0].widthF()
+    blocked_x = np.asarray(panel.score_chart.blocked.opts["x"])
+    np.testing.assert_allclose(blocked_x, np.flatnonzero(result.mask[6]) + 0.5)
+    np.testing.assert_allclose(panel.score_chart.blocked.opts["height"], result.scaled_scores[0, 6][result.mask[6]])
+    assert panel.score_chart.blocked.opts["brush"].style() == Qt.BrushStyle.BDiagPattern
+    # The selected key's bar is outlined, and the largest weight has its own colour.
+    assert list(panel.weight_chart.marked.opts["x"]) == [1.5]
+    best = int(np.argmax(result.weights[0, 6]))
+    assert best + 0.5 in list(panel.weight_chart.highlight.opts["x"])
 
 
 def test_query_output_is_the_sum_of_its_contributions(pronoun, qtbot):

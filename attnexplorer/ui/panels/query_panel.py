@@ -36,16 +36,47 @@ class _BarChart(pg.PlotItem):
         self.setMouseEnabled(x=True, y=False)
         self.showGrid(y=True, alpha=0.25)
         self.getAxis("left").enableAutoSIPrefix(False)
-        self.bars = pg.BarGraphItem(x=[], height=[], width=0.8)
-        self.addItem(self.bars)
+        # A few bar items with one brush each, not one brush per bar: at 4,096 keys a redraw
+        # stays a handful of numpy calls. ``highlight`` colours a few chosen keys on top,
+        # ``blocked`` draws masked keys hatched, ``marked`` outlines the selected key.
+        self.bars = pg.BarGraphItem(x=[], height=[], width=0.8, brush=theme.QUERY_COLOR, pen=None)
+        self.blocked = pg.BarGraphItem(x=[], height=[], width=0.8, brush=theme.HATCH_BRUSH,
+                                       pen=pg.mkPen("#8c8c8c", width=1))
+        self.highlight = pg.BarGraphItem(x=[], height=[], width=0.8, pen=None)
+        self.marked = pg.BarGraphItem(x=[], height=[], width=0.9, brush=pg.mkBrush(0, 0, 0, 0),
+                                      pen=pg.mkPen(theme.SELECTION_COLOR, width=2.5))
+        for item in (self.bars, self.blocked, self.highlight, self.marked):
+            self.addItem(item)
         self.zero = pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("k", width=1))
         self.addItem(self.zero, ignoreBounds=True)
         self._n = -1
+        self._heights = np.zeros(0)
 
-    def set_bars(self, heights: np.ndarray, labels, brushes, pens) -> None:
+    @property
+    def heights(self) -> np.ndarray:
+        """Every key's bar height as drawn (blocked keys included)."""
+        return self._heights
+
+    def set_bars(self, heights: np.ndarray, labels, *, color=None, blocked=None, highlight=(), selected=None) -> None:
+        """Draw ``heights`` (one per key). ``blocked`` (bool per key) are hatched;
+        ``highlight`` is ``[(key, colour), …]`` drawn on top; ``selected`` is outlined."""
+        heights = np.asarray(heights, dtype=float)
         n = len(heights)
-        self.bars.setOpts(x=np.arange(n) + 0.5, height=np.asarray(heights, dtype=float), width=0.8,
-                          brushes=brushes, pens=pens)
+        x = np.arange(n) + 0.5
+        self._heights = heights
+        if blocked is None or not blocked.any():
+            self.bars.setOpts(x=x, height=heights, brush=color or theme.QUERY_COLOR)
+            self.blocked.setOpts(x=[], height=[])
+        else:
+            self.bars.setOpts(x=x[~blocked], height=heights[~blocked], brush=color or theme.QUERY_COLOR)
+            self.blocked.setOpts(x=x[blocked], height=heights[blocked])
+        keys = [k for k, _ in highlight]
+        self.highlight.setOpts(x=x[keys] if keys else [], height=heights[keys] if keys else [],
+                               brushes=[c for _, c in highlight])
+        if selected is not None and 0 <= selected < n:
+            self.marked.setOpts(x=[x[selected]], height=[heights[selected]])
+        else:
+            self.marked.setOpts(x=[], height=[])
         self.token_axis.set_labels(labels)
         if n != self._n:
             self._n = n
@@ -101,10 +132,10 @@ class QueryPanel(FigurePanel):
 
     # -- reading (tests, export) -------------------------------------------------------------
     def score_heights(self) -> np.ndarray:
-        return np.asarray(self.score_chart.bars.opts["height"])
+        return self.score_chart.heights
 
     def weight_heights(self) -> np.ndarray:
-        return np.asarray(self.weight_chart.bars.opts["height"])
+        return self.weight_chart.heights
 
     def contributions(self) -> dict:
         """{legend name: contribution per output dimension} as drawn, plus "total"."""
@@ -126,12 +157,10 @@ class QueryPanel(FigurePanel):
         scores = result.scaled_scores[head, query]
         weights = result.weights[head, query]
         n = len(tokens)
-        score_brushes = [pg.mkBrush(theme.HATCH_BRUSH) if b else pg.mkBrush(theme.QUERY_COLOR) for b in blocked]
         colors = self._key_colors(weights)
-        weight_brushes = [pg.mkBrush(colors.get(k, theme.CATEGORY_COLORS[-1])) for k in range(n)]
-        pens = self._pens(n, key)
-        self.score_chart.set_bars(scores, tokens, score_brushes, pens)
-        self.weight_chart.set_bars(weights, tokens, weight_brushes, pens)
+        self.score_chart.set_bars(scores, tokens, color=theme.QUERY_COLOR, blocked=blocked, selected=key)
+        self.weight_chart.set_bars(weights, tokens, color=theme.CATEGORY_COLORS[-1],
+                                   highlight=list(colors.items()), selected=key)
         self.weight_chart.setYRange(0, 1, padding=0.02)
         self._draw_sum(result, head, query)
 
@@ -147,15 +176,6 @@ class QueryPanel(FigurePanel):
     def _key_colors(self, weights: np.ndarray) -> dict:
         shown, _ = self._contributors(weights)
         return {k: theme.CATEGORY_COLORS[i] for i, k in enumerate(shown)}
-
-    @staticmethod
-    def _pens(n: int, key: int | None):
-        normal = pg.mkPen(0, 0, 0, 60, width=1)
-        if key is None:
-            return [normal] * n
-        pens = [normal] * n
-        pens[key] = pg.mkPen(theme.SELECTION_COLOR, width=3)
-        return pens
 
     def _draw_sum(self, result, head: int, query: int) -> None:
         if result.V is None or result.head_outputs is None:

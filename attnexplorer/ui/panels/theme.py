@@ -15,6 +15,7 @@ Blocked cells are never a colour: they are drawn as a grey hatch (``HATCH_BRUSH`
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -93,9 +94,13 @@ def symmetric_levels(data: np.ndarray | None) -> tuple[float, float]:
     """(-b, b) with b a nice bound of max |data| (NaN ignored): 0 is always the middle colour."""
     if data is None or data.size == 0:
         return (-1.0, 1.0)
-    # max and min are much cheaper than abs() of a copy of a big matrix; nanmax handles blocked cells.
-    hi = float(np.nanmax(data)) if data.dtype.kind == "f" else float(data.max())
-    lo = float(np.nanmin(data)) if data.dtype.kind == "f" else float(data.min())
+    # max and min are much cheaper than abs() of a copy of a big matrix; the nan-aware
+    # versions (slower) only when a NaN is there.
+    hi, lo = float(data.max()), float(data.min())
+    if math.isnan(hi) or math.isnan(lo):
+        with warnings.catch_warnings():  # an all-NaN matrix is handled just below
+            warnings.simplefilter("ignore", RuntimeWarning)
+            hi, lo = float(np.nanmax(data)), float(np.nanmin(data))
     if not (math.isfinite(hi) and math.isfinite(lo)):
         return (-1.0, 1.0)
     b = nice_bound(max(abs(hi), abs(lo)))
