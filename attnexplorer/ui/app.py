@@ -29,6 +29,38 @@ from ..core.errors import AttnExplorerError, PresetError
 
 DEFAULT_PRESET = "pronoun"
 
+# PySide6 6.12.0 returns ``True`` from ``SignalInstance.emit()`` without taking a reference, so
+# every emit from Python code takes one reference away from ``True``. On CPython 3.12+ ``True``
+# is immortal and nothing happens; on 3.11 the count reaches zero after a few thousand emits
+# and the interpreter aborts ("bool_dealloc: deallocating True or False").
+_bools_checked = False
+
+
+def keep_bools_alive() -> bool:
+    """Work around that PySide6 bug where it is present: probe whether an emit loses a
+    reference to ``True`` and, if so, give ``True`` enough references for any session's
+    lifetime. Idempotent; returns True when the workaround was applied."""
+    global _bools_checked
+    if _bools_checked or sys.implementation.name != "cpython" or sys.version_info >= (3, 12):
+        return False
+    _bools_checked = True
+    from PySide6.QtCore import QObject, Signal
+
+    class _Probe(QObject):
+        ping = Signal()
+
+    probe = _Probe()
+    before = sys.getrefcount(True)
+    for _ in range(8):
+        probe.ping.emit()
+    if sys.getrefcount(True) >= before:
+        return False
+    import ctypes
+
+    # ob_refcnt is the first field of every CPython object (3.11 and earlier).
+    ctypes.c_ssize_t.from_address(id(True)).value += 1 << 40
+    return True
+
 
 def initial_session(args, settings):
     """``(session, signals, path or None, note or None)`` for the command line ``args``.
@@ -109,6 +141,7 @@ def make_app(argv=None):
 
 def run_app(args) -> int:
     """Open the window and run until it closes; the exit status (2 for a bad start)."""
+    keep_bools_alive()
     app = make_app()
     from PySide6.QtCore import QTimer
 

@@ -38,10 +38,14 @@ from .autosave import find_recoveries
 from .session_actions import BLANK, SessionActions
 from .settings import LAYOUT_VERSION, AppSettings
 
-# Where each result panel goes by default. "main" panels sit side by side along the top,
-# "detail" panels side by side beneath them; any other kind becomes a tab behind the first
-# "main" panel, so a new panel kind always has a place without touching this table.
-MAIN_KINDS = ("weights", "scaled_scores", "signal", "embedding_scatter", "scatter")
+# Where each result panel goes by default. The "main" pair sits side by side along the top and
+# the "detail" pair side by side beneath it, spanning the same width. A "context" panel (the
+# sine signal plot, the 2-D embedding scatter) is a tab beside the last main panel, brought to
+# the front whenever it applies; any other kind is a tab behind the first main panel, so a new
+# panel kind always has a place. Two panels per row keeps the panels' minimum widths inside a
+# 1280-pixel screen next to the inputs.
+MAIN_KINDS = ("weights", "scaled_scores")
+CONTEXT_KINDS = ("signal", "embedding_scatter")
 DETAIL_KINDS = ("query", "explain")
 STATUS_MESSAGE_MS = 5000
 
@@ -100,8 +104,10 @@ class MainWindow(QMainWindow):
 
         self._arrange_default()
         self.resize(self._default_size())
-        self._restore_settings()
+        restored = self._restore_settings()
         self._sync_applicable(document.session)
+        if not restored:
+            self._raise_context()
         self._update_title()
         self._update_status()
         icon = _app_icon()
@@ -131,18 +137,23 @@ class MainWindow(QMainWindow):
         kinds = [p.kind for p in self.panels]
         main = [k for k in MAIN_KINDS if k in kinds] or kinds[:1]
         detail = [k for k in DETAIL_KINDS if k in kinds and k not in main]
-        rest = [k for k in kinds if k not in main and k not in detail]
+        context = [k for k in CONTEXT_KINDS if k in kinds and k not in main + detail]
+        rest = [k for k in kinds if k not in main + detail + context]
         if main:
-            self.addDockWidget(right, self.docks[main[0]])
-            for before, kind in zip(main, main[1:]):
-                self.splitDockWidget(self.docks[before], self.docks[kind], Qt.Orientation.Horizontal)
+            first = self.docks[main[0]]
+            self.addDockWidget(right, first)
+            # The vertical split first, so the detail row spans the whole width below.
             if detail:
-                self.splitDockWidget(self.docks[main[0]], self.docks[detail[0]], Qt.Orientation.Vertical)
+                self.splitDockWidget(first, self.docks[detail[0]], Qt.Orientation.Vertical)
                 for before, kind in zip(detail, detail[1:]):
                     self.splitDockWidget(self.docks[before], self.docks[kind], Qt.Orientation.Horizontal)
+            for before, kind in zip(main, main[1:]):
+                self.splitDockWidget(self.docks[before], self.docks[kind], Qt.Orientation.Horizontal)
+            for kind in context:
+                self.tabifyDockWidget(self.docks[main[-1]], self.docks[kind])
             for kind in rest:
-                self.tabifyDockWidget(self.docks[main[0]], self.docks[kind])
-            self.docks[main[0]].raise_()
+                self.tabifyDockWidget(first, self.docks[kind])
+            first.raise_()
         for dock in self.docks.values():
             dock.show()
         self._auto_hidden.clear()
@@ -158,6 +169,12 @@ class MainWindow(QMainWindow):
         self._arrange_default()
         self.settings.clear_window_state()
         self._sync_applicable(self.document.session)
+        self._raise_context()
+
+    def _raise_context(self) -> None:
+        for panel in self.panels:
+            if panel.kind in CONTEXT_KINDS and panel.applies_to(self.document.session):
+                self.docks[panel.kind].raise_()
 
     def _default_size(self):
         screen = self.screen() or QGuiApplication.primaryScreen()
@@ -182,6 +199,8 @@ class MainWindow(QMainWindow):
             elif applies and panel.kind in self._auto_hidden:
                 self._auto_hidden.discard(panel.kind)
                 dock.show()
+                if panel.kind in CONTEXT_KINDS:
+                    dock.raise_()
                 panel.refresh()
 
     # -- menus -----------------------------------------------------------------------------
@@ -434,15 +453,21 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Select cells in a table to copy them", STATUS_MESSAGE_MS)
 
     # -- settings --------------------------------------------------------------------------
-    def _restore_settings(self) -> None:
-        geometry = self.settings.geometry()
-        if geometry is not None:
-            self.restoreGeometry(geometry)
+    def _restore_settings(self) -> bool:
+        """Geometry and dock layout from the last run; True when a layout was restored.
+
+        The layout goes first: the saved geometry was taken with that layout's minimum sizes,
+        and restoring it under the default layout could be clamped by the default's."""
         state = self.settings.window_state()
-        if state is not None and self.restoreState(state, LAYOUT_VERSION):
+        restored = state is not None and self.restoreState(state, LAYOUT_VERSION)
+        if restored:
             # restoreState brings back the visibility the user chose; applicability is
             # re-checked afterwards by the caller.
             self._auto_hidden.clear()
+        geometry = self.settings.geometry()
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        return restored
 
     def save_settings(self) -> None:
         self.settings.set_geometry(self.saveGeometry())
