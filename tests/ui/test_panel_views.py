@@ -161,11 +161,13 @@ def test_panels_render_non_blank_pictures(pronoun, sine, qtbot):
 
 def test_nice_bounds_and_symmetric_levels():
     assert theme.nice_bound(0.9) == 1.0
-    assert theme.nice_bound(1.1) == 2.0
-    assert theme.nice_bound(13.85) == 20.0
-    assert theme.nice_bound(0.0031) == pytest.approx(0.005)
-    assert theme.symmetric_levels(np.array([[-3.0, 1.0]])) == (-5.0, 5.0)
-    assert theme.symmetric_levels(np.array([[np.nan, 0.4]])) == (-0.5, 0.5)
+    assert theme.nice_bound(1.1) == 1.5
+    assert theme.nice_bound(13.85) == 15.0
+    assert theme.nice_bound(7.0) == 8.0
+    assert theme.nice_bound(0.0031) == pytest.approx(0.004)
+    assert theme.symmetric_levels(np.array([[-2.7, 1.0]])) == (-3.0, 3.0)
+    assert theme.symmetric_levels(np.array([[np.nan, 0.45]])) == (-0.5, 0.5)
+    assert theme.symmetric_levels(np.full((2, 2), np.nan)) == (-1.0, 1.0)
 
 
 @settings(max_examples=60, deadline=None)

@@ -75,7 +75,7 @@ def cell_font(pixel_size: int) -> QFont:
 
 
 def nice_bound(value: float) -> float:
-    """The smallest of 1, 2, 2.5, 5 × 10^k that is ≥ ``value`` (1.0 for 0 or non-finite).
+    """The smallest of 1, 1.5, 2, 2.5, 3, 4, 5, 6, 8 × 10^k that is ≥ ``value`` (1.0 for 0 or non-finite).
 
     Levels snapped to these numbers keep the colour scale (and the colour bar's labels)
     still while small edits change the data, instead of jumping on every keystroke.
@@ -83,7 +83,7 @@ def nice_bound(value: float) -> float:
     if not math.isfinite(value) or value <= 0:
         return 1.0
     exponent = math.floor(math.log10(value))
-    for step in (1.0, 2.0, 2.5, 5.0, 10.0):
+    for step in (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0):
         bound = step * 10.0 ** exponent
         if bound >= value * (1 - 1e-12):
             return bound
