@@ -1,0 +1,136 @@
+"""What ``attnexplorer`` opens at start-up, and how a bad command line is refused."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from argparse import Namespace
+
+import pytest
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+from attnexplorer.cli import build_parser
+from attnexplorer.core.errors import PresetError, SessionError
+from attnexplorer.core.presets import build_preset
+from attnexplorer.io.session_file import save_session
+from attnexplorer.ui import app as app_module
+from attnexplorer.ui.app import initial_session, keep_bools_alive, run_app
+from attnexplorer.ui.main_window import MainWindow
+from attnexplorer.ui.settings import AppSettings
+
+keep_bools_alive()  # PySide6 6.12 emit() reference bug, see ui/app.py
+
+
+@pytest.fixture
+def settings(tmp_path, monkeypatch, qapp):
+    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
+    return AppSettings()
+
+
+def args(*argv):
+    return build_parser().parse_args(list(argv))
+
+
+def test_a_session_file(settings, tmp_path):
+    path = tmp_path / "s.json"
+    session = build_preset("sine", {"N": 20}).session
+    save_session(session, path)
+    got, signals, where, note = initial_session(args(str(path)), settings)
+    assert got == session and where == path and note is None
+    assert "clean" in signals  # the sine's reference curve is rebuilt from the recorded preset
+
+
+def test_a_preset_with_parameters(settings):
+    got, signals, where, note = initial_session(args("--preset", "sine", "--set", "tau=0.05"), settings)
+    assert got.preset.name == "sine" and got.preset.params["tau"] == 0.05
+    assert got == build_preset("sine", {"tau": 0.05}).session
+    assert where is None and note is None
+
+
+def test_nothing_given_opens_the_last_session_else_pronoun(settings, tmp_path):
+    got, _, where, note = initial_session(args(), settings)
+    assert got.preset.name == "pronoun" and where is None and note is None
+    last = tmp_path / "last.json"
+    save_session(build_preset("dessert").session, last)
+    settings.set_last_session(last)
+    got, _, where, _ = initial_session(args(), settings)
+    assert got.preset.name == "dessert" and where == last.resolve()
+    last.write_text("{broken")
+    got, _, where, note = initial_session(args(), settings)
+    assert got.preset.name == "pronoun" and where is None
+    assert "last.json" in note
+
+
+@pytest.mark.parametrize("argv, error, needle", [
+    (["--preset", "nope"], PresetError, "nope"),
+    (["--preset", "sine", "--set", "tau=-1"], PresetError, "tau"),
+    (["--preset", "sine", "--set", "bogus=1"], PresetError, "bogus"),
+    (["--set", "tau=1"], PresetError, "--preset"),
+    (["missing.json"], SessionError, "missing.json"),
+])
+def test_a_bad_command_line_raises_a_clear_error(settings, argv, error, needle):
+    with pytest.raises(error, match=needle.replace("-", r"\-")):
+        initial_session(args(*argv), settings)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--preset", "nope"], "unknown preset 'nope'"),
+    (["nowhere.json"], "nowhere.json"),
+])
+def test_the_command_exits_2_with_one_line_and_no_window(tmp_path, argv, needle):
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", ATTNEXPLORER_CONFIG_DIR=str(tmp_path / "c"),
+               ATTNEXPLORER_DATA_DIR=str(tmp_path / "d"))
+    proc = subprocess.run([sys.executable, "-m", "attnexplorer", *argv], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("attnexplorer:")]
+    assert len(lines) == 1 and needle in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_run_app_opens_the_window_and_remembers_the_file(settings, tmp_path, monkeypatch):
+    path = tmp_path / "open-me.json"
+    save_session(build_preset("dessert").session, path)
+    seen = {}
+
+    def look_and_close():
+        (window,) = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()]
+        seen["title"] = window.windowTitle()
+        seen["session"] = window.document.session
+        seen["icon"] = not window.windowIcon().isNull()
+        window.close()
+
+    QTimer.singleShot(500, look_and_close)
+    assert run_app(args(str(path))) == 0
+    assert seen["title"] == "attnexplorer — open-me.json[*]"
+    assert seen["session"].preset.name == "dessert"
+    assert seen["icon"]
+    assert QApplication.applicationName() == "attnexplorer"
+    assert AppSettings().last_session() == path.resolve()
+    assert AppSettings().recent_files()[0] == path.resolve()
+    assert AppSettings().geometry() is not None
+
+
+def test_run_app_refuses_a_bad_preset_before_any_window(settings, capsys):
+    assert run_app(args("--preset", "nope")) == 2
+    assert "unknown preset 'nope'" in capsys.readouterr().err
+    assert not [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()]
+
+
+def test_the_test_edit_hook_is_one_undoable_edit(settings, monkeypatch):
+    from attnexplorer.ui.document import SessionDocument
+
+    doc = SessionDocument(build_preset("pronoun").session)
+    monkeypatch.setenv("ATTNEXPLORER_TEST_EDIT", "embeddings[1,0]=2.5")
+    app_module._apply_test_edit(doc)
+    assert doc.session.embeddings[1, 0] == 2.5
+    assert doc.undo_stack.count() == 1
+    doc.shutdown()
+
+
+def test_namespace_without_optional_fields_is_accepted(settings):
+    got, *_ = initial_session(Namespace(), settings)
+    assert got.preset.name == "pronoun"
