@@ -11,6 +11,7 @@ torch is imported lazily so that ``attnexplorer --help`` and the file tools stay
 from __future__ import annotations
 
 import functools
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -97,6 +98,9 @@ def resolve(device: str, dtype: str):
         raise EngineError(f"device must be a name such as 'cpu' or 'cuda', got {device!r}")
     if not isinstance(dtype, str):
         raise EngineError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if device == "cpu" and dtype in ("float32", "float64"):
+        # Always there: skip the device and dtype probes on the path every edit takes.
+        return torch.device("cpu"), getattr(torch, dtype)
     base, _, index = device.partition(":")
     devices = available_devices()
     if base not in devices:
@@ -164,16 +168,35 @@ class AttentionResult:
         return bool(self.blocked_rows.any())
 
 
-def _host(t, want: bool):
-    """A read-only host numpy array of ``t`` (float32 for half types), or None."""
+def _host(t, want: bool = True):
+    """A read-only host numpy array of ``t`` (float32 for half types), or None.
+
+    On the CPU the array shares the tensor's memory: no copy is made.
+    """
     if not want:
         return None
-    torch = _torch()
-    if t.dtype in (torch.float16, torch.bfloat16):
+    if t.dtype.itemsize == 2:  # float16 / bfloat16: numpy has no bfloat16, widen both alike
         t = t.float()
-    a = t.detach().cpu().numpy()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    a = t.detach().numpy()
     a.flags.writeable = False
     return a
+
+
+def _all_finite(t) -> bool:
+    """Whether every number in ``t`` is finite.
+
+    On the CPU numpy looks at the tensor's own memory: torch.isfinite(...).all() makes two
+    passes and a temporary and cost more than the rest of the engine's overhead together.
+    """
+    if t.device.type == "cpu":
+        if t.dtype.itemsize == 2:
+            t = t.float()
+        # One pass, no temporary: a NaN or inf anywhere makes the float64 sum non-finite, and a
+        # float64 sum of float32 numbers cannot overflow by itself.
+        return math.isfinite(np.add.reduce(t.detach().numpy(), axis=None, dtype=np.float64))
+    return bool(_torch().isfinite(t).all())
 
 
 def _mask_and_blocked_rows(session: Session) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -242,7 +265,7 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
                 output = concat
             # Overflow turns into inf or NaN somewhere upstream and always reaches the small
             # output (a NaN weight row makes a NaN output row), so checking it is enough and cheap.
-            finite = bool(torch.isfinite(head_out).all()) and bool(torch.isfinite(output).all())
+            finite = _all_finite(head_out) and (output is concat or _all_finite(output))
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
             elapsed = (time.perf_counter() - start) * 1000.0
@@ -275,3 +298,68 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
         compute_ms=elapsed,
         **host,
     )
+
+
+def measure_engine_overhead(n: int, d: int = 64, heads: int = 1, repeats: int = 15, device: str = "cpu",
+                            dtype: str = "float32", keep=None, seed: int = 0) -> dict:
+    """Time ``compute()`` against a bare torch ``softmax((X@Wq)@(X@Wk)ᵀ·s)@(X@Wv)``, side by side.
+
+    Both run on the same random inputs (n tokens, width d, ``heads`` heads, d_k = d_v = d),
+    interleaved call by call so that a noisy machine slows both alike; device work is
+    synchronised before a clock is read. The bare version starts from tensors already on the
+    device and returns a tensor; the engine starts from the session and returns host numpy
+    arrays, so the ratio is everything the engine adds. ``keep`` is passed to ``compute``;
+    by default everything on the CPU (host arrays share memory, so it is free) and only
+    ``output`` on a GPU (what crosses the bus is what the window asks for).
+
+    Returns ``{"n", "d", "heads", "device", "dtype", "repeats", "engine_ms", "bare_ms", "ratio"}``
+    with medians in milliseconds and ratio = engine_ms / bare_ms.
+    """
+    torch = _torch()
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise EngineError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    dev, tdtype = resolve(device, dtype)
+    rng = np.random.default_rng(seed)
+    session = Session(
+        tokens=tuple(f"t{i}" for i in range(n)),
+        embeddings=rng.normal(size=(n, d)),
+        # ~1/√d weights keep the scores O(1), as in a trained layer, so no softmax saturates.
+        w_query=rng.normal(size=(heads, d, d)) / np.sqrt(d),
+        w_key=rng.normal(size=(heads, d, d)) / np.sqrt(d),
+        w_value=rng.normal(size=(heads, d, d)) / np.sqrt(d),
+    )
+    if keep is None and dev.type != "cpu":
+        keep = ("output",)
+    factor = session.scale.factor(d)
+    x = torch.tensor(session.embeddings, dtype=tdtype, device=dev)
+    wq, wk, wv = (torch.tensor(w, dtype=tdtype, device=dev) for w in (session.w_query, session.w_key, session.w_value))
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        elif dev.type == "mps":
+            torch.mps.synchronize()
+
+    def bare():
+        with torch.inference_mode():
+            out = torch.softmax((x @ wq) @ (x @ wk).transpose(-1, -2) * factor, dim=-1) @ (x @ wv)
+        sync()
+        return out
+
+    def engine():
+        return compute(session, device=device, dtype=dtype, keep=keep)
+
+    for _ in range(2):  # warm-up: first calls allocate, load kernels and fill caches
+        bare()
+        engine()
+    times = {"bare": [], "engine": []}
+    for r in range(repeats):
+        # Alternate the order so that neither always runs right after the other's garbage.
+        for name, fn in (("bare", bare), ("engine", engine)) if r % 2 == 0 else (("engine", engine), ("bare", bare)):
+            start = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - start) * 1000.0)
+    engine_ms = float(np.median(times["engine"]))
+    bare_ms = float(np.median(times["bare"]))
+    return {"n": n, "d": d, "heads": heads, "device": str(dev), "dtype": dtype, "repeats": repeats,
+            "engine_ms": engine_ms, "bare_ms": bare_ms, "ratio": engine_ms / bare_ms}
