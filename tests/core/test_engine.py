@@ -206,3 +206,13 @@ def test_single_token():
     r = compute(make_session(n=1, mask=Mask("causal")))
     np.testing.assert_array_equal(r.weights, np.ones((2, 1, 1)))
     np.testing.assert_allclose(r.head_outputs[:, 0], r.V[:, 0])
+
+
+def test_measure_engine_overhead_reports_its_fields():
+    r = engine.measure_engine_overhead(16, d=4, heads=2, repeats=3)
+    assert set(r) == {"n", "d", "heads", "device", "dtype", "repeats", "engine_ms", "bare_ms", "ratio"}
+    assert (r["n"], r["d"], r["heads"], r["device"], r["repeats"]) == (16, 4, 2, "cpu", 3)
+    assert r["engine_ms"] > 0 and r["bare_ms"] > 0
+    assert r["ratio"] == pytest.approx(r["engine_ms"] / r["bare_ms"])
+    with pytest.raises(EngineError, match="repeats"):
+        engine.measure_engine_overhead(16, repeats=0)
