@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QGuiApplication, QIcon, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -41,7 +41,7 @@ from .settings import LAYOUT_VERSION, AppSettings
 # Where each result panel goes by default. The "main" pair sits side by side along the top and
 # the "detail" pair side by side beneath it, spanning the same width. A "context" panel (the
 # sine signal plot, the 2-D embedding scatter) is a tab beside the last main panel, brought to
-# the front whenever it applies; any other kind is a tab behind the first main panel, so a new
+# the front by a click on its tab; any other kind is a tab behind the first main panel, so a new
 # panel kind always has a place. Two panels per row keeps the panels' minimum widths inside a
 # 1280-pixel screen next to the inputs.
 MAIN_KINDS = ("weights", "scaled_scores")
@@ -106,8 +106,8 @@ class MainWindow(QMainWindow):
         self.resize(self._default_size())
         restored = self._restore_settings()
         self._sync_applicable(document.session)
-        if not restored:
-            self._raise_context()
+        if restored:
+            self._sizes_pending = False
         self._update_title()
         self._update_status()
         icon = _app_icon()
@@ -157,24 +157,65 @@ class MainWindow(QMainWindow):
         for dock in self.docks.values():
             dock.show()
         self._auto_hidden.clear()
-        width = self._default_size().width()
-        self.resizeDocks([self.docks["inputs"]] + ([self.docks[main[0]]] if main else []),
-                         [int(width * 0.34), int(width * 0.66)], Qt.Orientation.Horizontal)
+        self._sizes_pending = True
+        if self.isVisible():
+            self._apply_default_sizes()
+
+    def _apply_default_sizes(self) -> None:
+        """Share the width and height out between the default docks. Only meaningful once the
+        window has its real size, so it runs on the first show (or right away on a reset)."""
+        self._sizes_pending = False
+        kinds = [p.kind for p in self.panels]
+        main = [self.docks[k] for k in MAIN_KINDS if k in kinds]
+        detail = [self.docks[k] for k in DETAIL_KINDS if k in kinds]
+        width = self.width()
+        if main:
+            self.resizeDocks([self.docks["inputs"], main[0]], [int(width * 0.3), int(width * 0.35)],
+                             Qt.Orientation.Horizontal)
         if main and detail:
-            self.resizeDocks([self.docks[main[0]], self.docks[detail[0]]], [62, 38], Qt.Orientation.Vertical)
-        self.resizeDocks([self.docks["inputs"], self.docks["controls"]], [70, 30], Qt.Orientation.Vertical)
+            self.resizeDocks([main[0], detail[0]], [60, 40], Qt.Orientation.Vertical)
+        if len(detail) == 2:  # the explanation's lines are long; give it nearly half
+            self.resizeDocks(detail, [55, 45], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["inputs"], self.docks["controls"]], [62, 38], Qt.Orientation.Vertical)
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self._sizes_pending:
+            QTimer.singleShot(0, self._apply_default_sizes)
 
     def reset_layout(self) -> None:
         """View ▸ Reset layout: the default arrangement, every applicable panel shown."""
         self._arrange_default()
         self.settings.clear_window_state()
         self._sync_applicable(self.document.session)
-        self._raise_context()
 
-    def _raise_context(self) -> None:
-        for panel in self.panels:
-            if panel.kind in CONTEXT_KINDS and panel.applies_to(self.document.session):
-                self.docks[panel.kind].raise_()
+    def _apply_default_sizes(self) -> None:
+        """Share the width and height out between the default docks. Only meaningful once the
+        window has its real size, so it runs on the first show (or right away on a reset)."""
+        self._sizes_pending = False
+        kinds = [p.kind for p in self.panels]
+        main = [self.docks[k] for k in MAIN_KINDS if k in kinds]
+        detail = [self.docks[k] for k in DETAIL_KINDS if k in kinds]
+        width = self.width()
+        if main:
+            self.resizeDocks([self.docks["inputs"], main[0]], [int(width * 0.3), int(width * 0.35)],
+                             Qt.Orientation.Horizontal)
+        if main and detail:
+            self.resizeDocks([main[0], detail[0]], [60, 40], Qt.Orientation.Vertical)
+        if len(detail) == 2:  # the explanation's lines are long; give it nearly half
+            self.resizeDocks(detail, [55, 45], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["inputs"], self.docks["controls"]], [62, 38], Qt.Orientation.Vertical)
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self._sizes_pending:
+            QTimer.singleShot(0, self._apply_default_sizes)
+
+    def reset_layout(self) -> None:
+        """View ▸ Reset layout: the default arrangement, every applicable panel shown."""
+        self._arrange_default()
+        self.settings.clear_window_state()
+        self._sync_applicable(self.document.session)
 
     def _default_size(self):
         screen = self.screen() or QGuiApplication.primaryScreen()
@@ -199,8 +240,6 @@ class MainWindow(QMainWindow):
             elif applies and panel.kind in self._auto_hidden:
                 self._auto_hidden.discard(panel.kind)
                 dock.show()
-                if panel.kind in CONTEXT_KINDS:
-                    dock.raise_()
                 panel.refresh()
 
     # -- menus -----------------------------------------------------------------------------
@@ -295,7 +334,7 @@ class MainWindow(QMainWindow):
 
     def _update_status(self) -> None:
         self.compute_label.setText(f"compute {self.document.last_compute_ms:.1f} ms")
-        self.draw_label.setText(f"draw {self.last_draw_ms:.1f} ms")
+        self.draw_label.setText(f"draw {self.last_draw_ms:.1f} ms" if self.last_draw_ms else "draw –")
         self._update_device()
 
     def _on_message(self, text: str) -> None:
