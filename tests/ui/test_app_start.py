@@ -114,9 +114,15 @@ def test_run_app_opens_the_window_and_remembers_the_file(settings, tmp_path, mon
     assert AppSettings().geometry() is not None
 
 
-def test_run_app_refuses_a_bad_preset_before_any_window(settings, capsys):
+def test_run_app_refuses_a_bad_preset_before_any_window(settings, capsys, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    shown = []
+    monkeypatch.setattr(QMessageBox, "critical", staticmethod(lambda *a: shown.append(a[2])))
     assert run_app(args("--preset", "nope")) == 2
     assert "unknown preset 'nope'" in capsys.readouterr().err
+    # A dialog too, wherever someone could see it (under Xvfb, not offscreen).
+    assert len(shown) == (0 if QApplication.platformName() in ("offscreen", "minimal") else 1)
     assert not [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()]
 
 
