@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import math
 import time
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -190,24 +192,56 @@ def _all_finite(t) -> bool:
     On the CPU numpy looks at the tensor's own memory: torch.isfinite(...).all() makes two
     passes and a temporary and cost more than the rest of the engine's overhead together.
     """
-    if t.device.type == "cpu":
-        if t.dtype.itemsize == 2:
-            t = t.float()
-        # One pass, no temporary: a NaN or inf anywhere makes the float64 sum non-finite, and a
-        # float64 sum of float32 numbers cannot overflow by itself.
-        return math.isfinite(np.add.reduce(t.detach().numpy(), axis=None, dtype=np.float64))
+    # Fast path: a NaN or inf anywhere makes the plain sum non-finite. Only when the sum is not
+    # finite (an overflow, or finite numbers so large that their sum overflows) is every
+    # element looked at, so the common case costs one cheap reduction.
+    if math.isfinite(float(t.sum())):
+        return True
     return bool(_torch().isfinite(t).all())
+
+
+# Device copies of session arrays, reused across computes. Session arrays are immutable, and an
+# edit replaces only the array it changes, so after typing into W_q the embeddings, W_k and W_v
+# are already on the device in the right dtype: only the edited matrix is converted again.
+# Keyed by the array's id; the weak reference proves the id still names the same array.
+_TENSOR_CACHE: OrderedDict = OrderedDict()
+_TENSOR_CACHE_SIZE = 16
+
+
+def _device_tensor(array: np.ndarray, tdtype, dev):
+    torch = _torch()
+    key = (id(array), str(dev), str(tdtype))
+    hit = _TENSOR_CACHE.get(key)
+    if hit is not None and hit[0]() is array:
+        _TENSOR_CACHE.move_to_end(key)
+        return hit[1]
+    # torch.tensor copies: the session's arrays are read-only and must stay so.
+    tensor = torch.tensor(array, dtype=tdtype, device=dev)
+    if not array.flags.writeable:  # only immutable arrays can be trusted not to change
+        _TENSOR_CACHE[key] = (weakref.ref(array), tensor)
+        if len(_TENSOR_CACHE) > _TENSOR_CACHE_SIZE:
+            _TENSOR_CACHE.popitem(last=False)
+    return tensor
+
+
+@functools.lru_cache(maxsize=4)
+def _unmasked(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The read-only all-False mask and blocked-row flags for n tokens, shared by results."""
+    mask = np.zeros((n, n), dtype=bool)
+    rows = np.zeros(n, dtype=bool)
+    mask.flags.writeable = False
+    rows.flags.writeable = False
+    return mask, rows
 
 
 def _mask_and_blocked_rows(session: Session) -> tuple[np.ndarray, np.ndarray, bool]:
     """The n×n mask, the fully blocked query rows, and whether anything is blocked at all."""
-    mask = session.mask.matrix(session.n)
     if session.mask.kind == "none":
-        blocked_rows = np.zeros(session.n, dtype=bool)
-        any_blocked = False
-    else:
-        blocked_rows = mask.all(axis=1)
-        any_blocked = bool(blocked_rows.any()) or bool(mask.any())
+        mask, blocked_rows = _unmasked(session.n)
+        return mask, blocked_rows, False
+    mask = session.mask.matrix(session.n)
+    blocked_rows = mask.all(axis=1)
+    any_blocked = bool(blocked_rows.any()) or bool(mask.any())
     mask.flags.writeable = False
     blocked_rows.flags.writeable = False
     return mask, blocked_rows, any_blocked
@@ -235,11 +269,10 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     start = time.perf_counter()
     try:
         with torch.inference_mode():
-            # torch.tensor copies: the session's arrays are read-only and must stay so.
-            x = torch.tensor(session.embeddings, dtype=tdtype, device=dev)
-            wq = torch.tensor(session.w_query, dtype=tdtype, device=dev)
-            wk = torch.tensor(session.w_key, dtype=tdtype, device=dev)
-            wv = torch.tensor(session.w_value, dtype=tdtype, device=dev)
+            x = _device_tensor(session.embeddings, tdtype, dev)
+            wq = _device_tensor(session.w_query, tdtype, dev)
+            wk = _device_tensor(session.w_key, tdtype, dev)
+            wv = _device_tensor(session.w_value, tdtype, dev)
             # (n, d) @ (H, d, k) broadcasts to (H, n, k): all heads in one batched matmul.
             q = x @ wq
             k = x @ wk
@@ -260,7 +293,7 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
             head_out = weights @ v
             concat = head_out.transpose(0, 1).reshape(session.n, -1)
             if session.w_out is not None:
-                output = concat @ torch.tensor(session.w_out, dtype=tdtype, device=dev)
+                output = concat @ _device_tensor(session.w_out, tdtype, dev)
             else:
                 output = concat
             # Overflow turns into inf or NaN somewhere upstream and always reaches the small

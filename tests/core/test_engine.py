@@ -216,3 +216,28 @@ def test_measure_engine_overhead_reports_its_fields():
     assert r["ratio"] == pytest.approx(r["engine_ms"] / r["bare_ms"])
     with pytest.raises(EngineError, match="repeats"):
         engine.measure_engine_overhead(16, repeats=0)
+
+
+def test_converted_inputs_are_reused_only_for_the_same_array():
+    """An edit makes a new array; the device copy of the old one must never be used for it."""
+    s = make_session(n=5, d=3, heads=2, d_k=2, d_v=2)
+    first = compute(s, dtype="float64")
+    x = s.embeddings.copy()
+    x[2, 1] += 1.0
+    edited = s.replace(embeddings=x)
+    second = compute(edited, dtype="float64")
+    np.testing.assert_allclose(second.Q, np.einsum("nd,hdk->hnk", x, s.w_query), rtol=1e-12)
+    assert not np.allclose(first.Q, second.Q)
+    # and the untouched weights come from the cache: same device tensor object
+    key = (id(edited.w_key), "cpu", str(torch.float64))
+    assert engine._TENSOR_CACHE[key][0]() is edited.w_key
+
+
+def test_recycled_ids_do_not_reach_a_stale_tensor():
+    for value in (1.0, 2.0, 3.0):
+        # Each session dies before the next is made, so ids can be reused; results must follow.
+        s = Session(tokens=("a", "b"), embeddings=np.full((2, 2), value), w_query=np.ones((1, 2, 1)),
+                    w_key=np.ones((1, 2, 1)), w_value=np.ones((1, 2, 1)))
+        r = compute(s, dtype="float64")
+        np.testing.assert_allclose(r.V[0, :, 0], [2 * value, 2 * value])
+        del s, r
