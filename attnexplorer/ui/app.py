@@ -16,6 +16,8 @@ After start-up, work left by a window that crashed or was killed is offered for 
 For tests only: ``ATTNEXPLORER_TEST_EDIT="embeddings[i,j]=VALUE"`` makes the app apply that
 one edit through the document right after start (the kill-and-recover test uses it to have
 unsaved work in a separate process); ``ATTNEXPLORER_AUTOSAVE_MS`` shortens the autosave delay.
+For ``attnexplorer bench``: ``ATTNEXPLORER_EXIT_AFTER_PAINT=1`` quits as soon as the window has
+been painted once, so start-up to a painted window can be timed from outside.
 """
 
 from __future__ import annotations
@@ -28,39 +30,6 @@ from pathlib import Path
 from ..core.errors import AttnExplorerError, PresetError
 
 DEFAULT_PRESET = "pronoun"
-
-# PySide6 6.12.0 returns ``True`` from ``SignalInstance.emit()`` without taking a reference, so
-# every emit from Python code takes one reference away from ``True``. On CPython 3.12+ ``True``
-# is immortal and nothing happens; on 3.11 the count reaches zero after a few thousand emits
-# and the interpreter aborts ("bool_dealloc: deallocating True or False").
-_bools_checked = False
-
-
-def keep_bools_alive() -> bool:
-    """Work around that PySide6 bug where it is present: probe whether an emit loses a
-    reference to ``True`` and, if so, give ``True`` enough references for any session's
-    lifetime. Idempotent; returns True when the workaround was applied."""
-    global _bools_checked
-    if _bools_checked or sys.implementation.name != "cpython" or sys.version_info >= (3, 12):
-        return False
-    _bools_checked = True
-    from PySide6.QtCore import QObject, Signal
-
-    class _Probe(QObject):
-        ping = Signal()
-
-    probe = _Probe()
-    before = sys.getrefcount(True)
-    for _ in range(8):
-        probe.ping.emit()
-    if sys.getrefcount(True) >= before:
-        return False
-    import ctypes
-
-    # ob_refcnt is the first field of every CPython object (3.11 and earlier).
-    ctypes.c_ssize_t.from_address(id(True)).value += 1 << 40
-    return True
-
 
 def initial_session(args, settings):
     """``(session, signals, path or None, note or None)`` for the command line ``args``.
@@ -118,6 +87,20 @@ def _apply_test_edit(document) -> None:
     document.edit(document.session.replace(embeddings=x), "Test edit")
 
 
+def _quit_after_first_paint(app, window) -> None:
+    from PySide6.QtCore import QEvent, QObject, QTimer
+
+    class _FirstPaint(QObject):
+        def eventFilter(self, obj, event):
+            if event.type() == QEvent.Type.Paint:
+                obj.removeEventFilter(self)
+                QTimer.singleShot(0, app.quit)  # after this paint has finished
+            return False
+
+    window._first_paint = _FirstPaint(window)
+    window.installEventFilter(window._first_paint)
+
+
 def make_app(argv=None):
     """The QApplication, with the names QSettings and the desktop use, and the icon."""
     from PySide6.QtGui import QIcon
@@ -141,7 +124,6 @@ def make_app(argv=None):
 
 def run_app(args) -> int:
     """Open the window and run until it closes; the exit status (2 for a bad start)."""
-    keep_bools_alive()
     app = make_app()
     from PySide6.QtCore import QTimer
 
@@ -159,6 +141,8 @@ def run_app(args) -> int:
     window = MainWindow(document, settings)
     if path is not None:
         window.actions.adopt(path)
+    if os.environ.get("ATTNEXPLORER_EXIT_AFTER_PAINT"):
+        _quit_after_first_paint(app, window)
     window.show()
     if note:
         window.statusBar().showMessage(note, 10000)

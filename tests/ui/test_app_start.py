@@ -16,11 +16,10 @@ from attnexplorer.core.errors import PresetError, SessionError
 from attnexplorer.core.presets import build_preset
 from attnexplorer.io.session_file import save_session
 from attnexplorer.ui import app as app_module
-from attnexplorer.ui.app import initial_session, keep_bools_alive, run_app
+from attnexplorer.ui.app import initial_session, run_app
 from attnexplorer.ui.main_window import MainWindow
 from attnexplorer.ui.settings import AppSettings
 
-keep_bools_alive()  # PySide6 6.12 emit() reference bug, see ui/app.py
 
 
 @pytest.fixture

@@ -18,12 +18,10 @@ import time
 import pytest
 
 from attnexplorer.core.presets import build_preset
-from attnexplorer.ui.app import keep_bools_alive
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.main_window import MainWindow
 from attnexplorer.ui.settings import AppSettings
 
-keep_bools_alive()  # PySide6 6.12 emit() reference bug, see ui/app.py
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX SIGKILL")
 

@@ -14,11 +14,9 @@ from attnexplorer.core.presets import build_preset, list_presets
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.main_window import MainWindow
 from attnexplorer.ui.settings import AppSettings
-from attnexplorer.ui.app import keep_bools_alive
 
 # PySide6 6.12's emit() drops a reference to True on every call (see ui/app.py); without this
 # the test process aborts after a few thousand emits on CPython 3.11.
-keep_bools_alive()
 
 
 @pytest.fixture

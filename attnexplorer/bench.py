@@ -1,0 +1,439 @@
+"""``attnexplorer bench``: the speed figures of issue 5, measured headlessly in one run.
+
+What it measures (medians; every comparison is measured side by side, interleaved, in the
+same run, so a busy machine slows both sides alike):
+
+- ``engine``: ``compute()`` against a bare torch ``softmax((X·W_q)(X·W_k)ᵀ·s)·(X·W_v)`` on
+  the same inputs, n = 16 … 4,096, d = 64, on the CPU (and CUDA when present; device work is
+  synchronised before a clock is read). Target: ratio ≤ 1.3 at n ≥ 256.
+- ``redraw``: one cell edit → engine → every visible panel and table of the real main window
+  repainted, n = 16 … 512, d = 64, one head. Targets: ≤ 16 ms at n = 64, ≤ 50 ms at n = 512.
+- ``drag``: redraws per second while the sine preset's τ slider is dragged at N = 512.
+  Target: ≥ 30.
+- ``heatmap``: one heatmap redraw (new matrix, fixed levels, repaint) against the habit it
+  replaces, matplotlib ``imshow`` plus a canvas draw of the same matrix at the same pixel
+  size. Target: ≥ 10× faster for n ≤ 512.
+- ``large``: n = 4,096 tokens, 4 heads, in a fresh process: the longest time the GUI thread
+  was blocked while a computation ran (target ≤ 50 ms), the longest block overall (the redraw
+  included), and the peak memory of the process (target < 2 GB).
+- ``startup``: a fresh ``attnexplorer --preset pronoun`` to its first painted window, against
+  ``python -c "import torch, PySide6.QtWidgets, pyqtgraph"``. Target: ≤ 0.7 s more.
+
+``--json`` prints the same figures as one JSON object; its fields are listed in the README
+("Speed") and checked by the tests. ``--quick`` uses fewer sizes and repeats (for tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+TARGETS = {
+    "engine_ratio": 1.3,
+    "redraw_ms": {64: 16.0, 512: 50.0},
+    "drag_per_s": 30.0,
+    "heatmap_speedup": 10.0,
+    "large_block_ms": 50.0,
+    "large_peak_mb": 2048.0,
+    "startup_extra_s": 0.7,
+}
+
+
+def _median(values) -> float:
+    return float(statistics.median(values))
+
+
+def machine_info() -> dict:
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    from .core.engine import available_devices
+
+    info = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "devices": available_devices(),
+    }
+    try:
+        import PySide6
+        import pyqtgraph
+
+        info["pyside6"] = PySide6.__version__
+        info["pyqtgraph"] = pyqtgraph.__version__
+    except ImportError:
+        pass
+    if "cuda" in info["devices"]:
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+# -- engine ---------------------------------------------------------------------------------
+def bench_engine(sizes, devices, repeats) -> list[dict]:
+    from .core.engine import measure_engine_overhead
+
+    rows = []
+    for device in devices:
+        for n in sizes:
+            reps = repeats if n <= 1024 else max(3, repeats // 3)
+            row = measure_engine_overhead(n, d=64, heads=1, repeats=reps, device=device)
+            row["met"] = n < 256 or row["ratio"] <= TARGETS["engine_ratio"]
+            rows.append(row)
+        if 4096 in sizes:
+            row = measure_engine_overhead(4096, d=64, heads=4, repeats=3, device=device)
+            row["met"] = row["ratio"] <= TARGETS["engine_ratio"]
+            rows.append(row)
+    return rows
+
+
+# -- the window ------------------------------------------------------------------------------
+def _app():
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    os.environ.setdefault("ATTNEXPLORER_TESTING", "1")  # no real settings or recovery files
+    from .ui.app import make_app
+
+    return make_app()
+
+
+def _window(session, signals=None, size=(1280, 800)):
+    from PySide6.QtWidgets import QApplication
+
+    from .ui.document import SessionDocument
+    from .ui.main_window import MainWindow
+
+    document = SessionDocument(session, signals)
+    window = MainWindow(document)
+    window.resize(*size)
+    window.show()
+    for _ in range(3):
+        QApplication.processEvents()
+    window.repaint()
+    return document, window
+
+
+def _close(document, window) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    window.actions.autosaver.stop() if hasattr(window.actions.autosaver, "stop") else None
+    window.document.undo_stack.setClean()
+    window.hide()
+    window.deleteLater()
+    document.shutdown()
+    QApplication.processEvents()
+
+
+def _settle() -> None:
+    """Deliver queued results and paint every region that an update marked dirty, as Qt's
+    event loop does between two frames (what changed is repainted, nothing else)."""
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.processEvents()
+    QApplication.processEvents()
+
+
+def _edit_and_paint(document, window, value: float) -> float:
+    """One cell edit through the document, then every resulting repaint of the window."""
+    start = time.perf_counter()
+    x = document.session.embeddings.copy()
+    x[0, 0] = value
+    document.edit(document.session.replace(embeddings=x), "bench edit", merge_key=("bench",))
+    document.wait_idle(60.0)
+    _settle()
+    return (time.perf_counter() - start) * 1000.0
+
+
+def bench_redraw(sizes, repeats) -> list[dict]:
+    from .core.presets import build_preset
+
+    _app()
+    rows = []
+    for n in sizes:
+        built = build_preset("random", {"n": n, "d": 64, "d_k": 64, "d_v": 64, "heads": 1, "seed": 0})
+        document, window = _window(built.session, built.signals)
+        times = [_edit_and_paint(document, window, 0.5 + 0.01 * r) for r in range(repeats + 2)][2:]
+        row = {"n": n, "d": 64, "heads": 1, "median_ms": _median(times), "compute_ms": document.last_compute_ms,
+               "draw_ms": getattr(window, "last_draw_ms", None), "repeats": repeats}
+        target = TARGETS["redraw_ms"].get(n)
+        row["target_ms"] = target
+        row["met"] = None if target is None else row["median_ms"] <= target
+        rows.append(row)
+        _close(document, window)
+    return rows
+
+
+def bench_drag(n: int, steps: int) -> dict:
+    """Drag the sine preset's τ slider across ``steps`` positions, painting after each."""
+    from PySide6.QtWidgets import QApplication
+
+    from .core.presets import build_preset
+
+    _app()
+    built = build_preset("sine", {"N": n})
+    document, window = _window(built.session, built.signals)
+    widget = window.controls.param_widgets["tau"]
+    slider = widget.slider
+    slider.setSliderDown(True)
+    lo, hi = slider.minimum(), slider.maximum()
+    positions = [lo + (hi - lo) * (k % 40 + 10) // 60 for k in range(steps + 2)]
+    times = []
+    for k, pos in enumerate(positions):
+        start = time.perf_counter()
+        slider.setValue(pos)
+        document.wait_idle(60.0)
+        _settle()
+        if k >= 2:
+            times.append(time.perf_counter() - start)
+    slider.setSliderDown(False)
+    undo_steps = document.undo_stack.count()
+    _close(document, window)
+    per_s = 1.0 / _median(times)
+    return {"n": n, "steps": steps, "median_ms": _median(times) * 1000.0, "redraws_per_s": per_s,
+            "undo_steps": undo_steps, "target_per_s": TARGETS["drag_per_s"], "met": per_s >= TARGETS["drag_per_s"]}
+
+
+def bench_heatmap(sizes, repeats) -> list[dict]:
+    """Our heatmap against matplotlib imshow + canvas.draw(), same matrix, same pixel size."""
+    import numpy as np
+    import pyqtgraph as pg
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from .ui.panels.matrix_view import MatrixView
+
+    _app()
+    width, height, dpi = 600, 500, 100
+    widget = pg.GraphicsLayoutWidget()
+    widget.resize(width, height)
+    view = MatrixView("weights", signed=False)
+    widget.addItem(view)
+    widget.show()
+    fig = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)
+    canvas = FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    rng = np.random.default_rng(0)
+    rows = []
+    for n in sizes:
+        labels = [f"t{i}" for i in range(n)]
+        mats = [rng.random((n, n)) for _ in range(4)]
+        ours, theirs = [], []
+        for r in range(repeats + 1):
+            m = mats[r % len(mats)]
+            start = time.perf_counter()
+            view.set_matrix(m, row_labels=labels, col_labels=labels, levels=(0.0, 1.0))
+            widget.repaint()
+            t_ours = time.perf_counter() - start
+            start = time.perf_counter()
+            ax.clear()
+            ax.imshow(m, vmin=0.0, vmax=1.0, cmap="viridis")
+            canvas.draw()
+            t_theirs = time.perf_counter() - start
+            if r:  # the first round pays one-off costs on both sides
+                ours.append(t_ours)
+                theirs.append(t_theirs)
+        speedup = _median(theirs) / _median(ours)
+        rows.append({"n": n, "pyqtgraph_ms": _median(ours) * 1000.0, "matplotlib_ms": _median(theirs) * 1000.0,
+                     "speedup": speedup, "met": speedup >= TARGETS["heatmap_speedup"]})
+    widget.close()
+    widget.deleteLater()
+    return rows
+
+
+# -- large sessions and start-up, each in a fresh process ---------------------------------------
+def _large_probe(n: int, heads: int) -> None:
+    """Run in a child process: print one JSON line with the large-session figures."""
+    import resource
+
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from .core.presets import build_preset
+
+    _app()
+    built = build_preset("random", {"n": n, "d": 64, "d_k": 16, "d_v": 16, "heads": heads, "seed": 0})
+    start = time.perf_counter()
+    document, window = _window(built.session, built.signals)
+    document.wait_idle(120.0)
+    QApplication.processEvents()
+    window.repaint()
+    first_ms = (time.perf_counter() - start) * 1000.0
+
+    gaps = {"computing": 0.0, "all": 0.0}
+    state = {"last": time.perf_counter()}
+
+    def tick():
+        now = time.perf_counter()
+        gap = (now - state["last"]) * 1000.0
+        state["last"] = now
+        gaps["all"] = max(gaps["all"], gap)
+        if document._busy:
+            gaps["computing"] = max(gaps["computing"], gap)
+
+    timer = QTimer()
+    timer.setInterval(5)
+    timer.timeout.connect(tick)
+    timer.start()
+    x = document.session.embeddings.copy()
+    x[0, 0] += 1.0
+    start = time.perf_counter()
+    state["last"] = start
+    document.edit(document.session.replace(embeddings=x), "bench edit")
+    drawn = {"done": False}
+    document.result_changed.connect(lambda _r: drawn.__setitem__("done", True))
+    while not drawn["done"] and time.perf_counter() - start < 120:
+        QApplication.processEvents()
+        time.sleep(0.001)
+    QApplication.processEvents()
+    window.repaint()
+    edit_ms = (time.perf_counter() - start) * 1000.0
+    # A scroll through the token table, as a person would: the table stays virtual.
+    table_ms = None
+    views = getattr(window.inputs, "embedding_view", None)
+    if views is not None:
+        t0 = time.perf_counter()
+        bar = views.verticalScrollBar()
+        for k in range(20):
+            bar.setValue(bar.maximum() * k // 19)
+            QApplication.processEvents()
+            views.viewport().repaint()
+        table_ms = (time.perf_counter() - t0) * 1000.0 / 20
+    timer.stop()
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    print(json.dumps({"n": n, "heads": heads, "first_window_ms": first_ms, "edit_to_drawn_ms": edit_ms,
+                      "compute_ms": document.last_compute_ms, "max_block_while_computing_ms": gaps["computing"],
+                      "max_block_ms": gaps["all"], "scroll_step_ms": table_ms, "peak_mb": peak_mb}))
+    sys.stdout.flush()
+    os._exit(0)  # skip teardown of a 4,096-token window: its figures are printed
+
+
+def bench_large(n: int, heads: int) -> dict:
+    code = f"from attnexplorer.bench import _large_probe; _large_probe({n}, {heads})"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTNEXPLORER_TESTING": "1"})
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"n": n, "heads": heads, "error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
+    row = json.loads(lines[-1])
+    row["met"] = (row["max_block_while_computing_ms"] <= TARGETS["large_block_ms"]
+                  and row["peak_mb"] < TARGETS["large_peak_mb"])
+    return row
+
+
+def bench_startup(repeats: int) -> dict:
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTNEXPLORER_TESTING": "1",
+           "ATTNEXPLORER_EXIT_AFTER_PAINT": "1"}
+    baseline_cmd = [sys.executable, "-c", "import torch, PySide6.QtWidgets, pyqtgraph"]
+    app_cmd = [sys.executable, "-m", "attnexplorer", "--preset", "pronoun"]
+    base, app = [], []
+    for _ in range(repeats):
+        for cmd, into in ((baseline_cmd, base), (app_cmd, app)):
+            start = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+            elapsed = time.perf_counter() - start
+            if proc.returncode != 0:
+                return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
+            into.append(elapsed)
+    extra = _median(app) - _median(base)
+    return {"baseline_s": _median(base), "app_s": _median(app), "extra_s": extra, "repeats": repeats,
+            "target_extra_s": TARGETS["startup_extra_s"], "met": extra <= TARGETS["startup_extra_s"]}
+
+
+# -- the command ----------------------------------------------------------------------------------
+def collect(quick: bool = False, device: str | None = None) -> dict:
+    from .core.engine import available_devices
+
+    devices = [device] if device else [d for d in available_devices() if d in ("cpu", "cuda")]
+    started = time.perf_counter()
+    results = {"machine": machine_info(), "targets": {k: v for k, v in TARGETS.items() if k != "redraw_ms"}}
+    results["targets"]["redraw_ms"] = {str(k): v for k, v in TARGETS["redraw_ms"].items()}
+    if quick:
+        results["engine"] = bench_engine([16, 256], devices, repeats=3)
+        results["redraw"] = bench_redraw([16, 64], repeats=3)
+        results["drag"] = bench_drag(64, steps=4)
+        results["heatmap"] = bench_heatmap([16, 64], repeats=2)
+        results["large"] = bench_large(256, 2)
+        results["startup"] = bench_startup(1)
+    else:
+        results["engine"] = bench_engine([16, 64, 256, 512, 1024, 2048, 4096], devices, repeats=9)
+        results["redraw"] = bench_redraw([16, 64, 256, 512], repeats=9)
+        results["drag"] = bench_drag(512, steps=15)
+        results["heatmap"] = bench_heatmap([16, 64, 256, 512], repeats=7)
+        results["large"] = bench_large(4096, 4)
+        results["startup"] = bench_startup(3)
+    results["seconds"] = time.perf_counter() - started
+    return results
+
+
+def _mark(met) -> str:
+    return "  -" if met is None else (" ok" if met else " MISSED")
+
+
+def format_report(r: dict) -> str:
+    m = r["machine"]
+    out = [f"attnexplorer bench — {m['cpu']}, {m['cores']} cores, torch {m['torch']} "
+           f"({m['torch_threads']} threads), devices: {', '.join(m['devices'])}", ""]
+    out.append("Engine vs bare torch softmax(QKᵀ·s)·V, d = 64 (target ≤ 1.3× at n ≥ 256)")
+    out.append(f"  {'device':7}{'n':>6}{'heads':>6}{'engine ms':>11}{'bare ms':>10}{'ratio':>7}")
+    for row in r["engine"]:
+        out.append(f"  {row['device']:7}{row['n']:>6}{row['heads']:>6}{row['engine_ms']:>11.3f}"
+                   f"{row['bare_ms']:>10.3f}{row['ratio']:>7.2f}{_mark(row['met'])}")
+    out.append("")
+    out.append("Edit → every visible panel redrawn, main window 1280×800, d = 64, 1 head")
+    for row in r["redraw"]:
+        target = f" (target ≤ {row['target_ms']:.0f} ms)" if row["target_ms"] else ""
+        out.append(f"  n = {row['n']:>4}: {row['median_ms']:7.1f} ms{target}{_mark(row['met'])}")
+    d = r["drag"]
+    out.append("")
+    out.append(f"Dragging the sine τ slider at N = {d['n']}: {d['redraws_per_s']:.0f} redraws/s "
+               f"({d['median_ms']:.1f} ms each; target ≥ 30){_mark(d['met'])}; one undo step: {d['undo_steps'] == 1}")
+    out.append("")
+    out.append("Heatmap redraw vs matplotlib imshow + canvas.draw(), 600×500 px (target ≥ 10×)")
+    for row in r["heatmap"]:
+        out.append(f"  n = {row['n']:>4}: {row['pyqtgraph_ms']:7.2f} ms vs {row['matplotlib_ms']:7.1f} ms "
+                   f"= {row['speedup']:5.1f}×{_mark(row['met'])}")
+    big = r["large"]
+    out.append("")
+    if "error" in big:
+        out.append(f"Large session n = {big['n']}: FAILED: {big['error']}")
+    else:
+        out.append(f"Large session n = {big['n']}, {big['heads']} heads: compute {big['compute_ms']:.0f} ms, "
+                   f"edit → drawn {big['edit_to_drawn_ms']:.0f} ms")
+        out.append(f"  longest GUI block while computing {big['max_block_while_computing_ms']:.0f} ms (target ≤ 50), "
+                   f"overall {big['max_block_ms']:.0f} ms; peak memory {big['peak_mb']:.0f} MB (target < 2048)"
+                   f"{_mark(big['met'])}")
+        if big.get("scroll_step_ms") is not None:
+            out.append(f"  embedding table scroll step: {big['scroll_step_ms']:.1f} ms")
+    s = r["startup"]
+    out.append("")
+    if "error" in s:
+        out.append(f"Start-up: FAILED: {s['error']}")
+    else:
+        out.append(f"Start-up to a painted window: {s['app_s']:.2f} s vs {s['baseline_s']:.2f} s for the imports alone "
+                   f"= +{s['extra_s']:.2f} s (target ≤ +0.7 s){_mark(s['met'])}")
+    out.append("")
+    out.append(f"({r['seconds']:.0f} s in all)")
+    return "\n".join(out)
+
+
+def run_bench(args) -> int:
+    results = collect(quick=getattr(args, "quick", False), device=getattr(args, "device", None))
+    if getattr(args, "json", False):
+        print(json.dumps(results, indent=2))
+    else:
+        print(format_report(results))
+    return 0

@@ -1,0 +1,54 @@
+"""`attnexplorer bench` runs headless and its JSON has the documented fields.
+
+The figures themselves are not asserted: these machines are shared and noisy (issue 5).
+"""
+
+import json
+import subprocess
+import sys
+
+ENGINE_FIELDS = {"n", "d", "heads", "device", "dtype", "engine_ms", "bare_ms", "ratio", "met"}
+REDRAW_FIELDS = {"n", "d", "heads", "median_ms", "compute_ms", "draw_ms", "target_ms", "met"}
+DRAG_FIELDS = {"n", "steps", "median_ms", "redraws_per_s", "undo_steps", "target_per_s", "met"}
+HEATMAP_FIELDS = {"n", "pyqtgraph_ms", "matplotlib_ms", "speedup", "met"}
+LARGE_FIELDS = {"n", "heads", "first_window_ms", "edit_to_drawn_ms", "compute_ms",
+                "max_block_while_computing_ms", "max_block_ms", "peak_mb", "met"}
+STARTUP_FIELDS = {"baseline_s", "app_s", "extra_s", "target_extra_s", "met"}
+
+
+def test_bench_json_has_the_documented_fields():
+    proc = subprocess.run([sys.executable, "-m", "attnexplorer", "bench", "--quick", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    start = proc.stdout.index("{")
+    data = json.loads(proc.stdout[start:])
+    assert {"machine", "targets", "engine", "redraw", "drag", "heatmap", "large", "startup", "seconds"} <= set(data)
+    assert {"python", "cpu", "cores", "torch", "devices"} <= set(data["machine"])
+    assert data["engine"] and all(ENGINE_FIELDS <= set(row) for row in data["engine"])
+    assert all(row["engine_ms"] > 0 and row["bare_ms"] > 0 for row in data["engine"])
+    assert data["redraw"] and all(REDRAW_FIELDS <= set(row) for row in data["redraw"])
+    assert DRAG_FIELDS <= set(data["drag"])
+    assert data["drag"]["undo_steps"] == 1  # one drag is one undo step
+    assert data["heatmap"] and all(HEATMAP_FIELDS <= set(row) for row in data["heatmap"])
+    assert LARGE_FIELDS <= set(data["large"]), data["large"]
+    assert STARTUP_FIELDS <= set(data["startup"]), data["startup"]
+    assert data["startup"]["app_s"] > 0
+
+
+def test_bench_text_report_names_every_section():
+    from attnexplorer import bench
+
+    fake_row = {"device": "cpu", "n": 16, "heads": 1, "engine_ms": 1.0, "bare_ms": 1.0, "ratio": 1.0, "met": True}
+    report = bench.format_report({
+        "machine": {"cpu": "x", "cores": 2, "torch": "t", "torch_threads": 2, "devices": ["cpu"]},
+        "engine": [fake_row],
+        "redraw": [{"n": 64, "median_ms": 10.0, "target_ms": 16.0, "met": True}],
+        "drag": {"n": 512, "redraws_per_s": 40.0, "median_ms": 25.0, "met": True, "undo_steps": 1},
+        "heatmap": [{"n": 16, "pyqtgraph_ms": 1.0, "matplotlib_ms": 20.0, "speedup": 20.0, "met": True}],
+        "large": {"n": 4096, "error": "boom"},
+        "startup": {"app_s": 2.0, "baseline_s": 1.5, "extra_s": 0.5, "met": True},
+        "seconds": 1.0,
+    })
+    for words in ("Engine vs bare torch", "Edit → every visible panel", "Dragging the sine", "matplotlib",
+                  "Large session n = 4096: FAILED: boom", "Start-up"):
+        assert words in report
