@@ -278,11 +278,18 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
             k = x @ wk
             v = x @ wv
             scores = q @ k.transpose(-1, -2)
-            scaled = scores * factor
+            # An n×n buffer per intermediate is the engine's whole memory bill at 4,096 tokens;
+            # the ones the caller did not ask for are overwritten in place instead of copied.
+            scaled = scores.mul_(factor) if "scores" not in wanted else scores * factor
             if any_blocked:
                 m = torch.tensor(mask_np, device=dev)
                 # exp(-inf) = 0, so blocked cells get weight exactly 0 in rows with a free key.
-                weights = torch.softmax(scaled.masked_fill(m, float("-inf")), dim=-1)
+                if "scaled_scores" in wanted:
+                    masked = scaled.masked_fill(m, float("-inf"))
+                else:
+                    masked = scaled.masked_fill_(m, float("-inf"))
+                weights = torch.softmax(masked, dim=-1)
+                del masked
                 if blocked_rows_np.any():
                     # softmax over an all -inf row is NaN; such a query attends to nothing.
                     rows = torch.tensor(blocked_rows_np, device=dev)

@@ -127,6 +127,20 @@ def test_keep_returns_only_what_was_asked():
         compute(make_session(), keep=("weights", "attention"))
 
 
+@pytest.mark.parametrize("keep", [
+    ("weights",), ("scores", "weights"), ("scaled_scores", "weights"), ("scores", "scaled_scores", "weights"),
+])
+@pytest.mark.parametrize("mask", [Mask(), Mask("causal"), Mask("padding", padding=(0, 1, 2, 3, 4))])
+def test_intermediates_not_kept_do_not_change_the_ones_kept(keep, mask):
+    """Buffers that are not kept are reused in place; what is kept must equal a full compute."""
+    s = make_session(mask=mask)
+    full = compute(s, dtype="float64")
+    part = compute(s, dtype="float64", keep=keep)
+    for name in keep:
+        np.testing.assert_array_equal(getattr(part, name), getattr(full, name))
+    assert not np.isnan(part.weights).any()
+
+
 @pytest.mark.parametrize("dtype,expected,tol", [
     ("float32", np.float32, 1e-6), ("float64", np.float64, 1e-15),
     ("float16", np.float32, 5e-3), ("bfloat16", np.float32, 5e-2),
