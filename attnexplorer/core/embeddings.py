@@ -87,3 +87,36 @@ def seeded_embeddings(tokens, d: int, seed: int = 123, vocab_size: int = 50_000)
     table = _normal_table_prefix(len(vocab), int(d), int(seed), int(vocab_size))
     rows = [vocab[t] for t in tokens]
     return table.numpy().astype(np.float64)[rows]
+
+
+def word_embeddings(tokens, d: int, seed: int = 123) -> np.ndarray:
+    """Embeddings (n, d), float64, in which each distinct word has a fixed N(0, 1) vector.
+
+    This is the window's "seeded random" source for tokens the user types. Like a row of an
+    ``nn.Embedding`` (initialised N(0, 1)) looked up through a fixed vocabulary, a word's
+    vector depends only on the word, ``d`` and ``seed``: typing a new word never gives it the
+    vector of another word, and retyping a sentence gives the same rows. (The sentence-local
+    sorted vocabulary of ``seeded_embeddings`` would renumber words as the sentence changes.)
+    Each word's numbers come from ``torch.randn`` on a generator seeded by a 63-bit hash of
+    (seed, word), so they are the same on every machine and in every session.
+    """
+    import hashlib
+
+    import torch
+
+    tokens = tuple(tokens)
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 1 <= d <= MAX_DIM:
+        raise PresetError(f"embedding width d must be a whole number in 1..{MAX_DIM}, got {d!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**63:
+        raise PresetError(f"seed must be a whole number >= 0, got {seed!r}")
+    rows: dict[str, np.ndarray] = {}
+    out = np.zeros((len(tokens), int(d)))
+    for i, token in enumerate(tokens):
+        if not isinstance(token, str):
+            raise PresetError(f"tokens[{i}] must be a string, got {type(token).__name__}")
+        if token not in rows:
+            digest = hashlib.blake2b(f"{int(seed)}\x00{token}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
+            generator = torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
+            rows[token] = torch.randn(int(d), generator=generator, dtype=torch.float32).numpy().astype(np.float64)
+        out[i] = rows[token]
+    return out

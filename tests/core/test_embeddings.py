@@ -104,3 +104,29 @@ def test_bad_arguments_are_refused_clearly(kwargs, text):
 def test_non_string_token_is_named():
     with pytest.raises(PresetError, match=r"tokens\[1\] must be a string"):
         seeded_embeddings(["a", 3], 2)
+
+
+def test_word_embeddings_depend_only_on_the_word_seed_and_width():
+    from attnexplorer.core.embeddings import word_embeddings
+
+    a = word_embeddings(("Life", "is", "short", "eat", "dessert", "first"), 4, seed=7)
+    b = word_embeddings(("cake", "is", "Life"), 4, seed=7)
+    np.testing.assert_array_equal(a[0], b[2])  # "Life" keeps its vector in another sentence
+    np.testing.assert_array_equal(a[1], b[1])
+    # a new word never takes another word's vector (the sorted-vocabulary recipe would)
+    assert not any(np.array_equal(b[0], row) for row in a)
+    repeated = word_embeddings(("the", "dog", "the"), 3)
+    np.testing.assert_array_equal(repeated[0], repeated[2])
+    assert not np.array_equal(word_embeddings(("dog",), 3, seed=1), word_embeddings(("dog",), 3, seed=2))
+    assert word_embeddings(("x",), 1024).shape == (1, 1024)
+
+
+def test_word_embeddings_refuse_bad_arguments():
+    from attnexplorer.core.embeddings import word_embeddings
+
+    with pytest.raises(PresetError, match="width d"):
+        word_embeddings(("a",), 0)
+    with pytest.raises(PresetError, match="seed"):
+        word_embeddings(("a",), 2, seed=-1)
+    with pytest.raises(PresetError, match=r"tokens\[1\]"):
+        word_embeddings(("a", 3), 2)
