@@ -6,7 +6,13 @@ items: no new items per frame); it reports clicks back with ``document.set_selec
 
 - ``kind``: a short file-name-safe id ("weights", "scores", ...) used for dock object
   names (QSettings layout) and exported figure names.
-- ``title``: what the dock and an exported figure are titled.
+- ``title``: what an exported figure is titled (and the panel's heading).
+- ``short_title``: at most about 16 characters, for a dock's tab.
+- ``needs``: the names from ``attnexplorer.core.engine.INTERMEDIATES`` the panel reads
+  from a result, so that a document may compute (or copy to the host) only what the
+  visible panels need (``compute(keep=...)``). A panel given a result in which an
+  intermediate it does not need is None draws normally; one that it needs is None draws
+  nothing (it never raises).
 - ``export_item()``: the pyqtgraph/QGraphics item an exporter renders (a
   ``pg.GraphicsLayout`` or ``pg.PlotItem``, holding titles, ticks and colour bars), or None
   for a panel that is text only. It brings a stale panel up to date first, so exporting a
@@ -15,8 +21,9 @@ items: no new items per frame); it reports clicks back with ``document.set_selec
 - ``applies_to(session)``: False hides the panel for sessions it has nothing to show for
   (the signal plot outside 1-D signal presets, the embedding scatter when d != 2).
 
-Hidden panels (a closed or tabbed-away dock) do not redraw: they remember that they are
-stale and catch up when shown, so only what is on screen costs time.
+Hidden panels (a closed dock, or one tabbed away behind another) do not redraw: they
+remember that they are stale and catch up when they come on screen again, so only what is
+on screen costs time.
 
 Subclasses implement ``redraw()`` (everything) and may implement ``redraw_selection()``
 (only what the selected query/key changes; by default a full redraw). ``refresh()`` and the
@@ -25,6 +32,7 @@ signal handlers call these; callers use ``refresh()``.
 
 from __future__ import annotations
 
+from PySide6.QtCore import QEvent, QTimer
 from PySide6.QtWidgets import QWidget
 
 from ..document import SessionDocument
@@ -33,6 +41,11 @@ from ..document import SessionDocument
 class Panel(QWidget):
     kind: str = "panel"
     title: str = "Panel"
+    short_title: str = "Panel"
+    needs: frozenset[str] = frozenset()
+    # Off until the window's tests count "visible" as ``is_on_screen``: then a panel in a
+    # dock tabbed away behind another waits too, like a closed one.
+    defer_when_covered: bool = False
 
     def __init__(self, document: SessionDocument, parent=None):
         super().__init__(parent)
@@ -41,6 +54,8 @@ class Panel(QWidget):
         self._stale = True
         self._drawn_head: int | None = None
         self._drawn_result = None
+        self._watched: list = []
+        self._catch_up_pending = False
         document.result_changed.connect(self._on_result_changed)
         document.selection_changed.connect(self._on_selection_changed)
 
@@ -78,9 +93,16 @@ class Panel(QWidget):
         """Redraw what depends on the selected query/key only (same head, same result)."""
         self.redraw()
 
+    @property
+    def is_on_screen(self) -> bool:
+        """Shown and not covered: a dock tabbed away behind another stays ``isVisible()`` to
+        Qt but is moved out of its window, so its visible region is empty."""
+        return self.isVisible() and not self.visibleRegion().isEmpty()
+
     def _should_draw(self) -> bool:
-        # A panel that is not on screen waits; showEvent catches it up.
-        return self.isVisible()
+        # A panel that is not on screen waits; showEvent (or, with ``defer_when_covered``, its
+        # dock coming back from behind another tab, seen by eventFilter) catches it up.
+        return self.is_on_screen if Panel.defer_when_covered else self.isVisible()
 
     # -- signal handlers ------------------------------------------------------------------
     def _on_result_changed(self, result) -> None:
@@ -99,5 +121,42 @@ class Panel(QWidget):
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
-        if self._stale:
+        self._watch_ancestors()
+        if self._stale and self._should_draw():
+            self.refresh()
+        elif self._stale:
+            self._schedule_catch_up()
+
+    def _watch_ancestors(self) -> None:
+        """Watch the containers (dock, tab area) whose moves bring this panel back on screen."""
+        ancestors = []
+        widget = self.parentWidget()
+        while widget is not None:
+            ancestors.append(widget)
+            widget = widget.parentWidget()
+        if ancestors == self._watched:
+            return
+        for widget in self._watched:
+            try:
+                widget.removeEventFilter(self)
+            except RuntimeError:  # already deleted
+                pass
+        for widget in ancestors:
+            widget.installEventFilter(self)
+        self._watched = ancestors
+
+    def eventFilter(self, watched, event) -> bool:
+        if self._stale and event.type() in (QEvent.Type.Move, QEvent.Type.Resize, QEvent.Type.Show):
+            self._schedule_catch_up()
+        return False
+
+    def _schedule_catch_up(self) -> None:
+        # After the layout has placed everything: the visible region is known only then.
+        if not self._catch_up_pending:
+            self._catch_up_pending = True
+            QTimer.singleShot(0, self, self._catch_up)  # dropped if the panel is deleted first
+
+    def _catch_up(self) -> None:
+        self._catch_up_pending = False
+        if self._stale and self._should_draw():
             self.refresh()

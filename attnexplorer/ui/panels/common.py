@@ -18,6 +18,20 @@ def feature_names(prefix: str, count: int) -> list[str]:
     return [f"{prefix}{j}" for j in range(count)]
 
 
+# The per-head intermediates, any of which tells how many heads a result has (a result
+# computed with ``keep=`` may carry only one of them).
+_PER_HEAD = ("weights", "scaled_scores", "scores", "Q", "K", "V", "head_outputs")
+
+
+def result_heads(result) -> int:
+    """How many heads ``result`` has, from whichever per-head intermediate it carries (0: none)."""
+    for name in _PER_HEAD:
+        array = getattr(result, name, None)
+        if array is not None:
+            return array.shape[0]
+    return 0
+
+
 def clamp_selection(document, result):
     """(head, query, key) of the document's selection, clamped to ``result``'s sizes.
 
@@ -25,7 +39,7 @@ def clamp_selection(document, result):
     are checked against the result actually drawn.
     """
     sel = document.selection
-    heads = max(1, result.heads)
+    heads = max(1, result_heads(result))
     n = result.n
     head = min(max(sel.head, 0), heads - 1)
     query = min(max(sel.query, 0), n - 1)

@@ -41,6 +41,8 @@ def arrow_segments(vectors: np.ndarray, head_size: float) -> tuple[np.ndarray, n
 
 class EmbeddingPanel(FigurePanel):
     kind = "embedding_scatter"
+    short_title = "Embeddings"
+    needs = frozenset({"Q", "K"})
     title = "Embeddings (2-D) with the query and keys as arrows"
     minimum_size = (360, 300)
 
@@ -108,7 +110,7 @@ class EmbeddingPanel(FigurePanel):
     def redraw_selection(self) -> None:
         result = self.document.result
         session = self.document.session
-        if result is None or result.Q is None or session.d != 2 or session.n != result.n:
+        if result is None or result.Q is None or result.K is None or session.d != 2 or session.n != result.n:
             return
         head, query, key = clamp_selection(self.document, result)
         q2 = self._first_two(result.Q[head, query][None, :])
@@ -129,7 +131,7 @@ class EmbeddingPanel(FigurePanel):
         brushes = [pg.mkBrush("#bbbbbb")] * result.n
         brushes[query] = pg.mkBrush(theme.QUERY_COLOR)
         self.points.setBrush(brushes)
-        self.set_heading(self.title if result.heads == 1 else f"{self.title} — head {head}")
+        self.set_heading(self.title if result.Q.shape[0] == 1 else f"{self.title} — head {head}")
 
     @staticmethod
     def _first_two(vectors: np.ndarray) -> np.ndarray:

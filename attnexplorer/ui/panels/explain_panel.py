@@ -24,6 +24,9 @@ def _lines(explanation) -> str:
 class ExplainPanel(Panel):
     kind = "explain"
     title = "Explain"
+    short_title = "Explain"
+    # What explain_cell and explain_output read.
+    needs = frozenset({"Q", "K", "V", "scores", "scaled_scores", "weights", "head_outputs"})
 
     def __init__(self, document, parent=None):
         super().__init__(document, parent)
@@ -49,9 +52,13 @@ class ExplainPanel(Panel):
             return
         if result.tokens != session.tokens:
             return  # one edit behind: the next result will explain the session as it is
+        missing = sorted(name for name in self.needs if getattr(result, name, None) is None)
+        if missing:
+            self._show("", f"Not computed for this view: {', '.join(missing)}.")
+            return
         head, query, key = clamp_selection(self.document, result)
         chosen = key
-        if chosen is None and result.weights is not None:
+        if chosen is None:
             chosen = int(np.argmax(result.weights[head, query]))
         # Imported here: explain belongs to the engine side and is only needed once shown.
         from ...core.errors import AttnExplorerError

@@ -19,6 +19,7 @@ class _SingleMatrixPanel(FigurePanel):
     signed = True
     field = "scores"
     masked = False
+    needs = frozenset({"scores"})
 
     def __init__(self, document, parent=None):
         super().__init__(document, parent)
@@ -40,7 +41,7 @@ class _SingleMatrixPanel(FigurePanel):
             self.view.clear_matrix()
             return
         head, query, key = clamp_selection(self.document, result)
-        self.set_heading(self.heading_text(head, result.heads))
+        self.set_heading(self.heading_text(head, data.shape[0]))
         matrix = data[head]
         blocked = result.mask if self.masked else None
         blocked_rows = result.blocked_rows if self.masked else None
@@ -65,7 +66,9 @@ class ScoresPanel(_SingleMatrixPanel):
 
     kind = "scores"
     title = "Raw scores QKᵀ"
+    short_title = "Raw scores"
     field = "scores"
+    needs = frozenset({"scores"})
 
 
 class ScaledScoresPanel(_SingleMatrixPanel):
@@ -73,7 +76,9 @@ class ScaledScoresPanel(_SingleMatrixPanel):
 
     kind = "scaled_scores"
     title = "Scaled and masked scores"
+    short_title = "Scaled scores"
     field = "scaled_scores"
+    needs = frozenset({"scaled_scores"})
     masked = True
 
     def heading_text(self, head: int, heads: int) -> str:
@@ -93,7 +98,9 @@ class WeightsPanel(_SingleMatrixPanel):
 
     kind = "weights"
     title = "Attention weights (softmax; each row sums to 1)"
+    short_title = "Weights"
     field = "weights"
+    needs = frozenset({"weights"})
     signed = False
     masked = True
 
@@ -106,6 +113,8 @@ class QKVPanel(FigurePanel):
 
     kind = "qkv"
     title = "Queries Q, keys K, values V"
+    short_title = "Q · K · V"
+    needs = frozenset({"Q", "K", "V"})
     minimum_size = (420, 260)
 
     def __init__(self, document, parent=None):
@@ -135,7 +144,7 @@ class QKVPanel(FigurePanel):
                 view.clear_matrix()
             return
         head, query, key = clamp_selection(self.document, result)
-        self.set_heading(self.title if result.heads == 1 else f"{self.title} — head {head}")
+        self.set_heading(self.title if result.Q.shape[0] == 1 else f"{self.title} — head {head}")
         q, k, v = result.Q[head], result.K[head], result.V[head]
         bound = max(theme.symmetric_levels(m)[1] for m in (q, k, v))
         levels = (-bound, bound)
@@ -164,6 +173,8 @@ class OutputPanel(FigurePanel):
 
     kind = "output"
     title = "Outputs"
+    short_title = "Outputs"
+    needs = frozenset({"head_outputs", "concat", "output"})
     minimum_size = (380, 260)
 
     def __init__(self, document, parent=None):
@@ -197,7 +208,7 @@ class OutputPanel(FigurePanel):
             self.head_view.clear_matrix()
             return
         head, query, _ = clamp_selection(self.document, result)
-        heads = result.heads
+        heads = result.head_outputs.shape[0]
         has_w_out = result.output is not None and self.document.session.w_out is not None
         wanted = (self.head_view,)
         if heads > 1 and result.concat is not None:

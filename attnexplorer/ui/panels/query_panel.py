@@ -97,6 +97,8 @@ class QueryPanel(FigurePanel):
 
     kind = "query"
     title = "Selected query"
+    short_title = "Query"
+    needs = frozenset({"scaled_scores", "weights", "V", "head_outputs"})
     minimum_size = (400, 300)
 
     def __init__(self, document, parent=None):
@@ -149,7 +151,7 @@ class QueryPanel(FigurePanel):
         head, query, key = clamp_selection(self.document, result)
         tokens = result.tokens
         token = tokens[query]
-        where = "" if result.heads == 1 else f", head {head}"
+        where = "" if result.weights.shape[0] == 1 else f", head {head}"
         blocked_row = bool(result.blocked_rows[query])
         note = " — blocked: this query sees no key" if blocked_row else ""
         self.set_heading(f"Query {token!r} (#{query}){where}{note}")

@@ -25,6 +25,8 @@ from .common import FigurePanel, clamp_selection
 
 class SignalPanel(FigurePanel):
     kind = "signal"
+    short_title = "Signal"
+    needs = frozenset({"output", "weights"})
     title = "Signal: clean (dashed), noisy input (dots), attention output (solid)"
     minimum_size = (400, 280)
 

@@ -1,0 +1,59 @@
+"""The Panel contract: short titles for dock tabs, and ``needs`` honoured by every panel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnexplorer.core.engine import INTERMEDIATES, compute
+from attnexplorer.core.presets import build_preset
+from attnexplorer.ui.document import SessionDocument
+from attnexplorer.ui.panels import PANEL_CLASSES, make_panels
+
+
+@pytest.mark.parametrize("cls", PANEL_CLASSES, ids=lambda c: c.__name__)
+def test_every_panel_has_a_short_title_and_names_what_it_needs(cls):
+    assert cls.short_title != "Panel" and 0 < len(cls.short_title) <= 16
+    assert isinstance(cls.needs, frozenset) and cls.needs
+    assert cls.needs <= set(INTERMEDIATES)
+
+
+def test_short_titles_are_distinct():
+    titles = [cls.short_title for cls in PANEL_CLASSES]
+    assert len(set(titles)) == len(titles)
+
+
+@pytest.mark.parametrize("preset", ["pronoun", "sine", "dessert"])
+def test_each_panel_draws_a_result_computed_with_only_its_needs(preset, qtbot):
+    built = build_preset(preset, {})
+    document = SessionDocument(built.session, built.signals)
+    try:
+        full = document.result
+        panels = make_panels(document)
+        for panel in panels:
+            qtbot.addWidget(panel)
+            panel.resize(480, 360)
+            panel.show()
+        qtbot.waitExposed(panels[0])
+        for panel in panels:
+            if not panel.applies_to(document.session):
+                continue
+            partial = compute(document.session, keep=panel.needs)
+            # Everything not needed is absent, so a panel that read it would fail here.
+            assert all(getattr(partial, name) is None for name in set(INTERMEDIATES) - panel.needs)
+            # Published: every shown panel redraws it, those that need more than it has too.
+            document._publish(partial)
+            panel.refresh()
+            figure = panel.export_item()
+            if figure is not None:
+                assert figure.scene() is not None
+            document._publish(full)
+        # What the partial results drew equals what the full one draws, panel by panel.
+        weights = next(p for p in panels if p.kind == "weights")
+        document._publish(compute(document.session, keep=weights.needs))
+        partial_image = np.array(weights.view.image.image)
+        document._publish(full)
+        np.testing.assert_array_equal(np.isnan(partial_image), np.isnan(weights.view.image.image))
+        np.testing.assert_allclose(np.nan_to_num(partial_image), np.nan_to_num(weights.view.image.image))
+    finally:
+        document.shutdown()
