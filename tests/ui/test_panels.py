@@ -135,10 +135,15 @@ def test_small_matrices_have_numbers_in_cells_with_readable_colours(doc, qtbot):
         assert not result.mask[r, c]
         assert abs(float(text) - result.weights[0, r, c]) <= 0.051 * max(1.0, abs(result.weights[0, r, c]))
     # Dark cells (low weights on viridis) get white text, bright ones black.
-    items = {(s[0], s[1]): (item, s[3]) for item, s in zip(panel.view._texts, panel.view._text_state) if item.isVisible()}
+    dark = {(r, c): is_dark for r, c, _text, is_dark in panel.view.numbers.cells}
     low = min(texts, key=lambda rc: result.weights[0][rc])
     high = max(texts, key=lambda rc: result.weights[0][rc])
-    assert items[low][1] is False and items[high][1] is True
+    assert dark[low] is False and dark[high] is True
+    # They are painted: a cell's number puts text-coloured pixels in its middle.
+    picture = panel.canvas.grab().toImage()
+    p = view_to_widget(panel, panel.view, high[1] + 0.5, high[0] + 0.5)
+    window = [picture.pixelColor(p.x() + dx, p.y() + dy).value() for dx in range(-8, 9) for dy in range(-3, 4)]
+    assert min(window) < 80  # black text on the bright cell
 
 
 def test_fully_blocked_row_is_hatched_and_labelled_not_coloured(qtbot):
