@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtWidgets import (
     QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QSlider, QSpinBox,
     QVBoxLayout, QWidget,
 )
-from superqt.utils import signals_blocked
 
 from ..core import edits
 from ..core.errors import AttnExplorerError
@@ -106,19 +105,19 @@ class ValueSlider(QWidget):
         return float(self.spin.value())
 
     def set_value(self, value: float) -> None:
-        with signals_blocked(self.spin), signals_blocked(self.slider):
+        with QSignalBlocker(self.spin), QSignalBlocker(self.slider):
             self.spin.setValue(int(value) if self.integer else float(value))
             if not self.slider.isSliderDown():
                 self.slider.setValue(self._to_position(value))
 
     def _on_slider(self, position: int) -> None:
         value = self._from_position(position)
-        with signals_blocked(self.spin):
+        with QSignalBlocker(self.spin):
             self.spin.setValue(int(value) if self.integer else value)
         self.value_edited.emit(value, self.slider.isSliderDown())
 
     def _on_spin(self, value) -> None:
-        with signals_blocked(self.slider):
+        with QSignalBlocker(self.slider):
             self.slider.setValue(self._to_position(float(value)))
         self.value_edited.emit(float(value), False)
 
@@ -231,7 +230,7 @@ class ControlsPanel(QWidget):
                    f"Window w = {w}", merge_key=("mask", "window"))
 
     def _sync_mask(self, session) -> None:
-        with signals_blocked(self.mask_combo), signals_blocked(self.window_spin):
+        with QSignalBlocker(self.mask_combo), QSignalBlocker(self.window_spin):
             self.mask_combo.setCurrentIndex(self.mask_combo.findData(session.mask.kind))
             if session.mask.kind == "window":
                 self.window_spin.setValue(session.mask.window)
@@ -255,7 +254,7 @@ class ControlsPanel(QWidget):
                    f"Temperature τ = {tau:g}", merge_key=key if dragging else None)
 
     def _sync_scale(self, session) -> None:
-        with signals_blocked(self.scale_combo):
+        with QSignalBlocker(self.scale_combo):
             self.scale_combo.setCurrentIndex(self.scale_combo.findData(session.scale.kind))
         is_temperature = session.scale.kind == "temperature"
         if is_temperature:
@@ -279,7 +278,7 @@ class ControlsPanel(QWidget):
         from ..core.engine import supported_dtypes
 
         current = self.dtype_combo.currentData() or self.document.dtype
-        with signals_blocked(self.dtype_combo):
+        with QSignalBlocker(self.dtype_combo):
             self.dtype_combo.clear()
             for dtype in supported_dtypes(device):
                 self.dtype_combo.addItem(dtype, dtype)
@@ -287,14 +286,14 @@ class ControlsPanel(QWidget):
             self.dtype_combo.setCurrentIndex(index if index >= 0 else 0)
 
     def _sync_compute(self) -> None:
-        with signals_blocked(self.device_combo):
+        with QSignalBlocker(self.device_combo):
             index = self.device_combo.findData(self.document.device)
             if index < 0:
                 self.device_combo.addItem(self.document.device, self.document.device)
                 index = self.device_combo.count() - 1
             self.device_combo.setCurrentIndex(index)
         self._fill_dtypes(self.document.device)
-        with signals_blocked(self.dtype_combo):
+        with QSignalBlocker(self.dtype_combo):
             index = self.dtype_combo.findData(self.document.dtype)
             if index >= 0:
                 self.dtype_combo.setCurrentIndex(index)

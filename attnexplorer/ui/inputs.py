@@ -20,13 +20,12 @@ the reason; widgets are synced from ``document.session_changed`` with their sign
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import (
     QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QMenu, QSizePolicy,
     QSpinBox, QSplitter, QTabWidget, QToolButton, QVBoxLayout, QWidget,
 )
-from superqt.utils import signals_blocked
 
 from ..core import edits
 from ..core.errors import AttnExplorerError
@@ -311,25 +310,25 @@ class TokensPage(QWidget):
     def _on_d_changed(self, d: int) -> None:
         if d != self.document.session.d:
             if not apply_edit(self.document, lambda s: edits.resize_d(s, d), f"Set d to {d}"):
-                with signals_blocked(self.d_spin):
+                with QSignalBlocker(self.d_spin):
                     self.d_spin.setValue(self.document.session.d)
 
     # -- following the document ---------------------------------------------------------------
     def _on_session_changed(self, session) -> None:
-        with signals_blocked(self.d_spin):
+        with QSignalBlocker(self.d_spin):
             self.d_spin.setValue(session.d)
         try:
             current = tokenize(self.sentence.text())
         except AttnExplorerError:
             current = None
         if current != session.tokens:
-            with signals_blocked(self.sentence):
+            with QSignalBlocker(self.sentence):
                 self.sentence.setText(detokenize(session.tokens) if session.n <= 512 else "")
         has_generator = self._preset() is not None
         item = self.source_combo.model().item(self.source_combo.findData("preset"))
         item.setEnabled(has_generator)
         name = session.preset.name if session.preset else None
-        with signals_blocked(self.source_combo):
+        with QSignalBlocker(self.source_combo):
             if name != self._preset_name:
                 # A new preset: its own generator is the natural source for new tokens.
                 self._preset_name = name
@@ -452,15 +451,15 @@ class WeightsPage(QWidget):
 
     def _on_session_changed(self, session) -> None:
         for spin, value in ((self.heads_spin, session.heads), (self.dk_spin, session.d_k), (self.dv_spin, session.d_v)):
-            with signals_blocked(spin):
+            with QSignalBlocker(spin):
                 spin.setValue(value)
-        with signals_blocked(self.head_spin):
+        with QSignalBlocker(self.head_spin):
             self.head_spin.setMaximum(session.heads - 1)
             self.head_spin.setEnabled(session.heads > 1)
             self.head_spin.setValue(self.document.selection.clamp(session).head)
 
     def _on_selection_changed(self, selection) -> None:
-        with signals_blocked(self.head_spin):
+        with QSignalBlocker(self.head_spin):
             self.head_spin.setValue(selection.head)
 
 

@@ -305,9 +305,21 @@ class MainWindow(QMainWindow):
             self.addAction(act)  # shortcuts work even while the menu bar is hidden (macOS, kiosk)
 
     def _install_panel_menus(self) -> None:
-        from .figure_dialog import install_export_menu
+        """Give each panel its "Export figure…" entry when its dock is first shown.
 
+        Installing it needs the panel's figure item, which draws a stale panel; doing that
+        for every panel at start-up drew the ones hidden in tabs too (a quarter of a second
+        before the first paint). A panel that is not on screen cannot be right-clicked."""
+        self._menus_pending = {panel.kind: panel for panel in self.panels}
         for panel in self.panels:
+            self.docks[panel.kind].visibilityChanged.connect(
+                lambda visible, kind=panel.kind: visible and self._install_panel_menu(kind))
+
+    def _install_panel_menu(self, kind: str) -> None:
+        panel = self._menus_pending.pop(kind, None)
+        if panel is not None:
+            from .figure_dialog import install_export_menu
+
             install_export_menu(panel, self)
 
     # -- status bar ------------------------------------------------------------------------
