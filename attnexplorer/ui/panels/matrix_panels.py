@@ -201,6 +201,7 @@ class OutputPanel(FigurePanel):
         for col, view in enumerate(wanted):
             self.figure.addItem(view, row=1, col=col)
         self._placed = wanted
+        self.cache_axes()
 
     def redraw(self) -> None:
         result = self.document.result
@@ -220,7 +221,9 @@ class OutputPanel(FigurePanel):
         tokens = result.tokens
         d_v = result.head_outputs.shape[2]
         self.head_view.set_matrix(result.head_outputs[head], row_labels=tokens, col_labels=feature_names("v", d_v))
-        self.head_view.setTitle(f"head {head}: weights·V" if heads > 1 else "weights·V", size="10pt")
+        title = f"head {head}: weights·V" if heads > 1 else "weights·V"
+        if self.head_view.titleLabel.text != title:  # a new title text costs a layout pass
+            self.head_view.setTitle(title, size="10pt")
         if self.concat_view in wanted:
             names = [f"h{h}v{j}" for h in range(heads) for j in range(d_v)]
             self.concat_view.set_matrix(result.concat, row_labels=tokens, col_labels=names)

@@ -17,16 +17,44 @@ from PySide6.QtCore import Qt
 
 from . import theme
 from .common import FigurePanel, clamp_selection, feature_names
+from .bars import Bars
 from .matrix_view import TokenAxis
 
 # Keys drawn with their own colour in the contribution chart; the rest become "other keys".
 MAX_CONTRIBUTORS = len(theme.CATEGORY_COLORS) - 1
+# Output dimensions drawn in the contribution chart; beyond, the title says how many are left out.
+MAX_OUTPUT_DIMS = 64
+SUM_TITLE = "output = Σ weight × value"
+
+
+def nice_y_range(values: np.ndarray) -> tuple[float, float]:
+    """A y range that holds ``values`` and 0, with ends snapped to nice numbers.
+
+    Snapped ends keep the axis (and its cached picture) still while small edits change the
+    bars, instead of re-labelling it on every keystroke as auto-range did.
+    """
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)] if values.size else values
+    if finite.size == 0:
+        return (0.0, 1.0)
+    hi, lo = float(finite.max()), float(finite.min())
+    top = theme.nice_bound(hi) if hi > 0 else 0.0
+    bottom = -theme.nice_bound(-lo) if lo < 0 else 0.0
+    return (bottom, top) if top > bottom else (0.0, 1.0)
+
+
+def set_nice_y_range(plot: pg.PlotItem, values: np.ndarray, current):
+    """Give ``plot`` the nice range of ``values`` if it changed; returns the range now set."""
+    wanted = nice_y_range(values)
+    if wanted != current:
+        plot.setYRange(*wanted, padding=0.03)
+    return wanted
 
 
 class _BarChart(pg.PlotItem):
     """Bars at cell centres (0.5, 1.5, …) labelled by token, like a MatrixView column axis."""
 
-    def __init__(self, title: str, y_label: str):
+    def __init__(self, title: str, y_label: str, y_range: tuple[float, float] | None = None):
         self.token_axis = TokenAxis("bottom")
         super().__init__(axisItems={"bottom": self.token_axis})
         self.setTitle(title, size="10pt")
@@ -39,18 +67,22 @@ class _BarChart(pg.PlotItem):
         # A few bar items with one brush each, not one brush per bar: at 4,096 keys a redraw
         # stays a handful of numpy calls. ``highlight`` colours a few chosen keys on top,
         # ``blocked`` draws masked keys hatched, ``marked`` outlines the selected key.
-        self.bars = pg.BarGraphItem(x=[], height=[], width=0.8, brush=theme.QUERY_COLOR, pen=None)
-        self.blocked = pg.BarGraphItem(x=[], height=[], width=0.8, brush=theme.HATCH_BRUSH,
-                                       pen=pg.mkPen("#8c8c8c", width=1))
-        self.highlight = pg.BarGraphItem(x=[], height=[], width=0.8, pen=None)
-        self.marked = pg.BarGraphItem(x=[], height=[], width=0.9, brush=pg.mkBrush(0, 0, 0, 0),
-                                      pen=pg.mkPen(theme.SELECTION_COLOR, width=2.5))
+        self.bars = Bars(width=0.8, brush=theme.QUERY_COLOR, pen=None)
+        self.blocked = Bars(width=0.8, brush=theme.HATCH_BRUSH, pen=pg.mkPen("#8c8c8c", width=1))
+        self.highlight = Bars(width=0.8, pen=None)
+        self.marked = Bars(width=0.9, brush=pg.mkBrush(0, 0, 0, 0), pen=pg.mkPen(theme.SELECTION_COLOR, width=2.5))
         for item in (self.bars, self.blocked, self.highlight, self.marked):
             self.addItem(item)
         self.zero = pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("k", width=1))
         self.addItem(self.zero, ignoreBounds=True)
         self._n = -1
         self._heights = np.zeros(0)
+        # A fixed y range (weights: 0..1) is set once: re-enabling auto-range on every redraw
+        # and setting the range back made the axis regenerate its text each time.
+        self._fixed_y = y_range
+        self._y_range: tuple[float, float] | None = None
+        if y_range is not None:
+            self.setYRange(*y_range, padding=0.02)
 
     @property
     def heights(self) -> np.ndarray:
@@ -82,7 +114,8 @@ class _BarChart(pg.PlotItem):
             self._n = n
             self.vb.setLimits(xMin=0, xMax=max(n, 1))
             self.setXRange(0, max(n, 1), padding=0)
-        self.enableAutoRange(axis="y")
+        if self._fixed_y is None:
+            self._y_range = set_nice_y_range(self, heights, self._y_range)
 
     def key_at(self, scene_pos) -> int | None:
         if not self.vb.sceneBoundingRect().contains(scene_pos):
@@ -104,12 +137,11 @@ class QueryPanel(FigurePanel):
     def __init__(self, document, parent=None):
         super().__init__(document, parent)
         self.score_chart = _BarChart("scaled scores", "score")
-        self.weight_chart = _BarChart("weights (sum to 1)", "weight")
-        self.weight_chart.setYRange(0, 1, padding=0.02)
+        self.weight_chart = _BarChart("weights (sum to 1)", "weight", y_range=(0.0, 1.0))
         self.figure.addItem(self.score_chart, row=1, col=0)
         self.figure.addItem(self.weight_chart, row=1, col=1)
         self.sum_chart = pg.PlotItem(axisItems={"bottom": TokenAxis("bottom")})
-        self.sum_chart.setTitle("output = Σ weight × value", size="10pt")
+        self.sum_chart.setTitle(SUM_TITLE, size="10pt")
         self.sum_chart.setLabel("left", "contribution")
         self.sum_chart.hideButtons()
         self.sum_chart.setMenuEnabled(False)
@@ -118,12 +150,12 @@ class QueryPanel(FigurePanel):
         self.sum_chart.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("k", width=1)), ignoreBounds=True)
         self.figure.addItem(self.sum_chart, row=2, col=0, colspan=2)
         # A fixed pool: one bar item per colour, reused on every redraw.
-        self.parts = [pg.BarGraphItem(x=[], height=[], width=0.7, brush=color, pen=pg.mkPen("w", width=0.5))
-                      for color in theme.CATEGORY_COLORS]
+        self.parts = [Bars(width=0.7, brush=color, pen=None) for color in theme.CATEGORY_COLORS]
         for part in self.parts:
             self.sum_chart.addItem(part)
-        self.totals = pg.BarGraphItem(x=[], height=[], width=0.8, brush=pg.mkBrush(0, 0, 0, 0),
-                                      pen=pg.mkPen("k", width=1.5))
+        self.totals = Bars(width=0.8, brush=pg.mkBrush(0, 0, 0, 0), pen=pg.mkPen("k", width=1.5))
+        self._sum_y_range = None
+        self._sum_dims = self._sum_full_dims = -1
         self.sum_chart.addItem(self.totals)
         self._groups: list[tuple[str, np.ndarray]] = []
         self.figure.layout.setRowStretchFactor(1, 1)
@@ -140,7 +172,8 @@ class QueryPanel(FigurePanel):
         return self.weight_chart.heights
 
     def contributions(self) -> dict:
-        """{legend name: contribution per output dimension} as drawn, plus "total"."""
+        """{legend name: contribution per output dimension} as drawn, plus "total" (the first
+        ``MAX_OUTPUT_DIMS`` dimensions)."""
         return dict(self._contributions)
 
     # -- drawing ------------------------------------------------------------------------------
@@ -163,7 +196,6 @@ class QueryPanel(FigurePanel):
         self.score_chart.set_bars(scores, tokens, color=theme.QUERY_COLOR, blocked=blocked, selected=key)
         self.weight_chart.set_bars(weights, tokens, color=theme.CATEGORY_COLORS[-1],
                                    highlight=list(colors.items()), selected=key)
-        self.weight_chart.setYRange(0, 1, padding=0.02)
         self._draw_sum(result, head, query)
 
     def redraw_selection(self) -> None:
@@ -185,9 +217,10 @@ class QueryPanel(FigurePanel):
                 part.setOpts(x=[], height=[])
             return
         weights = np.asarray(result.weights[head, query], dtype=np.float64)
-        values = np.asarray(result.V[head], dtype=np.float64)
-        total = np.asarray(result.head_outputs[head, query], dtype=np.float64)
-        d_v = values.shape[1]
+        full_d_v = result.V.shape[2]
+        d_v = min(full_d_v, MAX_OUTPUT_DIMS)  # more bars than this would be slivers
+        values = np.asarray(result.V[head, :, :d_v], dtype=np.float64)
+        total = np.asarray(result.head_outputs[head, query, :d_v], dtype=np.float64)
         shown, rest = self._contributors(weights)
         groups = [(f"{result.tokens[k]!r} (#{k}) w={theme.format_value(weights[k], 3)}", weights[k] * values[k])
                   for k in shown]
@@ -212,11 +245,14 @@ class QueryPanel(FigurePanel):
         self._contributions["total"] = total
         # The total as a thin black outline bar from 0 to the output value.
         self.totals.setOpts(x=x, height=total, y0=np.zeros(d_v), width=0.85)
-        axis = self.sum_chart.getAxis("bottom")
-        axis.set_labels(feature_names("v", d_v))
-        self.sum_chart.vb.setLimits(xMin=0, xMax=max(d_v, 1))
-        self.sum_chart.setXRange(0, max(d_v, 1), padding=0)
-        self.sum_chart.enableAutoRange(axis="y")
+        if d_v != self._sum_dims or full_d_v != self._sum_full_dims:
+            self._sum_dims, self._sum_full_dims = d_v, full_d_v
+            note = "" if d_v == full_d_v else f" — first {d_v} of {full_d_v} dimensions"
+            self.sum_chart.setTitle(SUM_TITLE + note, size="10pt")
+            self.sum_chart.getAxis("bottom").set_labels(feature_names("v", d_v))
+            self.sum_chart.vb.setLimits(xMin=0, xMax=max(d_v, 1))
+            self.sum_chart.setXRange(0, max(d_v, 1), padding=0)
+        self._sum_y_range = set_nice_y_range(self.sum_chart, np.concatenate([up, down, total]), self._sum_y_range)
         self._groups = groups
 
     # -- mouse ------------------------------------------------------------------------------

@@ -1,0 +1,101 @@
+"""``Bars``: a bar-chart item that is cheap to update and to paint, for the query panel.
+
+pyqtgraph's ``BarGraphItem`` pads its bounding rect by its pen width in pixels, and Qt asks
+for that rect many times per frame: at 64 bars × a dozen items this cost more than the
+drawing itself. ``Bars`` keeps the same ``setOpts(x=, height=, y0=, width=, brush=,
+brushes=, pen=)`` and ``opts`` (so callers and tests read what is drawn), builds its
+rectangles once per update, caches its bounding rect (re-padded only when the view's scale
+changes) and paints with one ``drawRects`` call (one per colour with ``brushes``), without
+antialiasing: bars are axis-aligned, so they stay crisp.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QPainter, QPen
+
+
+class Bars(pg.GraphicsObject):
+    def __init__(self, **opts):
+        super().__init__()
+        self.opts: dict = {"x": np.zeros(0), "height": np.zeros(0), "y0": 0.0, "width": 0.8,
+                           "brush": pg.mkBrush("k"), "brushes": None, "pen": None}
+        self._rects: list[QRectF] = []
+        self._data_rect = QRectF()
+        self._bounds: QRectF | None = None
+        self._pen = QPen(Qt.PenStyle.NoPen)
+        self.setOpts(**opts)
+
+    def setOpts(self, **opts) -> None:
+        if "brush" in opts and opts["brush"] is not None:
+            opts["brush"] = pg.mkBrush(opts["brush"])
+        if "brushes" in opts and opts["brushes"] is not None:
+            opts["brushes"] = [pg.mkBrush(b) for b in opts["brushes"]]
+        if "pen" in opts:
+            pen = opts["pen"]
+            self._pen = QPen(Qt.PenStyle.NoPen) if pen is None else pg.mkPen(pen)
+            self._pen.setCosmetic(True)
+        self.opts.update(opts)
+        x = np.asarray(self.opts["x"], dtype=float).ravel()
+        height = np.asarray(self.opts["height"], dtype=float).ravel()
+        count = min(len(x), len(height))
+        x, height = x[:count], height[:count]
+        y0 = np.broadcast_to(np.asarray(self.opts["y0"], dtype=float), (count,)) if count else np.zeros(0)
+        width = float(self.opts["width"])
+        top = np.minimum(y0, y0 + height)
+        size = np.abs(height)
+        left = x - width / 2.0
+        self._rects = [QRectF(a, b, width, c) for a, b, c in zip(left.tolist(), top.tolist(), size.tolist())]
+        if count:
+            rect = QRectF(float(left.min()), float(top.min()), float(left.max() - left.min() + width),
+                          float((top + size).max() - top.min()))
+        else:
+            rect = QRectF()
+        self.prepareGeometryChange()
+        self._data_rect = rect
+        self._bounds = None
+        self.update()
+
+    # -- reading ------------------------------------------------------------------------------
+    def getData(self):
+        return self.opts["x"], self.opts["height"]
+
+    def dataBounds(self, ax, frac=1.0, orthoRange=None):
+        if self._data_rect.isNull():
+            return None, None
+        r = self._data_rect
+        return (r.left(), r.right()) if ax == 0 else (r.top(), r.bottom())
+
+    # -- QGraphicsItem --------------------------------------------------------------------------
+    def viewTransformChanged(self) -> None:
+        # The pixel padding for the pen depends on the zoom: recompute it once, not per call.
+        self.prepareGeometryChange()
+        self._bounds = None
+
+    def boundingRect(self) -> QRectF:
+        if self._bounds is None:
+            rect = QRectF(self._data_rect)
+            pen_px = self._pen.widthF() if self._pen.style() != Qt.PenStyle.NoPen else 0.0
+            if not rect.isNull() and pen_px > 0:
+                px, py = self.pixelVectors()
+                dx = 0.0 if px is None else px.length() * (pen_px + 1)
+                dy = 0.0 if py is None else py.length() * (pen_px + 1)
+                rect.adjust(-dx, -dy, dx, dy)
+            self._bounds = rect
+        return self._bounds
+
+    def paint(self, painter, option, widget=None) -> None:
+        if not self._rects:
+            return
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        painter.setPen(self._pen)
+        brushes = self.opts["brushes"]
+        if brushes:
+            for rect, brush in zip(self._rects, brushes):
+                painter.setBrush(brush)
+                painter.drawRect(rect)
+        else:
+            painter.setBrush(self.opts["brush"] if self.opts["brush"] is not None else Qt.BrushStyle.NoBrush)
+            painter.drawRects(self._rects)
