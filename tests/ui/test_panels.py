@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import QPoint, QRectF, Qt
 
 from attnexplorer.core.session import Mask, Session
 from attnexplorer.ui.document import SessionDocument
@@ -239,16 +239,34 @@ def test_large_sessions_draw_without_cell_items_and_thin_their_labels(qtbot):
     try:
         document.wait_idle()
         panel = shown(qtbot, WeightsPanel(document), size=(500, 400))
-        assert panel.view.image.image.shape == (512, 512)
-        np.testing.assert_allclose(panel.view.image.image, document.result.weights[0])
-        assert panel.view.cell_texts() == {}
-        assert panel.view.image.autoDownsample
-        ticks = panel.view.row_axis.tickValues(0, 512, panel.view.vb.height())[0][1]
-        assert 2 <= len(ticks) <= panel.view.vb.height() / 14 + 1
-        # Zoomed in to a few cells, every label in view and the numbers come back.
-        panel.view.vb.setRange(xRange=(100, 106), yRange=(200, 206), padding=0)
-        ticks = panel.view.row_axis.tickValues(200, 206, panel.view.vb.height())[0][1]
-        assert [panel.view.row_axis.tickStrings([t], 1, 1)[0] for t in ticks] == [f"t{i}" for i in range(200, 206)]
-        assert len(panel.view.cell_texts()) == 36
+        weights = document.result.weights[0]
+        view = panel.view
+        # More cells than pixels: the image is the block maxima, once, at about the pixel size.
+        fy, fx = view.image_factor
+        assert fy > 1 and fx > 1
+        rows, cols = view.image.image.shape
+        assert rows * fy >= 512 and rows <= view.vb.height() + 1 and cols <= view.vb.width() + 1
+        np.testing.assert_array_equal(view.image.image[1, 2], weights[fy:2 * fy, 2 * fx:3 * fx].max())
+        assert view.image_rect == QRectF(0, 0, 512, 512)
+        np.testing.assert_array_equal(view.data, weights)
+        assert view.cell_texts() == {}
+        ticks = view.row_axis.tickValues(0, 512, view.vb.height())[0][1]
+        assert 2 <= len(ticks) <= view.vb.height() / 14 + 1
+        # Zoomed in to a few cells: every label in view, exact values and the numbers come back.
+        view.vb.setRange(xRange=(100, 106), yRange=(200, 206), padding=0)
+        ticks = view.row_axis.tickValues(200, 206, view.vb.height())[0][1]
+        assert [view.row_axis.tickStrings([t], 1, 1)[0] for t in ticks] == [f"t{i}" for i in range(200, 206)]
+        assert view.image_factor == (1, 1)
+        r = view.image_rect
+        assert r.left() <= 100 and r.right() >= 106 and r.top() <= 200 and r.bottom() >= 206
+        np.testing.assert_array_equal(view.image.image,
+                                      weights[int(r.top()):int(r.bottom()), int(r.left()):int(r.right())])
+        assert len(view.cell_texts()) == 36
+        # The hover reads the matrix cell under the mouse, whatever image is shown.
+        qtbot.mouseMove(panel.canvas.viewport(), view_to_widget(panel, view, 103.5, 204.5))
+        qtbot.waitUntil(lambda: "t204" in panel.readout.text() and "t103" in panel.readout.text(), timeout=2000)
+        # Back out: the overview again.
+        view.reset_zoom()
+        assert view.image_factor == (fy, fx) and view.image_rect == QRectF(0, 0, 512, 512)
     finally:
         document.shutdown()

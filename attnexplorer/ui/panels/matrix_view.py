@@ -21,12 +21,18 @@ from PySide6.QtGui import QColor, QFontMetricsF, QPen, QStaticText, QTransform
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsRectItem
 
 from . import theme
+from .downsample import block_reduce, factor_for
 
 # Cell numbers are written only while at most this many cells are in view (16 × 16): more
 # would be too small to read.
 MAX_CELL_TEXTS = 256
 # The "all keys blocked" notes on fully masked rows; beyond this the hover still says so.
 MAX_ROW_NOTES = 32
+
+
+def _pow2_floor(value: int) -> int:
+    """The largest power of two ≤ ``value`` (≥ 1)."""
+    return 1 << (max(1, int(value)).bit_length() - 1)
 
 
 class TokenAxis(pg.AxisItem):
@@ -232,9 +238,11 @@ class _CellImage(pg.ImageItem):
         self._view = view
 
     def _cell(self, pos):
+        # The image may be a reduced overview or a region: map to the matrix's cells.
         if self.image is None:
             return None
-        rows, cols = self.image.shape[:2]
+        rows, cols = self._view.matrix_shape
+        pos = self.mapToParent(pos)
         col, row = int(math.floor(pos.x())), int(math.floor(pos.y()))
         if 0 <= row < rows and 0 <= col < cols:
             return row, col
@@ -333,7 +341,12 @@ class MatrixView(pg.PlotItem):
         self._notes: list[pg.TextItem] = []
         self._raw: np.ndarray | None = None
         self._buffer: np.ndarray | None = None
-        self._shown: np.ndarray | None = None
+        self._overview: np.ndarray | None = None
+        self._overview_factor = (1, 1)
+        self._region: tuple | None = None
+        self._image_rect = QRectF()
+        self._image_shape: tuple = ()
+        self._image_factor = (1, 1)
         self._blocked: np.ndarray | None = None
         self._blocked_rows: np.ndarray | None = None
         self._levels = (-1.0, 1.0) if signed else (0.0, 1.0)
@@ -391,28 +404,10 @@ class MatrixView(pg.PlotItem):
         data = np.asarray(data)
         if data.ndim != 2:
             raise ValueError(f"MatrixView needs a 2-D matrix, got shape {data.shape}")
-        if levels is None:
-            levels = theme.symmetric_levels(data) if self.signed else (0.0, 1.0)
         any_blocked = blocked is not None and bool(blocked.any())
-        if any_blocked:
-            # One reused float32 buffer, NaN (transparent, so the hatch shows) where blocked:
-            # at 4,096 tokens this is several times cheaper than np.where into a new array.
-            if self._buffer is None or self._buffer.shape != data.shape:
-                self._buffer = np.empty(data.shape, dtype=np.float32)
-            shown = self._buffer
-            np.copyto(shown, data, casting="same_kind")
-            np.copyto(shown, np.float32(np.nan), where=blocked)
-        else:
-            shown = data
-            blocked = None
         self._raw = data
-        self._shown = shown
-        self._blocked = blocked
+        self._blocked = blocked if any_blocked else None
         self._blocked_rows = blocked_rows if blocked_rows is not None and blocked_rows.any() else None
-        self.image.setImage(shown, autoLevels=False, levels=levels)
-        if levels != self._levels and self.colorbar is not None:
-            self.colorbar.setLevels(levels, update_items=False)
-        self._levels = tuple(levels)
         shape = data.shape
         if shape != self._shape:
             self._shape = shape
@@ -421,6 +416,14 @@ class MatrixView(pg.PlotItem):
             self.vb.setLimits(xMin=0, xMax=cols, yMin=0, yMax=rows)
             self.vb.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
             self._place_selection()
+        self._build_overview()
+        if levels is None:
+            # From the overview: its extremes are the matrix's (blocked cells left out).
+            levels = theme.symmetric_levels(self._overview) if self.signed else (0.0, 1.0)
+        if levels != self._levels and self.colorbar is not None:
+            self.colorbar.setLevels(levels, update_items=False)
+        self._levels = tuple(levels)
+        self._update_display(force=True)
         self.hatch.setVisible(any_blocked)
         labels = tuple(row_labels)
         if labels != self._row_labels:
@@ -433,6 +436,104 @@ class MatrixView(pg.PlotItem):
         self._place_notes(row_note)
         self._update_cell_texts()
 
+    # -- what the image shows: the whole matrix reduced, or a region at full resolution ------
+    @property
+    def image_rect(self) -> QRectF:
+        """The matrix cells (x = column, y = row) the image currently covers."""
+        return QRectF(self._image_rect)
+
+    @property
+    def image_factor(self) -> tuple[int, int]:
+        """Rows × columns of the matrix per image pixel now shown ((1, 1): full resolution)."""
+        return self._image_factor
+
+    def _pixels(self) -> tuple[float, float]:
+        """(width, height) in pixels the cells are drawn on (a guess until laid out)."""
+        width, height = self.vb.width(), self.vb.height()
+        return (width if width > 1 else 600.0, height if height > 1 else 600.0)
+
+    def _overview_factor_wanted(self) -> tuple[int, int]:
+        width, height = self._pixels()
+        rows, cols = self._shape
+        return factor_for(rows, height), factor_for(cols, width)
+
+    def _cells(self, r0: int, r1: int, c0: int, c1: int, *, copy_ok: bool = True) -> np.ndarray:
+        """The cells [r0:r1, c0:c1] as drawn: the values, NaN where blocked (a copy only then)."""
+        block = self._raw[r0:r1, c0:c1]
+        if self._blocked is None:
+            return block
+        out = np.array(block, dtype=block.dtype if block.dtype.kind == "f" else np.float64)
+        np.copyto(out, np.nan, where=self._blocked[r0:r1, c0:c1])
+        return out
+
+    def _build_overview(self) -> None:
+        """The whole matrix at about the view's pixel size, once per new matrix (or resize)."""
+        fy, fx = self._overview_factor_wanted()
+        rows, cols = self._shape
+        if (fy, fx) == (1, 1):
+            if self._blocked is None:
+                overview = self._raw
+            else:
+                # One reused buffer, NaN (transparent, so the hatch shows) where blocked.
+                dtype = self._raw.dtype if self._raw.dtype.kind == "f" else np.float64
+                if self._buffer is None or self._buffer.shape != self._shape or self._buffer.dtype != dtype:
+                    self._buffer = np.empty(self._shape, dtype=dtype)
+                np.copyto(self._buffer, self._raw)
+                np.copyto(self._buffer, np.nan, where=self._blocked)
+                overview = self._buffer
+        else:
+            self._buffer = None
+            overview = block_reduce(self._raw, fy, fx, signed=self.signed, blocked=self._blocked)
+        self._overview = overview
+        self._overview_factor = (fy, fx)
+
+    def _update_display(self, force: bool = False) -> None:
+        """Show the overview, or, zoomed in past it, the visible region in finer detail.
+
+        The region is the visible cells and half a view more on each side, reduced by a
+        power of two no bigger than the cells per pixel (1: every cell, exactly), so panning
+        a little or zooming within the same power of two reuses it.
+        """
+        if self._raw is None:
+            return
+        rows, cols = self._shape
+        spec = self._visible_cells()
+        oy, ox = self._overview_factor
+        if spec is not None and (oy, ox) != (1, 1):
+            r0, r1, c0, c1, _w, _h = spec
+            width, height = self._pixels()
+            need_y, need_x = factor_for(r1 - r0, height), factor_for(c1 - c0, width)
+            if need_y < oy or need_x < ox:
+                fy, fx = min(_pow2_floor(need_y), oy), min(_pow2_floor(need_x), ox)
+                cur = self._region
+                if (not force and cur is not None and cur[4:] == (fy, fx) and cur[0] <= r0 and r1 <= cur[1]
+                        and cur[2] <= c0 and c1 <= cur[3]):
+                    return
+                span_r, span_c = r1 - r0, c1 - c0
+                R0 = max(0, (r0 - span_r // 2) // fy * fy)
+                C0 = max(0, (c0 - span_c // 2) // fx * fx)
+                R1 = min(rows, R0 + -(-(r1 + span_r // 2 - R0) // fy) * fy)
+                C1 = min(cols, C0 + -(-(c1 + span_c // 2 - C0) // fx) * fx)
+                if (fy, fx) == (1, 1):
+                    image = self._cells(R0, R1, C0, C1)
+                else:
+                    blocked = None if self._blocked is None else self._blocked[R0:R1, C0:C1]
+                    image = block_reduce(self._raw[R0:R1, C0:C1], fy, fx, signed=self.signed, blocked=blocked)
+                self._region = (R0, R1, C0, C1, fy, fx)
+                self._show_image(image, QRectF(C0, R0, C1 - C0, R1 - R0), (fy, fx))
+                return
+        if force or self._region is not None:
+            self._region = None
+            self._show_image(self._overview, QRectF(0, 0, cols, rows), self._overview_factor)
+
+    def _show_image(self, image: np.ndarray, rect: QRectF, factor: tuple[int, int]) -> None:
+        self.image.setImage(image, autoLevels=False, levels=self._levels)
+        if rect != self._image_rect or image.shape != self._image_shape:
+            self.image.setRect(rect)
+            self._image_rect = QRectF(rect)
+            self._image_shape = image.shape
+        self._image_factor = factor
+
     def set_colorbar_levels(self, levels: tuple[float, float]) -> None:
         """For a shared colour bar: show ``levels`` on this view's bar."""
         if self.colorbar is not None:
@@ -441,7 +542,10 @@ class MatrixView(pg.PlotItem):
     def clear_matrix(self) -> None:
         """Show nothing (the intermediate was not computed)."""
         self.image.clear()
-        self._raw = self._shown = self._blocked = self._blocked_rows = None
+        self._raw = self._overview = self._buffer = self._blocked = self._blocked_rows = None
+        self._region = None
+        self._image_rect = QRectF()
+        self._image_shape = ()
         self._shape = (0, 0)
         self.hatch.setVisible(False)
         self.numbers.set_cells([], self.numbers.font_px)
@@ -490,6 +594,11 @@ class MatrixView(pg.PlotItem):
                 item.setVisible(False)
 
     def _on_view_changed(self, *args) -> None:
+        if self._raw is not None and self._overview_factor_wanted() != self._overview_factor:
+            self._build_overview()  # resized: the overview is made for the pixels it has
+            self._update_display(force=True)
+        else:
+            self._update_display()
         self._update_cell_texts()
 
     def _visible_cells(self):
@@ -505,12 +614,12 @@ class MatrixView(pg.PlotItem):
 
     def _update_cell_texts(self) -> None:
         """Write numbers in the cells when few enough are in view and they are big enough."""
-        spec = None if self._shown is None else self._visible_cells()
+        spec = None if self._raw is None else self._visible_cells()
         cells = []
         if spec is not None:
             r0, r1, c0, c1, cell_w, cell_h = spec
             if 0 < (r1 - r0) * (c1 - c0) <= MAX_CELL_TEXTS and cell_h >= 10 and cell_w >= 16:
-                block = self._shown[r0:r1, c0:c1]
+                block = self._cells(r0, r1, c0, c1)
                 # The most precise style, at the largest font (12 px down to 8 px) it fits.
                 fonts = list(range(int(min(12, cell_h * 0.45)), 7, -1))
                 found = theme.cell_texts(block, [int((cell_w - 2) / (px * 0.6)) for px in fonts]) if fonts else None
