@@ -3,7 +3,9 @@
 ``ControlsPanel(document)`` stacks four small groups that fit a narrow dock. Each control
 changes the session through ``document.edit`` (one undo step; dragging a slider is one step
 per drag) or the compute options through ``document.set_compute_options``; each is synced
-back from the document with its signals blocked.
+back from the document with its signals blocked. While a slider is dragged its values go
+through ``document.edit_later``: when they come faster than the window redraws, only the
+newest is computed and drawn, and the release applies the last one.
 
 ``toggle_padding(document, j)`` and ``toggle_blocked(document, i, j)`` are the paths the
 window and the panels call when a token header or a mask cell is clicked.
@@ -47,12 +49,13 @@ class ValueSlider(QWidget):
     """A slider and a spin box showing one number, linear or logarithmic, int or float.
 
     ``value_edited(value, dragging)`` fires on user changes only (``dragging`` is True while
-    the slider is held); ``drag_started`` when the slider is pressed. ``set_value`` syncs
-    from the model without firing.
+    the slider is held); ``drag_started`` when the slider is pressed, ``drag_finished`` when
+    it is let go. ``set_value`` syncs from the model without firing.
     """
 
     value_edited = Signal(float, bool)
     drag_started = Signal()
+    drag_finished = Signal()
 
     def __init__(self, minimum: float, maximum: float, integer: bool = False, log: bool = False,
                  decimals: int = 4, parent=None):
@@ -81,6 +84,7 @@ class ValueSlider(QWidget):
         layout.addWidget(self.spin)
         self.slider.valueChanged.connect(self._on_slider)
         self.slider.sliderPressed.connect(self.drag_started)
+        self.slider.sliderReleased.connect(self.drag_finished)
         self.spin.valueChanged.connect(self._on_spin)
 
     def _to_position(self, value: float) -> int:
@@ -153,6 +157,7 @@ class ControlsPanel(QWidget):
         self.temperature.setToolTip("softmax(scores / τ): small τ sharpens, large τ flattens")
         self.scale_combo.currentIndexChanged.connect(self._on_scale_kind)
         self.temperature.drag_started.connect(self._next_drag)
+        self.temperature.drag_finished.connect(document.flush)
         self.temperature.value_edited.connect(self._on_temperature)
         scale_box = QGroupBox("Scale")
         scale_form = self._form(scale_box)
@@ -205,6 +210,12 @@ class ControlsPanel(QWidget):
     def _next_drag(self) -> None:
         self._drag += 1
 
+    def _post(self, apply) -> None:
+        """Coalesce a dragged slider's edits (see ``document.edit_later``)."""
+        from shiboken6 import isValid
+
+        self.document.edit_later(lambda: isValid(self) and apply())
+
     # -- mask -----------------------------------------------------------------------------
     def _on_mask_kind(self, _index: int) -> None:
         kind = self.mask_combo.currentData()
@@ -247,11 +258,17 @@ class ControlsPanel(QWidget):
             self._sync_scale(s)
 
     def _on_temperature(self, tau: float, dragging: bool) -> None:
+        if dragging:
+            key = ("scale", "temperature", self._drag)
+            self._post(lambda: self._apply_temperature(tau, key))
+        else:
+            self._apply_temperature(tau, None)
+
+    def _apply_temperature(self, tau: float, key) -> None:
         if self.document.session.scale.kind != "temperature":
             return
-        key = ("scale", "temperature", self._drag if dragging else None)
         apply_edit(self.document, lambda s: edits.set_scale(s, Scale("temperature", tau)),
-                   f"Temperature τ = {tau:g}", merge_key=key if dragging else None)
+                   f"Temperature τ = {tau:g}", merge_key=key)
 
     def _sync_scale(self, session) -> None:
         with QSignalBlocker(self.scale_combo):
@@ -324,6 +341,7 @@ class ControlsPanel(QWidget):
             tip = f"{param.label or param.name}: {param.help}".rstrip(": ")
             widget.setToolTip(tip)
             widget.drag_started.connect(self._next_drag)
+            widget.drag_finished.connect(self.document.flush)
             widget.value_edited.connect(lambda v, dragging, p=param: self._on_param(p, v, dragging))
             label = QLabel(param.label or param.name)
             label.setToolTip(tip)
@@ -332,8 +350,15 @@ class ControlsPanel(QWidget):
             self.param_widgets[param.name] = widget
 
     def _on_param(self, param, value: float, dragging: bool) -> None:
-        """Rebuild the preset with this parameter changed: live while dragging, one undo
-        step per drag (or per spin-box change)."""
+        """Rebuild the preset with this parameter changed: live while dragging (the newest
+        value at each turn of the event loop), one undo step per drag (or per spin-box change)."""
+        if dragging:
+            key = ("preset", param.name, self._drag)
+            self._post(lambda: self._apply_param(param, value, key))
+        else:
+            self._apply_param(param, value, None)
+
+    def _apply_param(self, param, value: float, key) -> None:
         from ..core.presets import build_preset
 
         ref = self.document.session.preset
@@ -350,7 +375,7 @@ class ControlsPanel(QWidget):
         # Signals first: the panels redraw on the result that follows the edit.
         self._signals_params = dict(built.session.preset.params)
         self.document.set_signals(built.signals)
-        key = ("preset", ref.name, param.name, self._drag) if dragging else None
+        key = None if key is None else (*key, ref.name)
         self.document.edit(built.session, f"{param.label or param.name} = {params[param.name]:g}", merge_key=key)
 
     def _sync_params(self, session) -> None:

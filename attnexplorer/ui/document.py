@@ -10,23 +10,38 @@ Signals
 - ``selection_changed(Selection)``: the selected head, query and key.
 - ``message(str)``: a short status-bar text (a refused edit says why here).
 - ``compute_failed(str)``: the engine failed; the document has fallen back to the CPU.
+
+What is computed: every intermediate, except for a large session (more than
+``LARGE_CELLS`` score cells) or a device other than the CPU, where only what the on-screen
+views read is kept (``set_needs``, from the window: the union of the visible panels'
+``needs``); a view that needs more coming on screen recomputes. ``full_result()`` gives
+exports everything, computing it then when the current result is partial.
+
+Bursts of edits (a dragged slider) are coalesced with ``edit_later``: only the newest is
+applied, at the next turn of the event loop; ``flush()`` applies it now.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Callable, Iterable
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
-from ..core.engine import AttentionResult, compute
+from ..core.engine import INTERMEDIATES, AttentionResult, compute
 from ..core.errors import AttnExplorerError
 from ..core.session import Session
 
-# Below this many score cells (heads × n × n) a compute takes well under a millisecond or
-# two, so it runs inline: a thread hop would cost more than it saves and add a frame of lag.
-INLINE_CELLS = 64 * 64 * 8
+# Below this many score cells (heads × n × n) a CPU compute takes a few milliseconds at most
+# (n = 512 with two heads: ~1.5 ms in float32, ~3 ms in float64 on two cores), so it runs
+# inline: a thread hop and the wait for its answer would cost more than that and add a frame
+# of lag to every step of a slider drag.
+INLINE_CELLS = 512 * 512 * 2
+# Above this many score cells each n×n intermediate is tens of megabytes (16 MB in float32
+# here): only what the on-screen views read is computed and kept.
+LARGE_CELLS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -72,10 +87,10 @@ class _EditCommand(QUndoCommand):
 class _Worker(QObject):
     done = Signal(int, object, object)  # generation, result or None, error text or None
 
-    @Slot(int, object, str, str)
-    def run(self, generation: int, session: Session, device: str, dtype: str):
+    @Slot(int, object, str, str, object)
+    def run(self, generation: int, session: Session, device: str, dtype: str, keep):
         try:
-            self.done.emit(generation, compute(session, device=device, dtype=dtype), None)
+            self.done.emit(generation, compute(session, device=device, dtype=dtype, keep=keep), None)
         except AttnExplorerError as err:
             self.done.emit(generation, None, str(err))
         except Exception as err:  # an engine bug must not kill the thread or the window
@@ -88,7 +103,7 @@ class SessionDocument(QObject):
     selection_changed = Signal(object)
     message = Signal(str)
     compute_failed = Signal(str)
-    _submit = Signal(int, object, str, str)
+    _submit = Signal(int, object, str, str, object)
 
     def __init__(self, session: Session, signals=None, parent=None):
         super().__init__(parent)
@@ -103,6 +118,16 @@ class SessionDocument(QObject):
         self._busy = False
         self._pending = None
         self.last_compute_ms = 0.0
+        self._needs: frozenset[str] | None = None  # None: everything
+        self._posted: Callable[[], None] | None = None
+        self._post_timer = QTimer(self)
+        self._post_timer.setSingleShot(True)
+        self._post_timer.setInterval(0)
+        self._post_timer.timeout.connect(self.flush)
+        self._recompute_timer = QTimer(self)
+        self._recompute_timer.setSingleShot(True)
+        self._recompute_timer.setInterval(0)
+        self._recompute_timer.timeout.connect(self.recompute)
         self._thread = QThread()
         self._thread.setObjectName("attnexplorer-compute")
         self._worker = _Worker()
@@ -110,7 +135,12 @@ class SessionDocument(QObject):
         self._submit.connect(self._worker.run)
         self._worker.done.connect(self._on_done)
         self._thread.start()
-        self.recompute()
+        if self._partial(session):
+            # A large session waits one turn of the event loop, so that the window can say
+            # what is on screen first and the first compute keeps only that.
+            self._recompute_timer.start()
+        else:
+            self.recompute()
 
     # -- reading ----------------------------------------------------------------------
     @property
@@ -131,6 +161,39 @@ class SessionDocument(QObject):
         """Reference signals of the preset (e.g. the sine preset's ``clean``), may be empty."""
         return self._signals
 
+    @property
+    def needs(self) -> frozenset[str] | None:
+        """What the on-screen views read (None: everything); see ``set_needs``."""
+        return self._needs
+
+    def keep_for(self, session: Session | None = None) -> tuple[str, ...] | None:
+        """The ``keep`` a compute of ``session`` uses: None (everything) for a small session
+        on the CPU, where host arrays share the tensors' memory and keeping costs nothing."""
+        s = self._session if session is None else session
+        if self._needs is None or not self._partial(s):
+            return None
+        return tuple(name for name in INTERMEDIATES if name in self._needs)
+
+    def _partial(self, session: Session) -> bool:
+        return self.device != "cpu" or session.heads * session.n * session.n > LARGE_CELLS
+
+    def full_result(self) -> AttentionResult | None:
+        """The newest result with every intermediate (exports, copies): the current one when
+        it is complete, else the current session computed now, in full (not published)."""
+        self.wait_idle()
+        result = self._result
+        if result is None or all(getattr(result, name) is not None for name in INTERMEDIATES):
+            return result
+        return compute(self._session, device=self.device, dtype=self.dtype)
+
+    def complete(self) -> AttentionResult | None:
+        """Make the current result hold every intermediate, computing and publishing it now
+        when it is partial (a figure export draws panels that are not on screen from it)."""
+        result = self.full_result()
+        if result is not None and result is not self._result:
+            self._publish(result)
+        return result
+
     # -- changing -----------------------------------------------------------------------
     def edit(self, session: Session, text: str, merge_key=None) -> None:
         """Make ``session`` current as one undo step named ``text``.
@@ -138,9 +201,40 @@ class SessionDocument(QObject):
         Consecutive edits with the same non-None ``merge_key`` (e.g. ``("cell", "W_q", 0, 1, 2)``)
         merge into one step, so typing into one cell again and again is one undo.
         """
+        if self._posted is not None:
+            self.flush()  # a coalesced edit posted earlier goes first
         if session == self._session:
             return
         self.undo_stack.push(_EditCommand(self, self._session, session, text, merge_key))
+
+    def edit_later(self, apply: Callable[[], None]) -> None:
+        """Run ``apply`` (which makes an edit) at the next turn of the event loop, replacing
+        one posted before and not yet run: while a slider is dragged faster than frames are
+        drawn, only the newest value is computed and drawn. ``flush()`` runs it now."""
+        self._posted = apply
+        self._post_timer.start()
+
+    def flush(self) -> None:
+        """Apply the edit posted with ``edit_later`` now, if any (a slider's release)."""
+        self._post_timer.stop()
+        apply, self._posted = self._posted, None
+        if apply is not None:
+            apply()
+
+    def set_needs(self, needs: Iterable[str] | None) -> None:
+        """Say what the on-screen views read from a result (names from ``INTERMEDIATES``;
+        None: everything). A large session then computes only that, and recomputes when a
+        view that needs more than the current result holds comes on screen."""
+        new = None if needs is None else frozenset(needs) & frozenset(INTERMEDIATES)
+        if new == self._needs:
+            return
+        self._needs = new
+        result = self._result
+        if result is None or result.tokens != self._session.tokens:
+            return  # the compute on its way (or the next one) uses the new needs
+        wanted = INTERMEDIATES if new is None else new
+        if any(getattr(result, name) is None for name in wanted):
+            self._recompute_timer.start()  # coalesces a burst of dock changes into one
 
     def set_session(self, session: Session, signals=None) -> None:
         """Replace the document (New, Open, a preset): clears undo history."""
@@ -186,13 +280,15 @@ class SessionDocument(QObject):
     # -- computing ----------------------------------------------------------------------
     def recompute(self) -> None:
         """Compute the current session; newer requests supersede pending ones."""
+        self._recompute_timer.stop()
         self._generation += 1
         s = self._session
-        job = (self._generation, s, self.device, self.dtype)
+        keep = self.keep_for(s)
+        job = (self._generation, s, self.device, self.dtype, keep)
         if s.heads * s.n * s.n <= INLINE_CELLS and self.device == "cpu":
             self._pending = None
             try:
-                result = compute(s, device=self.device, dtype=self.dtype)
+                result = compute(s, device=self.device, dtype=self.dtype, keep=keep)
             except AttnExplorerError as err:
                 self._fail(str(err))
                 return
@@ -237,6 +333,9 @@ class SessionDocument(QObject):
         """Block until no compute is in flight (tests and exports use this)."""
         from PySide6.QtCore import QCoreApplication
 
+        self.flush()
+        if self._recompute_timer.isActive():
+            self.recompute()
         end = time.monotonic() + timeout_s
         while self._busy or self._pending is not None:
             QCoreApplication.processEvents()

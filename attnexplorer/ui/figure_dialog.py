@@ -220,6 +220,10 @@ class FigureExportDialog(QDialog):
         try:
             path = self.path()
             target = self.target()
+            # A large session computes only what is on screen; a figure may draw more.
+            document = getattr(self.panels[0] if self.panels else None, "document", None)
+            if document is not None and hasattr(document, "complete"):
+                document.complete()
             if target == DASHBOARD:
                 figures.export_dashboard(self.panels, path, self.format(), title=self.dashboard_title,
                                          **self.size_options())

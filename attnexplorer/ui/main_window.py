@@ -11,7 +11,10 @@ Tests and ``run_app`` may rely on:
   ``undo_action``, ``redo_action``, ``reset_layout_action``, ``export_matrices_action`` …;
 - the questions it asks (``ask_unsaved``, ``ask_open_path``, ``ask_save_path``,
   ``ask_new_choice``, ``ask_restore``, ``show_error``) are plain methods to monkeypatch;
-- ``last_draw_ms``: the time from a ``result_changed`` to the end of every panel's redraw.
+- ``last_draw_ms``: the time from a ``result_changed`` to the end of every panel's redraw
+  (before the first edit: the time the first show took to draw the panels);
+- ``on_screen``: the kinds of the result panels whose docks are on screen (not closed, not
+  tabbed away). Their ``needs`` are what the document computes for a large session.
 """
 
 from __future__ import annotations
@@ -88,7 +91,13 @@ class MainWindow(QMainWindow):
         self._add_dock("inputs", "Inputs", _scrolling(inputs))
         self._add_dock("controls", "Controls", _scrolling(controls))
         for panel in self.panels:
-            self._add_dock(panel.kind, panel.title, panel)
+            # The tab shows the short title (long ones were cut to "Queries …"); the View menu
+            # and the tooltip the full one.
+            dock = self._add_dock(panel.kind, getattr(panel, "short_title", None) or panel.title, panel)
+            dock.toggleViewAction().setText(panel.title)
+            dock.setToolTip(panel.title)
+        self.on_screen: set[str] = set()
+        self._shown_once = False
 
         self.actions = SessionActions(document, self, self.settings, data_dir=data_dir, parent=self)
         self.actions.modified_changed.connect(self._update_title)
@@ -178,36 +187,20 @@ class MainWindow(QMainWindow):
             self.resizeDocks(detail, [55, 45], Qt.Orientation.Horizontal)
         self.resizeDocks([self.docks["inputs"], self.docks["controls"]], [62, 38], Qt.Orientation.Vertical)
 
-    def showEvent(self, event) -> None:
-        super().showEvent(event)
-        if self._sizes_pending:
-            QTimer.singleShot(0, self._apply_default_sizes)
-
-    def reset_layout(self) -> None:
-        """View ▸ Reset layout: the default arrangement, every applicable panel shown."""
-        self._arrange_default()
-        self.settings.clear_window_state()
-        self._sync_applicable(self.document.session)
-
-    def _apply_default_sizes(self) -> None:
-        """Share the width and height out between the default docks. Only meaningful once the
-        window has its real size, so it runs on the first show (or right away on a reset)."""
-        self._sizes_pending = False
-        kinds = [p.kind for p in self.panels]
-        main = [self.docks[k] for k in MAIN_KINDS if k in kinds]
-        detail = [self.docks[k] for k in DETAIL_KINDS if k in kinds]
-        width = self.width()
-        if main:
-            self.resizeDocks([self.docks["inputs"], main[0]], [int(width * 0.3), int(width * 0.35)],
-                             Qt.Orientation.Horizontal)
-        if main and detail:
-            self.resizeDocks([main[0], detail[0]], [60, 40], Qt.Orientation.Vertical)
-        if len(detail) == 2:  # the explanation's lines are long; give it nearly half
-            self.resizeDocks(detail, [55, 45], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["inputs"], self.docks["controls"]], [62, 38], Qt.Orientation.Vertical)
+    def setVisible(self, visible: bool) -> None:
+        first = visible and not self._shown_once
+        start = time.perf_counter()
+        super().setVisible(visible)  # the panels draw in their own showEvents, inside this
+        if first and self.last_draw_ms == 0.0:
+            # Shown as the first draw time, so the status bar has a figure before any edit.
+            self.last_draw_ms = (time.perf_counter() - start) * 1000.0
+            self._update_status()
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
+        if not self._shown_once:
+            self._shown_once = True
+            self._update_needs()
         if self._sizes_pending:
             QTimer.singleShot(0, self._apply_default_sizes)
 
@@ -305,15 +298,40 @@ class MainWindow(QMainWindow):
             self.addAction(act)  # shortcuts work even while the menu bar is hidden (macOS, kiosk)
 
     def _install_panel_menus(self) -> None:
-        """Give each panel its "Export figure…" entry when its dock is first shown.
+        """Give each panel its "Export figure…" entry when its dock is first shown, and
+        follow which panels are on screen.
 
-        Installing it needs the panel's figure item, which draws a stale panel; doing that
-        for every panel at start-up drew the ones hidden in tabs too (a quarter of a second
-        before the first paint). A panel that is not on screen cannot be right-clicked."""
+        Installing the entry needs the panel's figure item, which draws a stale panel; doing
+        that for every panel at start-up drew the ones hidden in tabs too (a quarter of a
+        second before the first paint). A panel that is not on screen cannot be right-clicked."""
         self._menus_pending = {panel.kind: panel for panel in self.panels}
         for panel in self.panels:
             self.docks[panel.kind].visibilityChanged.connect(
-                lambda visible, kind=panel.kind: visible and self._install_panel_menu(kind))
+                lambda visible, kind=panel.kind: self._on_dock_visibility(kind, visible))
+
+    def _on_dock_visibility(self, kind: str, visible: bool) -> None:
+        # Qt says this for a dock shown or hidden and for a tab brought to the front or covered.
+        if visible:
+            self.on_screen.add(kind)
+            self._install_panel_menu(kind)
+        else:
+            self.on_screen.discard(kind)
+        self._update_needs()
+
+    def _update_needs(self) -> None:
+        """Tell the document what the on-screen panels read (a panel that does not say
+        needs everything); a large session computes only that."""
+        if not self._shown_once:
+            return  # before the first show nothing is on screen yet; showEvent says it
+        needs: set[str] = set()
+        for panel in self.panels:
+            if panel.kind in self.on_screen:
+                wanted = _panel_needs(panel)
+                if wanted is None:
+                    self.document.set_needs(None)
+                    return
+                needs |= wanted
+        self.document.set_needs(needs)
 
     def _install_panel_menu(self, kind: str) -> None:
         panel = self._menus_pending.pop(kind, None)
@@ -541,6 +559,17 @@ class MainWindow(QMainWindow):
         self.save_settings()
         self.actions.autosaver.discard()
         event.accept()
+
+
+def _panel_needs(panel) -> frozenset[str] | None:
+    """The intermediates ``panel`` reads, or None (everything) for a panel that does not say:
+    the base class's empty default is not a statement that it reads nothing."""
+    for cls in type(panel).__mro__:
+        if "needs" in vars(cls):
+            if cls.__name__ == "Panel" and cls is not type(panel):
+                return None
+            return frozenset(getattr(panel, "needs"))
+    return None
 
 
 def _scrolling(widget) -> QScrollArea:

@@ -51,9 +51,10 @@ ONE_FILE_FOR_ALL = ("npz", "json")
 
 
 def _current(document):
-    """The session and its result, waiting for a compute in flight so the two agree."""
-    document.wait_idle()
-    result = document.result
+    """The session and its result with every intermediate (a large session computes only
+    what is on screen: the rest is computed now), waiting for a compute in flight so the two
+    agree."""
+    result = document.full_result()
     if result is None or result.tokens != document.session.tokens:
         raise AttnExplorerError("there is no result to export yet (the last computation failed?)")
     return document.session, result

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
 
 from attnexplorer.core.presets import build_preset
 from attnexplorer.core.session import Mask, Scale
@@ -96,6 +97,36 @@ def test_temperature_slider_drag_is_one_undo_step(dessert):
     assert doc.session.scale.kind == "temperature" and doc.session.scale.temperature != tau
 
 
+def test_drag_faster_than_frames_computes_only_the_newest_value(sine):
+    """Slider moves that arrive before the event loop turns are coalesced: one edit, one
+    compute, one redraw for the newest value; letting go applies the last value at once."""
+    doc, panel = sine
+    tau = panel.param_widgets["tau"]
+    steps = doc.undo_stack.count()
+    start = doc.session.preset.params["tau"]
+    edits, results = [], []
+    doc.session_changed.connect(lambda s: edits.append(s.preset.params["tau"]))
+    doc.result_changed.connect(results.append)
+    slider = tau.slider
+    slider.setSliderDown(True)
+    for position in (100, 200, 300):
+        slider.setValue(position)
+    assert edits == [] and results == []  # nothing yet: waiting for the event loop
+    QApplication.processEvents()
+    assert edits == [tau._from_position(300)] and len(results) == 1  # only the newest of three
+    assert doc.undo_stack.count() == steps + 1
+    for position in (400, 500):
+        slider.setValue(position)
+    slider.setSliderDown(False)  # the release applies the last value without waiting
+    assert edits[-1] == tau._from_position(500) == doc.session.preset.params["tau"]
+    assert len(edits) == 2
+    assert doc.undo_stack.count() == steps + 1  # still one undo step for the whole drag
+    QApplication.processEvents()
+    assert len(edits) == 2  # nothing left over to apply
+    doc.undo_stack.undo()
+    assert doc.session.preset.params["tau"] == start
+
+
 def test_device_lists_only_available_and_sets_options(dessert):
     from attnexplorer.core.engine import available_devices
 
@@ -121,6 +152,7 @@ def test_preset_slider_drag_regenerates_live_and_merges(sine):
     slider.setSliderDown(True)
     for value in (slider.value() + 5, slider.value() + 10, slider.value() + 20):
         slider.setValue(value)
+        QApplication.processEvents()  # a frame between two mouse moves
     slider.setSliderDown(False)
     assert len(set(seen_n)) == 3  # regenerated at every step of the drag
     assert doc.session.n == start_n + 20 == doc.session.preset.params["N"]

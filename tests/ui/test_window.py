@@ -237,7 +237,12 @@ def test_menus_hold_the_documented_actions(make_window):
     view = texts(menus["View"])
     assert "Reset layout" in view
     for dock in window.findChildren(QDockWidget):
-        assert dock.windowTitle() in view
+        assert dock.toggleViewAction().text() in view
+    # Dock tabs carry the panels' short titles (whole, not cut); the View menu the full ones.
+    for panel in window.panels:
+        dock = window.docks[panel.kind]
+        assert dock.windowTitle() == getattr(panel, "short_title", panel.title)
+        assert dock.toggleViewAction().text() == panel.title
     shortcuts = {a.text().replace("&", ""): a.shortcut().toString() for a in window.findChildren(type(window.quit_action))}
     assert shortcuts["New…"] == "Ctrl+N" and shortcuts["Open…"] == "Ctrl+O"
     assert shortcuts["Save"] == "Ctrl+S" and shortcuts["Save As…"] == "Ctrl+Shift+S"
@@ -343,3 +348,95 @@ def test_export_failure_keeps_the_dialog_open(make_window, tmp_path):
     assert dialog.isVisible()
     assert "w.csv" in dialog.error_label.text()
     dialog.reject()
+
+
+# -- large sessions: compute only what the on-screen panels read -----------------------------
+def _on_screen_needs(window):
+    needs = set()
+    for panel in window.panels:
+        if panel.kind in window.on_screen:
+            needs |= set(panel.needs)
+    return needs
+
+
+def test_large_session_keeps_only_what_on_screen_panels_need(make_window, monkeypatch):
+    import attnexplorer.ui.document as document_module
+    from attnexplorer.core.engine import INTERMEDIATES
+
+    monkeypatch.setattr(document_module, "LARGE_CELLS", 0)  # every session counts as large
+    window = make_window("dessert")
+    doc = window.document
+    assert doc.wait_idle()
+    on_screen = {k for k, d in window.docks.items() if k in {p.kind for p in window.panels}
+                 and not d.isHidden() and not d.visibleRegion().isEmpty()}
+    assert window.on_screen == on_screen and on_screen
+    needs = _on_screen_needs(window)
+    assert doc.needs == needs and needs < set(INTERMEDIATES)
+    # The first compute already kept only that: no full result was made before the show.
+    for name in INTERMEDIATES:
+        assert (getattr(doc.result, name) is not None) == (name in needs), name
+    # Edits keep honouring it.
+    _edit_embedding(doc, 1.5)
+    assert doc.wait_idle()
+    for name in INTERMEDIATES:
+        assert (getattr(doc.result, name) is not None) == (name in needs), name
+
+
+def test_hidden_panel_coming_on_screen_recomputes_with_its_needs(make_window, monkeypatch, qtbot):
+    import attnexplorer.ui.document as document_module
+
+    monkeypatch.setattr(document_module, "LARGE_CELLS", 0)
+    window = make_window("dessert")
+    doc = window.document
+    assert doc.wait_idle()
+    output = next(p for p in window.panels if p.kind == "output")
+    assert "output" not in window.on_screen and doc.result.output is None
+    results = []
+    doc.result_changed.connect(results.append)
+    window.docks["output"].raise_()  # bring its tab to the front
+    qtbot.waitUntil(lambda: "output" in window.on_screen)
+    qtbot.waitUntil(lambda: bool(results))
+    assert doc.wait_idle()
+    assert set(output.needs) <= doc.needs
+    for name in output.needs:
+        assert getattr(doc.result, name) is not None, name
+    qtbot.waitUntil(lambda: not output.is_stale)
+    assert output._drawn_result is doc.result  # drew the result that holds what it reads
+
+
+def test_exports_get_every_intermediate_of_a_partial_result(make_window, monkeypatch):
+    import attnexplorer.ui.document as document_module
+    from attnexplorer.core.engine import INTERMEDIATES
+    from attnexplorer.ui.matrix_export import matrices_by_name
+
+    monkeypatch.setattr(document_module, "LARGE_CELLS", 0)
+    window = make_window("dessert")
+    doc = window.document
+    assert doc.wait_idle()
+    partial = doc.result
+    assert any(getattr(partial, name) is None for name in INTERMEDIATES)
+    full = doc.full_result()
+    assert all(getattr(full, name) is not None for name in INTERMEDIATES)
+    np.testing.assert_allclose(full.weights, partial.weights if partial.weights is not None else full.weights)
+    assert doc.result is partial  # full_result() computes for the caller, publishes nothing
+    names = list(matrices_by_name(doc))
+    assert any("output" in n.lower() for n in names) and len(names) >= 6
+    # A figure export may draw panels that are not on screen: complete() publishes it all.
+    assert doc.complete() is doc.result
+    assert all(getattr(doc.result, name) is not None for name in INTERMEDIATES)
+
+
+def test_small_session_on_the_cpu_keeps_everything(make_window):
+    from attnexplorer.core.engine import INTERMEDIATES
+
+    window = make_window("dessert")
+    doc = window.document
+    assert doc.wait_idle()
+    assert doc.needs is not None and doc.keep_for() is None  # host arrays share memory: free
+    assert all(getattr(doc.result, name) is not None for name in INTERMEDIATES)
+
+
+def test_first_draw_time_is_shown_before_any_edit(make_window):
+    window = make_window("pronoun")
+    assert window.last_draw_ms > 0
+    assert window.draw_label.text() == f"draw {window.last_draw_ms:.1f} ms"
