@@ -8,7 +8,8 @@ step via a per-cell merge key). A refused edit returns False from ``setData`` an
 its reason with ``document.refuse`` — no dialogs here.
 
 The models follow ``document.session_changed``: a change of shape is one model reset, a
-change of values is one ``dataChanged`` over the changed rectangle.
+change of values is one ``dataChanged`` over the changed rectangle, and a new session whose
+arrays hold the same values (a preset rebuilt while a slider is dragged) emits nothing.
 """
 
 from __future__ import annotations
@@ -198,8 +199,8 @@ class MatrixModel(QAbstractTableModel):
                                   self.index(int(rows.max()), int(cols.max())))
         if tokens_changed and self.table == "embeddings":
             self.headerDataChanged.emit(Qt.Orientation.Vertical, 0, new.shape[0] - 1)
-        if self.table in ("W_q", "W_k", "W_v"):
-            self.headerDataChanged.emit(Qt.Orientation.Horizontal, 0, new.shape[1] - 1)
+        # Nothing else: the column headers are indices, the same for every head and value, so
+        # a value-only edit (a dragged preset slider rebuilds equal arrays) costs no signal.
 
 
 class TokenModel(QAbstractTableModel):

@@ -158,6 +158,25 @@ def test_bulk_change_is_one_data_changed(qtbot, doc):
     assert seen == [((1, 0), (2, 1))]
 
 
+def test_value_only_edits_never_reset_and_equal_values_emit_nothing(qtbot, doc):
+    from attnexplorer.core import edits
+    from attnexplorer.core.session import Scale
+
+    models = [MatrixModel(doc, "embeddings"), MatrixModel(doc, "W_q")]
+    seen = []
+    for m in models:
+        m.modelReset.connect(lambda t=m.table: seen.append((t, "reset")))
+        m.dataChanged.connect(lambda a, b, *_, t=m.table: seen.append((t, (a.row(), a.column()), (b.row(), b.column()))))
+        m.headerDataChanged.connect(lambda *a, t=m.table: seen.append((t, "header")))
+    s = doc.session
+    # What a preset slider does: a new session, new arrays, the same values.
+    doc.edit(s.replace(embeddings=s.embeddings.copy(), w_query=s.w_query.copy(),
+                       scale=Scale("temperature", 2.0)), "tau")
+    assert doc.session is not s and seen == []
+    doc.edit(edits.set_cell(doc.session, "W_q", 1, 0, 9.0, 0), "one cell")
+    assert seen == [("W_q", (1, 0), (1, 0))]
+
+
 def test_token_model_renames_and_toggles_padding(qtbot, doc):
     model = TokenModel(doc)
     assert model.setData(model.index(1, 0), "dog")
