@@ -190,3 +190,33 @@ def test_cell_texts_keep_one_style_per_block():
     assert texts == [".5", ".25", "-.125"]
     texts, _ = theme.cell_texts(np.array([0.5, np.nan]), [4])
     assert texts == ["0.5", None]
+
+
+def test_readout_hint_fits_and_long_readouts_are_elided_not_clipped(pronoun, qtbot):
+    from attnexplorer.ui.panels import WeightsPanel
+    from attnexplorer.ui.panels.common import HOVER_HINT
+
+    panel = shown(qtbot, WeightsPanel(pronoun), size=(360, 300))
+    metrics = panel.readout.fontMetrics()
+    assert metrics.horizontalAdvance(HOVER_HINT) <= panel.readout.contentsRect().width()
+    long = "query 'she' (#6), key 'dog' (#1) = 0.88312 " * 3
+    panel.show_readout(long)
+    assert panel.readout.text() == long and panel.readout.toolTip() == long
+    assert panel.readout.sizeHint().width() <= 360 or panel.width() == 360  # the layout does not grow
+
+
+def test_explain_wraps_long_lines_and_stays_selectable(pronoun, qtbot):
+    from PySide6.QtWidgets import QPlainTextEdit
+
+    panel = shown(qtbot, ExplainPanel(pronoun), size=(320, 300))
+    assert panel.text_view.lineWrapMode() == QPlainTextEdit.LineWrapMode.WidgetWidth
+    assert panel.text_view.horizontalScrollBar().maximum() == 0  # nothing cut off to the right
+    assert panel.text_view.isReadOnly() and panel.text_view.textInteractionFlags() & Qt.TextInteractionFlag.TextSelectableByMouse
+
+
+def test_signal_legend_sits_below_the_plot(sine, qtbot):
+    panel = shown(qtbot, SignalPanel(sine))
+    legend = panel.legend.sceneBoundingRect()
+    plot = panel.plot.vb.sceneBoundingRect()
+    assert legend.top() >= plot.bottom()
+    assert len(panel.legend.items) == 3

@@ -6,13 +6,16 @@ import functools
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QGraphicsItem, QLabel, QSizePolicy, QVBoxLayout
 
 from . import theme
 from .base import Panel
 from .matrix_view import ShrinkingLabel
 
-HOVER_HINT = "Hover a cell to read it; click to select. Wheel zooms, drag pans, double-click resets."
+# Short enough for a 360-px panel; the read-out line elides anything longer (full text in its tooltip).
+HOVER_HINT = "Hover: read · click: select · wheel: zoom"
+HOVER_HELP = "Hover a cell to read it; click to select it. Wheel zooms, drag pans, double-click resets."
 
 
 def feature_names(prefix: str, count: int) -> list[str]:
@@ -58,6 +61,26 @@ def _axis_export_mode(original, export, opts=None) -> None:
     original(export, opts)
 
 
+class ElidedLabel(QLabel):
+    """A one-line label that ends a text too long for its width with "…", never clipping it.
+
+    ``text()`` stays the whole text (tests and copy read it); only the painting is elided.
+    A changing text never asks for more width, so the panel's layout does not move.
+    """
+
+    def __init__(self, text: str = "", parent=None):
+        super().__init__(text, parent)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.setMinimumWidth(10)
+
+    def paintEvent(self, event) -> None:
+        painter = QPainter(self)
+        rect = self.contentsRect()
+        text = self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight, rect.width())
+        painter.setPen(self.palette().color(self.foregroundRole()))
+        painter.drawText(rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), text)
+
+
 class Heading(ShrinkingLabel):
     """The panel title, the first row of every exported figure."""
 
@@ -82,12 +105,9 @@ class FigurePanel(Panel):
         self.figure.setContentsMargins(4, 4, 4, 4)
         self.heading = Heading(self.title)
         self.figure.addItem(self.heading, row=0, col=0, colspan=8)
-        self.readout = QLabel(HOVER_HINT)
-        self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.readout = ElidedLabel(HOVER_HINT)
         self.readout.setFont(theme.monospace_font(9))
-        self.readout.setWordWrap(False)
-        self.readout.setMinimumWidth(10)
-        self.readout.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.readout.setToolTip(HOVER_HELP)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
@@ -123,4 +143,6 @@ class FigurePanel(Panel):
             self.heading.setText(text, size="11pt", bold=True)
 
     def show_readout(self, text: str) -> None:
-        self.readout.setText(text or HOVER_HINT)
+        text = text or HOVER_HINT
+        self.readout.setText(text)
+        self.readout.setToolTip(HOVER_HELP if text == HOVER_HINT else text)

@@ -9,6 +9,7 @@ selectable, so a reader can copy the numbers.
 from __future__ import annotations
 
 import numpy as np
+from PySide6.QtGui import QTextOption
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QVBoxLayout
 
 from . import theme
@@ -34,7 +35,10 @@ class ExplainPanel(Panel):
         self.text_view = QPlainTextEdit()
         self.text_view.setReadOnly(True)
         self.text_view.setFont(theme.monospace_font(10))
-        self.text_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        # Wrapped to the panel's width (long sums of products would be cut off otherwise);
+        # read-only text stays selectable for copying.
+        self.text_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self.text_view.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.caption)
@@ -62,12 +66,14 @@ class ExplainPanel(Panel):
             chosen = int(np.argmax(result.weights[head, query]))
         # Imported here: explain belongs to the engine side and is only needed once shown.
         from ...core.errors import AttnExplorerError
-        from ...core.explain import explain_cell, explain_output
+        from ...core.explain import MAX_TERMS_SHOWN, explain_cell, explain_output
 
         parts = []
         try:
             parts.append(_lines(explain_cell(session, result, head, query, chosen)))
-            parts.append(_lines(explain_output(session, result, head, query)))
+            # Only the terms the text shows (the rest are summed either way): at 4,096 keys
+            # building every term took 0.1 s per redraw.
+            parts.append(_lines(explain_output(session, result, head, query, top=MAX_TERMS_SHOWN)))
         except AttnExplorerError as err:
             parts.append(f"Cannot explain this cell: {err}")
         which = "selected key" if key is not None else "the key it weights most"

@@ -40,7 +40,9 @@ class SignalPanel(FigurePanel):
         self.plot.showGrid(x=True, y=True, alpha=0.2)
         self.setToolTip("The shaded bump is the selected query's weight row (scaled to peak 1): "
                         "the samples it averages.")
-        self.legend = self.plot.addLegend(offset=(-6, 6), labelTextSize="8pt")
+        # The legend is a row of its own under the plot: inside, it hid the curves.
+        self.legend = pg.LegendItem(colCount=3, labelTextSize="8pt", verSpacing=-6, horSpacing=12)
+        self.figure.addItem(self.legend, row=2, col=0)
         self.weight_fill = pg.PlotDataItem(pen=pg.mkPen(theme.SELECTION_COLOR, width=1),
                                            fillLevel=0.0, brush=pg.mkBrush(255, 140, 0, 50))
         self.clean = pg.PlotDataItem(pen=theme.cosmetic_pen("#555555", 2.0, Qt.PenStyle.DashLine), name="clean")
@@ -50,6 +52,8 @@ class SignalPanel(FigurePanel):
         self.marker = pg.InfiniteLine(angle=90, pen=theme.cosmetic_pen(theme.SELECTION_COLOR, 1.5, Qt.PenStyle.DotLine))
         for item in (self.weight_fill, self.clean, self.noisy, self.output):
             self.plot.addItem(item)
+        for item in (self.clean, self.noisy, self.output):
+            self.legend.addItem(item, item.name())
         self.plot.addItem(self.marker, ignoreBounds=True)
         self.noisy.sigPointsClicked.connect(self._on_points_clicked)
         self.figure.layout.setRowStretchFactor(1, 1)
