@@ -57,3 +57,31 @@ def test_each_panel_draws_a_result_computed_with_only_its_needs(preset, qtbot):
         np.testing.assert_allclose(np.nan_to_num(partial_image), np.nan_to_num(weights.view.image.image))
     finally:
         document.shutdown()
+
+
+def test_a_panel_tabbed_away_waits_and_catches_up_when_its_tab_is_raised(qtbot):
+    from PySide6.QtWidgets import QDockWidget
+
+    from attnexplorer import bench
+
+    built = build_preset("pronoun", {})
+    document, window = bench._window(built.session, built.signals)
+    try:
+        covered = [p for p in window.panels if p.isVisible() and not p.is_on_screen]
+        if not covered:
+            pytest.skip("the default layout tabs no panel away")
+        panel = covered[0]
+        x = document.session.embeddings.copy()
+        x[0, 0] += 1.0
+        document.edit(document.session.replace(embeddings=x), "edit")
+        assert document.wait_idle()
+        qtbot.wait(10)
+        assert panel.is_stale  # not drawn while behind another tab
+        dock = panel.parentWidget()
+        while not isinstance(dock, QDockWidget):
+            dock = dock.parentWidget()
+        dock.raise_()
+        qtbot.waitUntil(lambda: not panel.is_stale, timeout=3000)
+        assert panel.is_on_screen
+    finally:
+        bench._close(document, window)

@@ -43,9 +43,8 @@ class Panel(QWidget):
     title: str = "Panel"
     short_title: str = "Panel"
     needs: frozenset[str] = frozenset()
-    # Off until the window's tests count "visible" as ``is_on_screen``: then a panel in a
-    # dock tabbed away behind another waits too, like a closed one.
-    defer_when_covered: bool = False
+    # A panel in a dock tabbed away behind another waits too, like a closed one.
+    defer_when_covered: bool = True
 
     def __init__(self, document: SessionDocument, parent=None):
         super().__init__(parent)
