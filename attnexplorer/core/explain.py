@@ -65,6 +65,33 @@ def _need(result: AttentionResult, *names: str) -> None:
         raise AttnExplorerError(f"this result was computed without {', '.join(missing)}; recompute with them kept to explain it")
 
 
+def query_row(result: AttentionResult, h: int, i: int):
+    """Raw scores, scaled scores and weights of query ``i`` (float64 rows of length n).
+
+    Read from the result when it carries the n×n matrices; otherwise worked out from Q and K
+    exactly as the engine does (scale, mask, stable softmax, a fully blocked row is 0). The
+    window keeps only what its visible panels need for big sessions, and one row costs n·d_k
+    where the matrices cost n² per head.
+    """
+    if result.scores is not None:
+        scores = np.asarray(result.scores[h, i], dtype=np.float64)
+    else:
+        scores = np.asarray(result.K[h], dtype=np.float64) @ np.asarray(result.Q[h, i], dtype=np.float64)
+    if result.scaled_scores is not None:
+        scaled = np.asarray(result.scaled_scores[h, i], dtype=np.float64)
+    else:
+        scaled = scores * float(result.scale_factor)
+    if result.weights is not None:
+        weights = np.asarray(result.weights[h, i], dtype=np.float64)
+    else:
+        free = ~np.asarray(result.mask[i])
+        weights = np.zeros_like(scaled)
+        if free.any():
+            e = np.exp(scaled[free] - scaled[free].max())
+            weights[free] = e / e.sum()
+    return scores, scaled, weights
+
+
 def _index(value, count: int, what: str) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value < count:
         raise AttnExplorerError(f"{what} {value!r} is outside 0..{count - 1}")
@@ -122,10 +149,11 @@ def explain_cell(session: Session, result: AttentionResult, head: int, query: in
     """Explain weight[head, query, key] of ``result`` (computed from ``session``).
 
     Raises AttnExplorerError for an index out of range, a result of another session, or a
-    result computed without Q, K, scores, scaled_scores or weights.
+    result computed without Q and K. The score, scaled-score and weight rows are read from
+    the result when it carries them and worked out from Q and K when it does not.
     """
     _check_pair(session, result)
-    _need(result, "Q", "K", "scores", "scaled_scores", "weights")
+    _need(result, "Q", "K")
     h = _index(head, result.heads, "head")
     i = _index(query, result.n, "query")
     j = _index(key, result.n, "key")
@@ -133,13 +161,13 @@ def explain_cell(session: Session, result: AttentionResult, head: int, query: in
     q = np.array(result.Q[h, i], dtype=np.float64)
     k = np.array(result.K[h, j], dtype=np.float64)
     products = q * k
-    score = float(result.scores[h, i, j])
-    scaled = float(result.scaled_scores[h, i, j])
+    scores_row, row, weights_row = query_row(result, h, i)
+    score = float(scores_row[j])
+    scaled = float(row[j])
     factor = float(result.scale_factor)
     scale_text = session.scale.describe(session.d_k)
     masked = bool(result.mask[i, j])
     row_blocked = bool(result.blocked_rows[i])
-    row = np.asarray(result.scaled_scores[h, i], dtype=np.float64)
     free = ~np.asarray(result.mask[i])
     if row_blocked:
         row_max, exps, denominator = 0.0, np.zeros_like(row), 0.0
@@ -148,7 +176,7 @@ def explain_cell(session: Session, result: AttentionResult, head: int, query: in
         exps = np.where(free, np.exp(row - row_max), 0.0)
         denominator = float(exps.sum())
     exp_shifted = float(exps[j])
-    weight = float(result.weights[h, i, j])
+    weight = float(weights_row[j])
 
     lines = [f"score({qt}, {kt}) = q({qt})·k({kt}) = {_sum_text(q, k)} = {fmt(score)}"]
     if session.scale.kind == "none":
@@ -219,23 +247,32 @@ def explain_output(session: Session, result: AttentionResult, head: int, query: 
 
     ``top`` keeps only the largest terms (None keeps every visible key). Raises
     AttnExplorerError for an index out of range, a bad ``top``, a result of another session,
-    or a result computed without V, weights or head_outputs.
+    or a result computed without V (and without Q and K, or the weights). The weights row is
+    read from the result when it carries it, else worked out from Q and K.
     """
     _check_pair(session, result)
-    _need(result, "V", "weights", "head_outputs")
+    _need(result, "V")
+    if result.weights is None:
+        _need(result, "Q", "K")
     h = _index(head, result.heads, "head")
     i = _index(query, result.n, "query")
     if top is not None and (isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1):
         raise AttnExplorerError(f"top must be a whole number >= 1 or None, got {top!r}")
     qt = result.tokens[i]
-    output = np.array(result.head_outputs[h, i], dtype=np.float64)
+    if result.weights is not None:
+        weights = np.asarray(result.weights[h, i], dtype=np.float64)
+    else:
+        weights = query_row(result, h, i)[2]
+    if result.head_outputs is not None:
+        output = np.array(result.head_outputs[h, i], dtype=np.float64)
+    else:
+        output = weights @ np.asarray(result.V[h], dtype=np.float64)
     if result.blocked_rows[i]:
         lines = (
             f"out({qt}) = 0: every key is blocked for {qt} (mask: {session.mask.kind}), so it attends to nothing",
             f"= {fmt_vector(output)}",
         )
         return OutputExplanation(h, i, qt, (), 0, 0.0, output, True, lines)
-    weights = np.asarray(result.weights[h, i], dtype=np.float64)
     visible = np.flatnonzero(~np.asarray(result.mask[i]))
     # A stable sort on -weight keeps equal weights in token order.
     order = visible[np.argsort(-weights[visible], kind="stable")]

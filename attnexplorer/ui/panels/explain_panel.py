@@ -26,8 +26,9 @@ class ExplainPanel(Panel):
     kind = "explain"
     title = "Explain"
     short_title = "Explain"
-    # What explain_cell and explain_output read.
-    needs = frozenset({"Q", "K", "V", "scores", "scaled_scores", "weights", "head_outputs"})
+    # explain_cell and explain_output work the one query row they explain out from Q, K and V
+    # when the n×n matrices are not kept (n·d per head instead of n²: the big-session saving).
+    needs = frozenset({"Q", "K", "V"})
 
     def __init__(self, document, parent=None):
         super().__init__(document, parent)
@@ -61,12 +62,14 @@ class ExplainPanel(Panel):
             self._show("", f"Not computed for this view: {', '.join(missing)}.")
             return
         head, query, key = clamp_selection(self.document, result)
-        chosen = key
-        if chosen is None:
-            chosen = int(np.argmax(result.weights[head, query]))
         # Imported here: explain belongs to the engine side and is only needed once shown.
         from ...core.errors import AttnExplorerError
-        from ...core.explain import MAX_TERMS_SHOWN, explain_cell, explain_output
+        from ...core.explain import MAX_TERMS_SHOWN, query_row, explain_cell, explain_output
+
+        chosen = key
+        if chosen is None:
+            weights = result.weights[head, query] if result.weights is not None else query_row(result, head, query)[2]
+            chosen = int(np.argmax(weights))
 
         parts = []
         try:
