@@ -13,12 +13,17 @@ kill in the middle of a write leaves the previous recovery file, never half of o
 "saved_at": float (Unix time), "session": <a session file's dict>}``.
 
 A normal save or a discard removes it (``Autosaver.discard()``).
+
+A big session (thousands of tokens) takes a noticeable fraction of a second to serialise, so
+the timer's write of one runs on a background thread: the session is immutable, so the thread
+can read it while the person goes on working. ``write_now()`` stays synchronous.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -33,6 +38,8 @@ from . import settings as app_settings
 RECOVERY_FORMAT = "attnexplorer-recovery"
 RECOVERY_VERSION = 1
 DEFAULT_DELAY_MS = 3000
+# Sessions with more numbers than this are written off the GUI thread (about 20 ms of JSON).
+BACKGROUND_NUMBERS = 64 * 1024
 
 
 def default_delay_ms() -> int:
@@ -146,6 +153,7 @@ class Autosaver(QObject):
 
     written = Signal(object)  # the recovery file's Path
     failed = Signal(str)  # why a write failed (the window shows it in the status bar)
+    _async_done = Signal(object)  # error text or None, from the background writer
 
     def __init__(self, document, original_path=lambda: None, directory: Path | None = None,
                  delay_ms: int | None = None, parent=None):
@@ -159,7 +167,13 @@ class Autosaver(QObject):
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(default_delay_ms() if delay_ms is None else delay_ms)
-        self._timer.timeout.connect(self.write_now)
+        self._timer.timeout.connect(self._on_timeout)
+        # Serialises writes and discards: a discard waits for a write in flight, and a write
+        # that was overtaken by a discard leaves no file behind.
+        self._io_lock = threading.Lock()
+        self._generation = 0
+        self._thread: threading.Thread | None = None
+        self._async_done.connect(self._on_async_done)
 
     @property
     def pending(self) -> bool:
@@ -173,6 +187,17 @@ class Autosaver(QObject):
         """Write the document's session now. A failure is remembered, never raised: autosave
         must not interrupt the person working (the status bar can show ``last_error``)."""
         self._timer.stop()
+        with self._io_lock:
+            error = self._write(self._document.session, self._original_path())
+        return self._report(error)
+
+    def wait(self, timeout_s: float = 30.0) -> None:
+        """Wait for a background write in flight (tests, and closing the window)."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout_s)
+
+    def _write(self, session: Session, original: Path | None) -> str | None:
         try:
             self._directory.mkdir(parents=True, exist_ok=True)
             if self._lock is None:
@@ -180,18 +205,58 @@ class Autosaver(QObject):
                 if not lock.tryLock(0):
                     raise OSError(f"cannot lock {lock.fileName()}")
                 self._lock = lock
-            write_recovery(self.file, self._document.session, self._original_path())
+            write_recovery(self.file, session, original)
         except (OSError, AttnExplorerError) as err:
-            self.last_error = f"autosave failed: {err}"
-            self.failed.emit(self.last_error)
+            return f"autosave failed: {err}"
+        return None
+
+    def _report(self, error: str | None) -> bool:
+        self.last_error = error
+        if error is not None:
+            self.failed.emit(error)
             return False
-        self.last_error = None
         self.written.emit(self.file)
         return True
+
+    def _on_timeout(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            self._timer.start()  # the previous write is still going: try again later
+            return
+        session = self._document.session
+        if session.embeddings.size + 3 * session.w_query.size < BACKGROUND_NUMBERS:
+            self.write_now()
+            return
+        # The lock file is taken here, on the GUI thread that owns it, before the thread starts.
+        if self._lock is None:
+            lock = _lock_for(self.file)
+            self._directory.mkdir(parents=True, exist_ok=True)
+            if not lock.tryLock(0):
+                self._report(f"autosave failed: cannot lock {lock.fileName()}")
+                return
+            self._lock = lock
+        generation, original = self._generation, self._original_path()
+
+        def run():
+            with self._io_lock:
+                if generation != self._generation:
+                    return  # discarded (saved, closed) while waiting: nothing to keep
+                error = self._write(session, original)
+            self._async_done.emit(error)
+
+        self._thread = threading.Thread(target=run, name="attnexplorer-autosave", daemon=True)
+        self._thread.start()
+
+    def _on_async_done(self, error) -> None:
+        self._report(error)
 
     def discard(self) -> None:
         """Stop any pending write and remove this window's recovery file."""
         self._timer.stop()
+        with self._io_lock:
+            self._generation += 1
+            self._discard_locked()
+
+    def _discard_locked(self) -> None:
         if self._lock is not None:
             self._lock.unlock()
             self._lock = None

@@ -12,8 +12,6 @@ from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.main_window import MainWindow
 from attnexplorer.ui.settings import AppSettings, data_dir
 
-# PySide6 6.12's emit() drops a reference to True on every call (see ui/app.py); without this
-# the test process aborts after a few thousand emits on CPython 3.11.
 
 
 @pytest.fixture
@@ -175,3 +173,40 @@ def test_a_failing_autosave_reports_and_never_raises(dirs, qtbot):
     assert failed.args[0].startswith("autosave failed")
     assert saver.last_error
     doc.shutdown()
+
+
+def _big_document():
+    built = build_preset("random", {"n": 2048, "d": 64, "heads": 1})  # above BACKGROUND_NUMBERS
+    return SessionDocument(built.session, built.signals)
+
+
+def test_a_big_session_is_written_off_the_gui_thread(qtbot, dirs):
+    from attnexplorer.ui import autosave
+
+    doc = _big_document()
+    saver = Autosaver(doc, delay_ms=10)
+    assert doc.session.embeddings.size >= autosave.BACKGROUND_NUMBERS
+    try:
+        edited = edit(doc, 7.25, 2047, 63)
+        with qtbot.waitSignal(saver.written, timeout=20000):
+            saver.schedule()
+        assert saver._thread is not None and not saver._thread.is_alive()
+        assert read_recovery(saver.file).session == edited
+    finally:
+        saver.discard()
+        doc.shutdown()
+    assert not saver.file.exists()
+
+
+def test_a_discard_during_a_background_write_leaves_no_file(qtbot, dirs):
+    doc = _big_document()
+    saver = Autosaver(doc, delay_ms=1)
+    try:
+        edit(doc, 3.5)
+        saver.schedule()
+        qtbot.waitUntil(lambda: saver._thread is not None, timeout=5000)
+        saver.discard()  # waits for a write in flight, then removes what it wrote
+        saver.wait()
+        assert not saver.file.exists()
+    finally:
+        doc.shutdown()
