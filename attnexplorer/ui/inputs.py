@@ -6,8 +6,8 @@
   ``core.tokenize``; tokens that stay keep their embeddings, new ones get rows from the
   embedding source), the token table (rename, insert, delete, move; the embedding row
   travels with its token; the "masked" box blocks the token as a key), and the embedding
-  table (n × d) with its width d, its source (manual = zeros, seeded random as in the
-  dessert walkthrough, or the preset's generator) and Import….
+  table (n × d) with its width d, its source (manual = zeros, seeded random — a fixed
+  N(0, 1) vector per distinct word —, or the preset's generator) and Import….
 - **Weights** — the number of heads, the head shown, d_k, d_v, a seed for the initialisers,
   and one table each for W_q, W_k and W_v with an Initialise menu (seeded torch.rand,
   nn.Linear's default, identity where square, zeros) and an Import menu (file or clipboard,
@@ -143,6 +143,8 @@ class TokensPage(QWidget):
         self.token_view.horizontalHeader().setSectionResizeMode(0, self.token_view.horizontalHeader().ResizeMode.Stretch)
         self.token_view.horizontalHeader().setSectionResizeMode(1, self.token_view.horizontalHeader().ResizeMode.ResizeToContents)
         self.token_view.bind_token_rows(document)
+        # With a padding mask, clicking a token's row header pads (or frees) it as a key.
+        self.token_view.verticalHeader().sectionClicked.connect(self._on_token_header_clicked)
 
         buttons = QHBoxLayout()
         buttons.setContentsMargins(0, 0, 0, 0)
@@ -171,7 +173,7 @@ class TokensPage(QWidget):
         self.source_combo.setToolTip("Where embeddings of new tokens come from")
         self.source_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.source_combo.setMinimumContentsLength(8)
-        self.seed_spin = _spin(0, 2**31 - 1, "Seed of the seeded random source (nn.Embedding after torch.manual_seed)")
+        self.seed_spin = _spin(0, 2**31 - 1, "Seed of the seeded random source: each distinct word gets a fixed N(0, 1) vector, like a row of nn.Embedding, chosen by the seed and the word")
         self.seed_spin.setValue(123)
         self.embedding_model = MatrixModel(document, "embeddings", parent=self)
         self.embedding_view = MatrixTableView(self.embedding_model)
@@ -242,16 +244,22 @@ class TokensPage(QWidget):
         d = session.d
         kind = self.source()
         if kind == "seeded":
-            from ..core.embeddings import seeded_embeddings
+            from ..core.embeddings import word_embeddings
 
             seed = self.seed_spin.value()
-            return lambda tokens: seeded_embeddings(tokens, d, seed=seed)
+            return lambda tokens: word_embeddings(tokens, d, seed=seed)
         if kind == "preset":
             preset = self._preset()
             if preset is not None:
                 params = dict(session.preset.params)
                 return lambda tokens: preset.embed(tuple(tokens), d, params)
         return None
+
+    def _on_token_header_clicked(self, row: int) -> None:
+        if self.document.session.mask.kind == "padding":
+            from .controls import toggle_padding
+
+            toggle_padding(self.document, row)
 
     # -- token edits --------------------------------------------------------------------------
     def _on_sentence_entered(self) -> None:

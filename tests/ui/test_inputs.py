@@ -57,12 +57,29 @@ def test_new_tokens_use_the_chosen_source(qtbot, panel, doc):
     assert not doc.session.embeddings[3].any()  # manual: zeros for the new word
     panel.tokens.set_source("seeded")
     panel.tokens.seed_spin.setValue(7)
-    from attnexplorer.core.embeddings import seeded_embeddings
+    from attnexplorer.core.embeddings import word_embeddings
 
     panel.tokens.sentence.setText("Life is short truly")
     panel.tokens.sentence.returnPressed.emit()
-    expected = seeded_embeddings(doc.session.tokens, doc.session.d, seed=7)[3]
+    expected = word_embeddings(("truly",), doc.session.d, seed=7)[0]
     assert np.array_equal(doc.session.embeddings[3], expected)
+    # a typed word never takes the vector of a word already there
+    assert not any(np.array_equal(expected, row) for row in doc.session.embeddings[:3])
+
+
+def test_token_header_click_toggles_padding(qtbot, panel, doc):
+    from attnexplorer.core.session import Mask
+
+    doc.edit(doc.session.replace(mask=Mask("padding", padding=(0,))), "padding")
+    panel.tokens.token_view.verticalHeader().sectionClicked.emit(2)
+    assert doc.session.mask.padding == (0, 2)
+    panel.tokens.token_view.verticalHeader().sectionClicked.emit(0)
+    assert doc.session.mask.padding == (2,)
+    doc.undo_stack.undo()
+    assert doc.session.mask.padding == (0, 2)
+    doc.edit(doc.session.replace(mask=Mask("causal")), "causal")
+    panel.tokens.token_view.verticalHeader().sectionClicked.emit(1)  # only padding listens
+    assert doc.session.mask == Mask("causal")
 
 
 def test_empty_sentence_is_refused(panel, doc, messages):

@@ -125,6 +125,23 @@ def test_clicking_a_cell_selects_query_and_key_everywhere(doc, qtbot):
     assert scores.view.row_frame.rect().top() == 1 and not scores.view.col_frame.isVisible()
 
 
+def test_with_a_custom_mask_clicking_a_masked_panel_toggles_the_cell(doc, qtbot):
+    doc.edit(doc.session.replace(mask=Mask("custom", blocked=np.zeros((6, 6), dtype=bool))), "custom")
+    scaled = shown(qtbot, ScaledScoresPanel(doc))
+    scores = shown(qtbot, ScoresPanel(doc))
+    qtbot.mouseClick(scaled.canvas.viewport(), Qt.MouseButton.LeftButton,
+                     pos=view_to_widget(scaled, scaled.view, 3.5, 1.5))
+    assert doc.session.mask.blocked[1, 3] and doc.session.mask.blocked.sum() == 1
+    assert doc.result.mask[1, 3] and doc.result.weights[0, 1, 3] == 0.0
+    assert (doc.selection.query, doc.selection.key) == (1, 3)
+    # the raw scores are not masked: a click there only selects
+    qtbot.mouseClick(scores.canvas.viewport(), Qt.MouseButton.LeftButton,
+                     pos=view_to_widget(scores, scores.view, 0.5, 0.5))
+    assert doc.session.mask.blocked.sum() == 1
+    doc.undo_stack.undo()
+    assert not doc.session.mask.blocked.any()
+
+
 def test_small_matrices_have_numbers_in_cells_with_readable_colours(doc, qtbot):
     panel = shown(qtbot, WeightsPanel(doc), size=(600, 500))
     texts = panel.view.cell_texts()
