@@ -178,7 +178,8 @@ def explain_cell(session: Session, result: AttentionResult, head: int, query: in
     exp_shifted = float(exps[j])
     weight = float(weights_row[j])
 
-    lines = [f"score({qt}, {kt}) = q({qt})·k({kt}) = {_sum_text(q, k)} = {fmt(score)}"]
+    # The summary line (inserted first, below) already writes out q·k term by term.
+    lines = [f"score = q({qt})·k({kt}), the sum of the {len(q)} products above = {fmt(score)}"]
     if session.scale.kind == "none":
         lines.append(f"scaled score = {fmt(scaled)} (no scaling)")
     else:

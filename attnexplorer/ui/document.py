@@ -56,6 +56,20 @@ class Selection:
         key = None if self.key is None else min(max(self.key, 0), session.n - 1)
         return Selection(head, query, key)
 
+    @classmethod
+    def from_view(cls, session: Session) -> "Selection":
+        """The selection a session carries under its ``"view"`` key (saved by the window,
+        or set by a preset to open on the walkthrough's query), clamped; else the default."""
+        view = session.extra.get("view")
+        if not isinstance(view, dict):
+            return cls().clamp(session)
+
+        def whole(key, default):
+            value = view.get(key, default)
+            return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+        return cls(whole("head", 0), whole("query", 0), whole("key", None)).clamp(session)
+
 
 class _EditCommand(QUndoCommand):
     """Replace the whole session. Sessions are immutable, so old and new are just kept."""
@@ -109,7 +123,7 @@ class SessionDocument(QObject):
         super().__init__(parent)
         self._session = session
         self._signals = dict(signals or {})
-        self._selection = Selection()
+        self._selection = Selection.from_view(session)
         self._result: AttentionResult | None = None
         self.device = "cpu"
         self.dtype = "float32"
@@ -241,6 +255,8 @@ class SessionDocument(QObject):
         self.undo_stack.clear()
         self._signals = dict(signals or {})
         self._set(session)
+        view = Selection.from_view(session)
+        self.set_selection(head=view.head, query=view.query, key=view.key)
         self.undo_stack.setClean()
 
     def set_signals(self, signals) -> None:

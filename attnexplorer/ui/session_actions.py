@@ -147,10 +147,7 @@ class SessionActions(QObject):
         """Switch the document to ``session`` (the caller has already asked about unsaved work)."""
         self.autosaver.discard()
         self._dirty_override = modified
-        self.document.set_session(session, signals)
-        view = session.extra.get("view") if isinstance(session.extra, dict) else None
-        if isinstance(view, dict):
-            self._restore_view(view)
+        self.document.set_session(session, signals)  # restores the saved view too
         self._set_path(path)
         self._update_modified()
         if modified:
@@ -158,21 +155,11 @@ class SessionActions(QObject):
 
     def adopt(self, path) -> None:
         """Record that the document's current (unmodified) session was read from ``path``
-        (start-up opened it): the title, recent files and the saved view follow."""
-        view = self.document.session.extra.get("view")
-        if isinstance(view, dict):
-            self._restore_view(view)
+        (start-up opened it): the title and recent files follow (the document restored the
+        file's saved view when it was made)."""
         self._set_path(path)
         self.settings.add_recent(self.path)
         self.settings.set_last_session(self.path)
-
-    def _restore_view(self, view: dict) -> None:
-        def whole(key):
-            value = view.get(key)
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-        key = whole("key")
-        self.document.set_selection(head=whole("head"), query=whole("query"), key=key)
 
     # -- the question ----------------------------------------------------------------------
     def confirm_discard(self) -> bool:

@@ -350,3 +350,10 @@ def test_importing_presets_pulls_in_neither_qt_nor_torch():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_walkthrough_presets_open_on_the_walkthroughs_query():
+    pronoun = build_preset("pronoun").session
+    view = pronoun.extra["view"]
+    assert (pronoun.tokens[view["query"]], pronoun.tokens[view["key"]]) == ("she", "dog")
+    assert build_preset("dessert").session.extra["view"]["query"] == 1  # "the second token"

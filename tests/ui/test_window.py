@@ -440,3 +440,18 @@ def test_first_draw_time_is_shown_before_any_edit(make_window):
     window = make_window("pronoun")
     assert window.last_draw_ms > 0
     assert window.draw_label.text() == f"draw {window.last_draw_ms:.1f} ms"
+
+
+def test_a_preset_opens_on_the_query_it_carries(qtbot):
+    from attnexplorer.core.presets import build_preset
+    from attnexplorer.ui.document import SessionDocument
+
+    built = build_preset("pronoun")
+    doc = SessionDocument(built.session, built.signals)
+    try:
+        assert (doc.selection.query, doc.selection.key) == (6, 1)
+        doc.set_selection(query=0, key=None)
+        doc.set_session(build_preset("dessert").session)
+        assert (doc.selection.query, doc.selection.key) == (1, None)
+    finally:
+        doc.shutdown()

@@ -54,6 +54,8 @@ def build(params: dict) -> BuiltPreset:
         w_value=w_value.numpy().astype(np.float64)[None],
         mask=Mask("none"),
         scale=Scale("inv_sqrt_dk"),
+        # Open where the walkthrough looks: the second token's query, row 1.
+        extra={"view": {"head": 0, "query": 1, "key": None}},
     )
     return BuiltPreset(session=session)
 

@@ -101,6 +101,8 @@ def build(params: dict) -> BuiltPreset:
         w_value=np.array(W_VALUE)[None],
         mask=Mask("causal"),
         scale=Scale("inv_sqrt_dk"),
+        # Open where the walkthrough looks: she's query (row 6) against dog's key (column 1).
+        extra={"view": {"head": 0, "query": words.index("she"), "key": words.index("dog")}},
     )
     return BuiltPreset(session=session)
 

@@ -48,6 +48,9 @@ class TokenAxis(pg.AxisItem):
         self._labels: tuple[str, ...] = ()
         self._label_px = 10.0
         self.setTickFont(theme.tick_font())
+        # Ticks point outward, toward the labels: pyqtgraph's default points them into the
+        # plot, where a tick touching a cell's number reads as a minus sign ("-0.49").
+        self.setStyle(tickLength=4)
         if orientation in ("top", "bottom"):
             # A label centred on the first or last cell may overhang the axis a little.
             self.setStyle(hideOverlappingLabels=30)
