@@ -189,7 +189,8 @@ class ControlsPanel(QWidget):
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        for box in (mask_box, scale_box, compute_box, self.preset_box):
+        # The preset's own sliders first: they are what a walkthrough invites you to play with.
+        for box in (self.preset_box, mask_box, scale_box, compute_box):
             layout.addWidget(box)
         layout.addStretch(1)
         self.setMinimumWidth(260)  # labels and spin boxes clip below this in a narrow dock

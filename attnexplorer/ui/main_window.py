@@ -234,6 +234,14 @@ class MainWindow(QMainWindow):
                 self._auto_hidden.discard(panel.kind)
                 dock.show()
                 panel.refresh()
+        # The signal plot is the sine walkthrough's picture: when a session starts to have one,
+        # bring its tab to the front, beside the attention matrix (after the event loop has
+        # laid the docks out; raising a tab before that does not switch it).
+        signal = self.docks.get("signal")
+        applies_now = signal is not None and not signal.isHidden()
+        if applies_now and not getattr(self, "_signal_applied", False):
+            QTimer.singleShot(0, signal.raise_)
+        self._signal_applied = applies_now
 
     # -- menus -----------------------------------------------------------------------------
     def _make_menus(self) -> None:

@@ -15,7 +15,7 @@ scrolls without asking the model about rows that are not on screen.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QItemSelectionModel, Qt
+from PySide6.QtCore import QItemSelectionModel, Qt, QTimer
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTableView
 
@@ -145,6 +145,16 @@ class MatrixTableView(QTableView):
     def _on_current_row_changed(self, current, previous) -> None:
         if self._document is not None and not self._syncing and current.isValid():
             self._document.set_selection(query=current.row())
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        # A selection made before the table had its size (a preset opening on its query)
+        # could not be scrolled to then; once laid out, bring the current row into view.
+        QTimer.singleShot(0, self._scroll_to_current)
+
+    def _scroll_to_current(self) -> None:
+        if self.currentIndex().isValid():
+            self.scrollTo(self.currentIndex())
 
     def _on_selection_changed(self, selection) -> None:
         model = self.model()
