@@ -56,7 +56,11 @@ class EmbeddingPanel(FigurePanel):
         self.plot.setMenuEnabled(False)
         self.plot.setLabel("bottom", "dimension 0")
         self.plot.setLabel("left", "dimension 1")
-        self.legend = self.plot.addLegend(offset=(6, 6), labelTextSize="8pt")
+        # Room around the arrow tips for their labels ("k: dog"), which would be clipped.
+        self.plot.getViewBox().setDefaultPadding(0.12)
+        # The legend is a row of its own under the plot: inside, it hid arrows and points.
+        self.legend = pg.LegendItem(colCount=2, labelTextSize="8pt", verSpacing=-6, horSpacing=12)
+        self.figure.addItem(self.legend, row=2, col=0)
         self.key_arrows = pg.PlotDataItem(connect="pairs", pen=pg.mkPen(theme.KEY_COLOR, width=1.2), name="keys k (first 2 dims)")
         self.key_arrow = pg.PlotDataItem(connect="pairs", pen=pg.mkPen(theme.SELECTED_KEY_COLOR, width=2.5), name="selected key")
         self.query_arrow = pg.PlotDataItem(connect="pairs", pen=pg.mkPen(theme.QUERY_COLOR, width=2.5), name="query q (first 2 dims)")
@@ -64,6 +68,7 @@ class EmbeddingPanel(FigurePanel):
                                          hoverable=True, tip=None, name="embeddings x")
         for item in (self.key_arrows, self.key_arrow, self.query_arrow, self.points):
             self.plot.addItem(item)
+            self.legend.addItem(item, item.name())
         self.points.sigClicked.connect(self._on_points_clicked)
         self.points.sigHovered.connect(self._on_points_hovered)
         self.labels: list[pg.TextItem] = []
