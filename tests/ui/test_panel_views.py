@@ -220,3 +220,12 @@ def test_signal_legend_sits_below_the_plot(sine, qtbot):
     plot = panel.plot.vb.sceneBoundingRect()
     assert legend.top() >= plot.bottom()
     assert len(panel.legend.items) == 3
+
+
+def test_cell_numbers_never_need_an_exponent():
+    from attnexplorer.ui.panels import theme
+
+    texts, _ = theme.cell_texts(np.array([[0.883, 4.416e-7], [0.0254, 1.0]]), [8, 6])
+    assert texts == ["0.883", "0.000", "0.025", "1.000"]
+    texts, _ = theme.cell_texts(np.array([0.0386, 0.687, 3.4707, -0.6004]), [8])
+    assert texts == ["0.0386", "0.687", "3.471", "-0.6004"]

@@ -124,18 +124,22 @@ def cell_texts(values: np.ndarray, max_chars: Sequence[int]) -> tuple[list[str |
     """Texts for a block of cells, all in one style, and which of ``max_chars`` they fit.
 
     ``max_chars`` lists how many characters fit a cell at each candidate font size, largest
-    font first. Precision comes before size: 4 (the walkthroughs print 4 decimals), 3, then
-    2 significant digits, then 2 and 1
-    decimals (a tiny value next to big ones reads as "0.00" rather than "1.2e-5"), each
+    font first. Precision comes before size: 4 (the walkthroughs print 4 decimals) or 3
+    significant digits, then 3 and 2 decimals, 2 significant digits, then 1 decimal (a tiny
+    value next to big ones reads as "0.000" rather than "1.2e-5"), each
     first as written and then without the "0" before the point (".25"); one style for the
     whole block, so columns read evenly. Non-finite cells (blocked) get None. Returns
     ``(texts, index into max_chars)``, or None when no style fits.
     """
     flat = [float(v) for v in np.asarray(values).ravel()]
-    styles = [lambda v, k=k: format_value(v, k) for k in (4, 3, 2)]
-    styles += [lambda v, k=k: _fixed(v, k) for k in (2, 1)]
+    # Significant digits read best, but "4.416e-07" in a cell is noise: a style that needs an
+    # exponent anywhere in the block gives way to fixed decimals ("0.000" next to "0.883").
+    styles = [lambda v, k=k: format_value(v, k) for k in (4, 3)]
+    styles += [lambda v: _fixed(v, 3), lambda v: _fixed(v, 2), lambda v: format_value(v, 2), lambda v: _fixed(v, 1)]
     for style in styles:
         plain = [style(v) if math.isfinite(v) else None for v in flat]
+        if any(t is not None and "e" in t for t in plain):
+            continue
         for texts in (plain, [None if t is None else _drop_leading_zero(t) for t in plain]):
             longest = max((len(t) for t in texts if t is not None), default=0)
             for index, limit in enumerate(max_chars):
