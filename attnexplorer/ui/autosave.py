@@ -29,6 +29,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import shiboken6
 from PySide6.QtCore import QLockFile, QObject, QTimer, Signal
 
 from ..core.errors import AttnExplorerError
@@ -241,7 +242,10 @@ class Autosaver(QObject):
                 if generation != self._generation:
                     return  # discarded (saved, closed) while waiting: nothing to keep
                 error = self._write(session, original)
-            self._async_done.emit(error)
+            # The window (and this object) may have been closed meanwhile: emitting from a
+            # deleted QObject crashes, so only a live one hears back.
+            if shiboken6.isValid(self):
+                self._async_done.emit(error)
 
         self._thread = threading.Thread(target=run, name="attnexplorer-autosave", daemon=True)
         self._thread.start()

@@ -24,6 +24,7 @@ applied, at the next turn of the event loop; ``flush()`` applies it now.
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -98,6 +99,11 @@ class _EditCommand(QUndoCommand):
         self._doc._set(self.before)
 
 
+def _stop_thread(thread: QThread) -> None:
+    thread.quit()
+    thread.wait(5000)
+
+
 class _Worker(QObject):
     done = Signal(int, object, object)  # generation, result or None, error text or None
 
@@ -149,6 +155,11 @@ class SessionDocument(QObject):
         self._submit.connect(self._worker.run)
         self._worker.done.connect(self._on_done)
         self._thread.start()
+        # Qt aborts the process when a QThread object is destroyed while its thread runs. A
+        # document dropped without shutdown() (a test, a closed window collected later) must
+        # stop its thread first: the finaliser holds the thread, not the document, and also
+        # runs at interpreter exit, before Qt tears down.
+        self._finalizer = weakref.finalize(self, _stop_thread, self._thread)
         if self._partial(session):
             # A large session waits one turn of the event loop, so that the window can say
             # what is on screen first and the first compute keeps only that.
@@ -361,5 +372,5 @@ class SessionDocument(QObject):
         return True
 
     def shutdown(self) -> None:
-        self._thread.quit()
-        self._thread.wait(5000)
+        """Stop the compute thread (idempotent)."""
+        self._finalizer()

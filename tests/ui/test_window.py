@@ -455,3 +455,22 @@ def test_a_preset_opens_on_the_query_it_carries(qtbot):
         assert (doc.selection.query, doc.selection.key) == (1, None)
     finally:
         doc.shutdown()
+
+
+def test_a_document_dropped_without_shutdown_stops_its_thread(qtbot):
+    """Qt aborts the process if a QThread is destroyed while running; a forgotten document
+    (or one collected after its window closed) must stop its compute thread first."""
+    import gc
+    import weakref
+
+    from attnexplorer.core.presets import build_preset
+    from attnexplorer.ui.document import SessionDocument
+
+    doc = SessionDocument(build_preset("random", {"n": 600}).session)
+    thread = doc._thread
+    assert thread.isRunning()
+    gone = weakref.ref(doc)
+    del doc
+    gc.collect()
+    assert gone() is None
+    assert thread.isFinished()
