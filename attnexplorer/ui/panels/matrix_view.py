@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QFontMetricsF, QPen, QStaticText, QTransform
+from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPen, QStaticText, QTransform
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsRectItem
 
 from . import theme
@@ -159,6 +159,8 @@ class CellNumbers(QGraphicsItem):
         self._font_px = 10
         self._static: dict[str, QStaticText] = {}
         self._centres = np.zeros((0, 2))
+        self._half = np.zeros((0, 2))
+        self._groups: list = []
         self._rect = QRectF()
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresParentOpacity, True)
 
@@ -182,6 +184,13 @@ class CellNumbers(QGraphicsItem):
             self._static.clear()
         self._cells = cells
         self._centres = np.array([(c + 0.5, r + 0.5) for r, c, _t, _d in cells], dtype=float).reshape(-1, 2)
+        # Everything a paint needs per cell, laid out once: the prepared text, its half size
+        # (to centre it) and its colour group, so a repaint is a tight loop of draw calls.
+        statics = [self._static_text(text) for _r, _c, text, _d in cells]
+        self._half = np.array([(st.size().width() / 2.0, st.size().height() / 2.0) for st in statics],
+                              dtype=float).reshape(-1, 2)
+        self._groups = [(colour, [(k, statics[k]) for k, cell in enumerate(cells) if cell[3] is dark])
+                        for dark, colour in ((True, _BLACK), (False, _WHITE))]
         if cells:
             rows = [r for r, *_ in cells]
             cols = [c for _r, c, *_ in cells]
@@ -215,17 +224,15 @@ class CellNumbers(QGraphicsItem):
         y = self._centres[:, 1]
         dx = t.m11() * x + t.m21() * y + t.dx()
         dy = t.m12() * x + t.m22() * y + t.dy()
+        left = (dx - self._half[:, 0]).tolist()
+        top = (dy - self._half[:, 1]).tolist()
         painter.save()
         painter.resetTransform()
         painter.setFont(self._font)
-        for dark in (True, False):
-            painter.setPen(_BLACK if dark else _WHITE)
-            for k, (_r, _c, text, is_dark) in enumerate(self._cells):
-                if is_dark is not dark:
-                    continue
-                st = self._static_text(text)
-                size = st.size()
-                painter.drawStaticText(QPointF(dx[k] - size.width() / 2.0, dy[k] - size.height() / 2.0), st)
+        for colour, group in self._groups:
+            painter.setPen(colour)
+            for k, st in group:
+                painter.drawStaticText(QPointF(left[k], top[k]), st)
         painter.restore()
 
 
@@ -239,6 +246,15 @@ class _CellImage(pg.ImageItem):
     def __init__(self, view: "MatrixView"):
         super().__init__(axisOrder="row-major")
         self._view = view
+
+    def render(self, *args, **kwargs):
+        # pyqtgraph renders an indexed (colour-table) image; drawing one makes the raster
+        # engine convert it on every paint. Converting once per new matrix to the format it
+        # draws natively makes each repaint of an unchanged heatmap cheaper.
+        result = super().render(*args, **kwargs)
+        if self.qimage is not None and self.qimage.format() != QImage.Format.Format_ARGB32_Premultiplied:
+            self.qimage = self.qimage.convertToFormat(QImage.Format.Format_ARGB32_Premultiplied)
+        return result
 
     def _cell(self, pos):
         # The image may be a reduced overview or a region: map to the matrix's cells.

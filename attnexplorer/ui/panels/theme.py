@@ -131,20 +131,28 @@ def cell_texts(values: np.ndarray, max_chars: Sequence[int]) -> tuple[list[str |
     whole block, so columns read evenly. Non-finite cells (blocked) get None. Returns
     ``(texts, index into max_chars)``, or None when no style fits.
     """
-    flat = [float(v) for v in np.asarray(values).ravel()]
+    flat = np.asarray(values, dtype=float).ravel()
+    finite = np.isfinite(flat)
+    numbers = flat[finite].tolist()
     # Significant digits read best, but "4.416e-07" in a cell is noise: a style that needs an
     # exponent anywhere in the block gives way to fixed decimals ("0.000" next to "0.883").
-    styles = [lambda v, k=k: format_value(v, k) for k in (4, 3)]
-    styles += [lambda v: _fixed(v, 3), lambda v: _fixed(v, 2), lambda v: format_value(v, 2), lambda v: _fixed(v, 1)]
-    for style in styles:
-        plain = [style(v) if math.isfinite(v) else None for v in flat]
-        if any(t is not None and "e" in t for t in plain):
-            continue
-        for texts in (plain, [None if t is None else _drop_leading_zero(t) for t in plain]):
-            longest = max((len(t) for t in texts if t is not None), default=0)
+    # This runs on every redraw of a small heatmap, so each style is one tight comprehension.
+    for spec in (".4g", ".3g", ".3f", ".2f", ".2g", ".1f"):
+        if spec[-1] == "g":
+            texts = ["0" if x == 0 else format(x, spec) for x in numbers]
+            if any("e" in t for t in texts):
+                continue
+        else:
+            texts = [format(x, spec) for x in numbers]
+            texts = [t[1:] if t[0] == "-" and not t.strip("-0.") else t for t in texts]  # no "-0.00"
+        for candidate in (texts, [_drop_leading_zero(t) for t in texts]):
+            longest = max(map(len, candidate), default=0)
             for index, limit in enumerate(max_chars):
                 if longest <= limit:
-                    return texts, index
+                    out: list[str | None] = [None] * len(flat)
+                    for k, text in zip(np.flatnonzero(finite).tolist(), candidate):
+                        out[k] = text
+                    return out, index
     return None
 
 
