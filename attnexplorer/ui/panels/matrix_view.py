@@ -186,10 +186,9 @@ class CellNumbers(QGraphicsItem):
         self._centres = np.array([(c + 0.5, r + 0.5) for r, c, _t, _d in cells], dtype=float).reshape(-1, 2)
         # Everything a paint needs per cell, laid out once: the prepared text, its half size
         # (to centre it) and its colour group, so a repaint is a tight loop of draw calls.
-        statics = [self._static_text(text) for _r, _c, text, _d in cells]
-        self._half = np.array([(st.size().width() / 2.0, st.size().height() / 2.0) for st in statics],
-                              dtype=float).reshape(-1, 2)
-        self._groups = [(colour, [(k, statics[k]) for k, cell in enumerate(cells) if cell[3] is dark])
+        prepared = [self._prepared(text) for _r, _c, text, _d in cells]
+        self._half = np.array([p[1] for p in prepared], dtype=float).reshape(-1, 2)
+        self._groups = [(colour, [(k, prepared[k][0]) for k, cell in enumerate(cells) if cell[3] is dark])
                         for dark, colour in ((True, _BLACK), (False, _WHITE))]
         if cells:
             rows = [r for r, *_ in cells]
@@ -205,14 +204,16 @@ class CellNumbers(QGraphicsItem):
     def boundingRect(self) -> QRectF:
         return self._rect
 
-    def _static_text(self, text: str) -> QStaticText:
-        st = self._static.get(text)
-        if st is None:
+    def _prepared(self, text: str) -> tuple[QStaticText, tuple[float, float]]:
+        """The laid-out text and its half size (to centre it), made once per string."""
+        hit = self._static.get(text)
+        if hit is None:
             st = QStaticText(text)
             st.setTextFormat(Qt.TextFormat.PlainText)
             st.prepare(QTransform(), self._font)
-            self._static[text] = st
-        return st
+            size = st.size()
+            hit = self._static[text] = (st, (size.width() / 2.0, size.height() / 2.0))
+        return hit
 
     def paint(self, painter, option, widget=None):
         if not self._cells:

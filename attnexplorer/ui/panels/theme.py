@@ -134,6 +134,7 @@ def cell_texts(values: np.ndarray, max_chars: Sequence[int]) -> tuple[list[str |
     flat = np.asarray(values, dtype=float).ravel()
     finite = np.isfinite(flat)
     numbers = flat[finite].tolist()
+    widest = max(max_chars, default=0)
     # Significant digits read best, but "4.416e-07" in a cell is noise: a style that needs an
     # exponent anywhere in the block gives way to fixed decimals ("0.000" next to "0.883").
     # This runs on every redraw of a small heatmap, so each style is one tight comprehension.
@@ -145,8 +146,13 @@ def cell_texts(values: np.ndarray, max_chars: Sequence[int]) -> tuple[list[str |
         else:
             texts = [format(x, spec) for x in numbers]
             texts = [t[1:] if t[0] == "-" and not t.strip("-0.") else t for t in texts]  # no "-0.00"
-        for candidate in (texts, [_drop_leading_zero(t) for t in texts]):
-            longest = max(map(len, candidate), default=0)
+        longest = max(map(len, texts), default=0)
+        if longest - 1 > widest:
+            continue  # dropping a leading zero saves one character at most
+        for candidate in (texts, None):
+            if candidate is None:
+                candidate = [_drop_leading_zero(t) for t in texts]
+                longest = max(map(len, candidate), default=0)
             for index, limit in enumerate(max_chars):
                 if longest <= limit:
                     out: list[str | None] = [None] * len(flat)
