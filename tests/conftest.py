@@ -1,7 +1,27 @@
-"""Test-wide set-up: Qt runs offscreen unless the caller chose a platform (e.g. xcb under Xvfb)."""
+"""Test-wide set-up: Qt runs offscreen unless the caller chose a platform (e.g. xcb under Xvfb).
 
+Garbage is collected between tests, not during them. Python's cyclic collector otherwise runs
+at whatever allocation tips it over, which can be in the middle of Qt building the next
+test's widgets; finalising an earlier test's pyqtgraph items there is a known way for PySide
+to segfault (seen here: inside ViewBox.itemChange while a new plot was being made). So
+automatic collection is off while a test runs, and each test's garbage is collected after it.
+"""
+
+import gc
 import os
+
+import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Keep the user's real settings and recovery files out of the tests.
 os.environ.setdefault("ATTNEXPLORER_TESTING", "1")
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage_between_tests():
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect()

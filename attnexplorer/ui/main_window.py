@@ -567,6 +567,8 @@ class MainWindow(QMainWindow):
         self.save_settings()
         self.actions.autosaver.discard()
         event.accept()
+        for panel in self.panels:
+            panel.dispose()  # while the scenes are whole: see Panel.dispose
 
 
 def _panel_needs(panel) -> frozenset[str] | None:

@@ -72,8 +72,39 @@ class Panel(QWidget):
     def applies_to(self, session) -> bool:
         return True
 
+    def dispose(self) -> None:
+        """Take the panel's plots apart while their scenes are still whole (idempotent).
+
+        When a pyqtgraph view is destroyed with its window, its scene goes first and each
+        ViewBox, told that it is leaving the scene, reaches into the half-destroyed scene:
+        PySide segfaults there, at exit or whenever the garbage collector gets to a closed
+        panel. pyqtgraph's ``GraphicsView.close()`` clears the scene while it is intact. The
+        window calls this when it closes, and closing a panel on its own does too.
+        """
+        if getattr(self, "_disposed", False):
+            return
+        self._disposed = True
+        for signal, slot in ((self.document.result_changed, self._on_result_changed),
+                             (self.document.selection_changed, self._on_selection_changed)):
+            try:
+                signal.disconnect(slot)
+            except (RuntimeError, TypeError):
+                pass  # already gone with the document
+        import pyqtgraph as pg
+
+        for view in self.findChildren(pg.GraphicsView):
+            if not getattr(view, "closed", False):
+                view.close()
+
+    def closeEvent(self, event) -> None:
+        super().closeEvent(event)
+        if event.isAccepted() and self.isWindow():
+            self.dispose()
+
     def refresh(self) -> None:
         """Redraw everything from ``self.document.result`` and ``.selection`` now."""
+        if getattr(self, "_disposed", False):
+            return
         self._stale = False
         self._drawn_head = self.document.selection.head
         self._drawn_result = self.document.result
