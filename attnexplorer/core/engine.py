@@ -209,14 +209,13 @@ _TENSOR_CACHE_SIZE = 16
 
 
 def _device_tensor(array: np.ndarray, tdtype, dev):
-    torch = _torch()
-    key = (id(array), str(dev), str(tdtype))
+    key = (id(array), dev, tdtype)  # torch devices and dtypes hash by value
     hit = _TENSOR_CACHE.get(key)
     if hit is not None and hit[0]() is array:
         _TENSOR_CACHE.move_to_end(key)
         return hit[1]
     # torch.tensor copies: the session's arrays are read-only and must stay so.
-    tensor = torch.tensor(array, dtype=tdtype, device=dev)
+    tensor = _torch().tensor(array, dtype=tdtype, device=dev)
     if not array.flags.writeable:  # only immutable arrays can be trusted not to change
         _TENSOR_CACHE[key] = (weakref.ref(array), tensor)
         if len(_TENSOR_CACHE) > _TENSOR_CACHE_SIZE:

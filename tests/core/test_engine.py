@@ -243,7 +243,7 @@ def test_converted_inputs_are_reused_only_for_the_same_array():
     np.testing.assert_allclose(second.Q, np.einsum("nd,hdk->hnk", x, s.w_query), rtol=1e-12)
     assert not np.allclose(first.Q, second.Q)
     # and the untouched weights come from the cache: same device tensor object
-    key = (id(edited.w_key), "cpu", str(torch.float64))
+    key = (id(edited.w_key), torch.device("cpu"), torch.float64)
     assert engine._TENSOR_CACHE[key][0]() is edited.w_key
 
 
