@@ -181,7 +181,7 @@ def _host(t, want: bool = True):
         t = t.float()
     if t.device.type != "cpu":
         t = t.cpu()
-    a = t.detach().numpy()
+    a = t.numpy()  # made under inference_mode: never part of an autograd graph
     a.flags.writeable = False
     return a
 
@@ -322,8 +322,12 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
                 "weights": _host(weights, "weights" in wanted),
                 "head_outputs": _host(head_out, "head_outputs" in wanted),
                 "concat": _host(concat, "concat" in wanted),
-                "output": _host(output, "output" in wanted),
             }
+            # Without W_o the output is the concatenation itself: one host view serves both.
+            if output is concat and host["concat"] is not None:
+                host["output"] = host["concat"] if "output" in wanted else None
+            else:
+                host["output"] = _host(output, "output" in wanted)
     except (RuntimeError, NotImplementedError, MemoryError) as err:  # e.g. out of memory, a missing kernel
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineError(f"the engine failed on {device} ({dtype}): {first}") from None
