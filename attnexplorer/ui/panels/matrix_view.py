@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPen, QStaticText, QTransform
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsRectItem
 
@@ -225,15 +225,17 @@ class CellNumbers(QGraphicsItem):
         y = self._centres[:, 1]
         dx = t.m11() * x + t.m21() * y + t.dx()
         dy = t.m12() * x + t.m22() * y + t.dy()
-        left = (dx - self._half[:, 0]).tolist()
-        top = (dy - self._half[:, 1]).tolist()
+        # Whole device pixels: the int overload needs no QPointF per cell, and glyphs snap
+        # to pixels anyway.
+        left = np.rint(dx - self._half[:, 0]).astype(int).tolist()
+        top = np.rint(dy - self._half[:, 1]).astype(int).tolist()
         painter.save()
         painter.resetTransform()
         painter.setFont(self._font)
         for colour, group in self._groups:
             painter.setPen(colour)
             for k, st in group:
-                painter.drawStaticText(QPointF(left[k], top[k]), st)
+                painter.drawStaticText(left[k], top[k], st)
         painter.restore()
 
 

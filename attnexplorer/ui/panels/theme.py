@@ -139,6 +139,10 @@ def cell_texts(values: np.ndarray, max_chars: Sequence[int]) -> tuple[list[str |
     # exponent anywhere in the block gives way to fixed decimals ("0.000" next to "0.883").
     # This runs on every redraw of a small heatmap, so each style is one tight comprehension.
     for spec in (".4g", ".3g", ".3f", ".2f", ".2g", ".1f"):
+        if spec == ".4g" and widest < 5:
+            # A number that needs 4 significant digits takes 5 characters even as ".1234";
+            # one that needs fewer reads the same at 3, so the 3-digit style decides alone.
+            continue
         if spec[-1] == "g":
             texts = ["0" if x == 0 else format(x, spec) for x in numbers]
             if any("e" in t for t in texts):
