@@ -130,9 +130,8 @@ def _window(session, signals=None, size=(1280, 800)):
 def _close(document, window) -> None:
     from PySide6.QtWidgets import QApplication
 
-    window.actions.autosaver.stop() if hasattr(window.actions.autosaver, "stop") else None
-    window.document.undo_stack.setClean()
-    window.hide()
+    document.undo_stack.setClean()  # nothing to ask about on close
+    window.close()  # drops the recovery file and takes the panels' plots apart (Panel.dispose)
     window.deleteLater()
     document.shutdown()
     QApplication.processEvents()

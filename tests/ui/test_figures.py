@@ -22,6 +22,7 @@ from attnexplorer.core.session import Session
 from attnexplorer.ui import figures
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels.base import Panel
+from ui_helpers import shown
 
 TOKENS = ("the", "cat", "sat", "on", "mat")
 # Five distinct values on a 0..1 scale: each becomes one clearly different colour.
@@ -83,12 +84,6 @@ def doc(qtbot):
     d.shutdown()
 
 
-def shown(qtbot, panel, size=(420, 320)):
-    qtbot.addWidget(panel)
-    panel.resize(*size)
-    panel.show()
-    qtbot.waitExposed(panel)
-    return panel
 
 
 def as_array(image: QImage) -> np.ndarray:

@@ -13,6 +13,11 @@ from attnexplorer.core.session import Mask, Session
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels import EmbeddingPanel, ExplainPanel, QueryPanel, SignalPanel
 from attnexplorer.ui.panels import theme
+from functools import partial
+
+from ui_helpers import shown as _shown
+
+shown = partial(_shown, size=(460, 340))  # these charts need a little more room
 
 
 def preset_doc(name, **params):
@@ -34,12 +39,6 @@ def sine(qtbot):
     document.shutdown()
 
 
-def shown(qtbot, panel, size=(460, 340)):
-    qtbot.addWidget(panel)
-    panel.resize(*size)
-    panel.show()
-    qtbot.waitExposed(panel)
-    return panel
 
 
 def test_query_bars_equal_the_score_and_weight_rows(pronoun, qtbot):

@@ -11,6 +11,7 @@ from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels import (PANEL_CLASSES, OutputPanel, QKVPanel, ScaledScoresPanel, ScoresPanel,
                                     WeightsPanel, make_panels)
 from attnexplorer.ui.panels.base import Panel
+from ui_helpers import shown
 
 TOKENS = ("the", "dog", "chased", "a", "cat", "she")
 
@@ -36,12 +37,6 @@ def doc(qtbot):
     document.shutdown()
 
 
-def shown(qtbot, panel, size=(420, 320)):
-    qtbot.addWidget(panel)
-    panel.resize(*size)
-    panel.show()
-    qtbot.waitExposed(panel)
-    return panel
 
 
 def view_to_widget(panel, view, x, y):
