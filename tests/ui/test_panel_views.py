@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,8 +15,6 @@ from attnexplorer.core.session import Mask, Session
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels import EmbeddingPanel, ExplainPanel, QueryPanel, SignalPanel
 from attnexplorer.ui.panels import theme
-from functools import partial
-
 from ui_helpers import shown as _shown
 
 shown = partial(_shown, size=(460, 340))  # these charts need a little more room
