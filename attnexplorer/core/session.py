@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import math
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
@@ -182,8 +183,22 @@ def _is_whole(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
+# Arrays this module has checked and frozen, by id. ``session.replace(w_query=...)`` hands the
+# other fields back in unchanged; recognising them skips a copy and a finite check per array
+# per edit, and keeps their identity, which lets the engine reuse their device copies.
+_FROZEN: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
+
+
 def _frozen_matrix(value, where: str, ndim: int) -> np.ndarray:
-    """A read-only float64 copy of ``value``, or SessionError naming ``where``."""
+    """A read-only float64 copy of ``value``, or SessionError naming ``where``.
+
+    An array that is already the result of this function is returned as it is (after the
+    shape check): it cannot have changed since.
+    """
+    if _FROZEN.get(id(value)) is value:
+        if value.ndim != ndim:
+            raise SessionError(f"must be {ndim}-dimensional, got shape {value.shape}", where)
+        return value
     try:
         raw = np.asarray(value)
     except (TypeError, ValueError):  # ragged nesting
@@ -198,6 +213,7 @@ def _frozen_matrix(value, where: str, ndim: int) -> np.ndarray:
         idx = tuple(int(k) for k in np.argwhere(~np.isfinite(a))[0])
         raise SessionError(f"holds a non-finite number at {list(idx)}", where)
     a.flags.writeable = False
+    _FROZEN[id(a)] = a
     return a
 
 

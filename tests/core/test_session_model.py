@@ -118,6 +118,20 @@ def test_replace_validates_and_keeps_the_original():
     assert t.tokens == ("a", "b", "c") and s.tokens == ("t0", "t1", "t2")
 
 
+def test_replace_shares_the_arrays_it_does_not_change():
+    """An edit copies only what it changes: the engine's device copies key on array identity."""
+    s = Session(**parts(n=3, d=2))
+    w_query = np.ones((1, 2, 2))
+    t = s.replace(w_query=w_query)
+    assert t.embeddings is s.embeddings and t.w_key is s.w_key and t.w_value is s.w_value
+    assert t.w_query is not w_query and not t.w_query.flags.writeable  # the caller's stays theirs
+    # a frozen array still has to fit where it is put
+    with pytest.raises(SessionError, match="W_q: must be 3-dimensional"):
+        s.replace(w_query=s.embeddings)
+    with pytest.raises(SessionError, match="embeddings: has 2 rows, expected 3"):
+        s.replace(embeddings=s.w_key[0])
+
+
 # -- masks --------------------------------------------------------------------------------
 def test_mask_matrices():
     n = 4
