@@ -13,12 +13,11 @@ from __future__ import annotations
 import functools
 import math
 import time
-import weakref
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .device_inputs import cannot_overflow, device_tensor, projections
 from .errors import EngineError
 from .session import Session
 
@@ -26,6 +25,7 @@ DTYPES = ("float32", "float64", "float16", "bfloat16")
 
 # Every intermediate the result can carry, in the order the computation makes them.
 INTERMEDIATES = ("Q", "K", "V", "scores", "scaled_scores", "weights", "head_outputs", "concat", "output")
+_EVERYTHING = frozenset(INTERMEDIATES)
 
 
 def _torch():
@@ -170,20 +170,18 @@ class AttentionResult:
         return bool(self.blocked_rows.any())
 
 
-def _host(t, want: bool = True):
-    """A read-only host numpy array of ``t`` (float32 for half types), or None.
-
-    On the CPU the array shares the tensor's memory: no copy is made.
-    """
-    if not want:
-        return None
-    if t.dtype.itemsize == 2:  # float16 / bfloat16: numpy has no bfloat16, widen both alike
-        t = t.float()
-    if t.device.type != "cpu":
-        t = t.cpu()
+def _host_view(t):
+    """A read-only numpy view of the CPU tensor ``t``: it shares the tensor's memory, no copy."""
     a = t.numpy()  # made under inference_mode: never part of an autograd graph
     a.flags.writeable = False
     return a
+
+
+def _host(t):
+    """A read-only host numpy array of ``t``, copied from its device; float32 for half types."""
+    if t.dtype.itemsize == 2:  # float16 / bfloat16: numpy has no bfloat16, widen both alike
+        t = t.float()
+    return _host_view(t.cpu())
 
 
 def _all_finite(t) -> bool:
@@ -198,29 +196,6 @@ def _all_finite(t) -> bool:
     if math.isfinite(float(t.sum())):
         return True
     return bool(_torch().isfinite(t).all())
-
-
-# Device copies of session arrays, reused across computes. Session arrays are immutable, and an
-# edit replaces only the array it changes, so after typing into W_q the embeddings, W_k and W_v
-# are already on the device in the right dtype: only the edited matrix is converted again.
-# Keyed by the array's id; the weak reference proves the id still names the same array.
-_TENSOR_CACHE: OrderedDict = OrderedDict()
-_TENSOR_CACHE_SIZE = 16
-
-
-def _device_tensor(array: np.ndarray, tdtype, dev):
-    key = (id(array), dev, tdtype)  # torch devices and dtypes hash by value
-    hit = _TENSOR_CACHE.get(key)
-    if hit is not None and hit[0]() is array:
-        _TENSOR_CACHE.move_to_end(key)
-        return hit[1]
-    # torch.tensor copies: the session's arrays are read-only and must stay so.
-    tensor = _torch().tensor(array, dtype=tdtype, device=dev)
-    if not array.flags.writeable:  # only immutable arrays can be trusted not to change
-        _TENSOR_CACHE[key] = (weakref.ref(array), tensor)
-        if len(_TENSOR_CACHE) > _TENSOR_CACHE_SIZE:
-            _TENSOR_CACHE.popitem(last=False)
-    return tensor
 
 
 @functools.lru_cache(maxsize=4)
@@ -259,24 +234,21 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     if not isinstance(session, Session):
         raise EngineError(f"compute() needs a Session, got {type(session).__name__}")
     dev, tdtype = resolve(device, dtype)
-    wanted = set(INTERMEDIATES if keep is None else keep)
-    unknown = wanted - set(INTERMEDIATES)
+    wanted = _EVERYTHING if keep is None else set(keep)
+    unknown = wanted - _EVERYTHING
     if unknown:
         raise EngineError(f"unknown intermediate(s): {', '.join(sorted(unknown))}; choose from {', '.join(INTERMEDIATES)}")
     mask_np, blocked_rows_np, any_blocked = _mask_and_blocked_rows(session)
     factor = session.scale.factor(session.d_k)
+    # Decided from the inputs before any work: when nothing can overflow, the result need not
+    # be searched for inf/NaN afterwards.
+    checked = cannot_overflow(session, factor, torch.finfo(tdtype).max)
     start = time.perf_counter()
     try:
         with torch.inference_mode():
-            x = _device_tensor(session.embeddings, tdtype, dev)
-            wq = _device_tensor(session.w_query, tdtype, dev)
-            wk = _device_tensor(session.w_key, tdtype, dev)
-            wv = _device_tensor(session.w_value, tdtype, dev)
-            # (n, d) @ (H, d, k) broadcasts to (H, n, k): all heads in one batched matmul.
-            q = x @ wq
-            k = x @ wk
-            v = x @ wv
-            scores = q @ k.transpose(-1, -2)
+            x = device_tensor(session.embeddings, tdtype, dev)
+            joined, q, k, v = projections(session, x, tdtype, dev)
+            scores = q @ k.mT
             # An n×n buffer per intermediate is the engine's whole memory bill at 4,096 tokens;
             # the ones the caller did not ask for are overwritten in place instead of copied.
             scaled = scores.mul_(factor) if "scores" not in wanted else scores * factor
@@ -297,14 +269,14 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
                 # No mask, no extra pass: this branch is the bare softmax(QKᵀ·s)·V.
                 weights = torch.softmax(scaled, dim=-1)
             head_out = weights @ v
-            concat = head_out.transpose(0, 1).reshape(session.n, -1)
             if session.w_out is not None:
-                output = concat @ _device_tensor(session.w_out, tdtype, dev)
+                concat = head_out.transpose(0, 1).reshape(session.n, -1)
+                output = concat @ device_tensor(session.w_out, tdtype, dev)
             else:
-                output = concat
+                output = None  # the output is the concatenation itself, made on the host below
             # Overflow turns into inf or NaN somewhere upstream and always reaches the small
-            # output (a NaN weight row makes a NaN output row), so checking it is enough and cheap.
-            finite = _all_finite(head_out) and (output is concat or _all_finite(output))
+            # head outputs (a NaN weight row makes a NaN output row), so checking them suffices.
+            finite = checked or (_all_finite(head_out) and (output is None or _all_finite(output)))
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
             elapsed = (time.perf_counter() - start) * 1000.0
@@ -313,21 +285,7 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
                     f"the numbers are too large for {dtype}: the attention output overflowed to inf/NaN "
                     f"on {device}; use float64 or smaller embeddings and weights"
                 )
-            host = {
-                "Q": _host(q, "Q" in wanted),
-                "K": _host(k, "K" in wanted),
-                "V": _host(v, "V" in wanted),
-                "scores": _host(scores, "scores" in wanted),
-                "scaled_scores": _host(scaled, "scaled_scores" in wanted),
-                "weights": _host(weights, "weights" in wanted),
-                "head_outputs": _host(head_out, "head_outputs" in wanted),
-                "concat": _host(concat, "concat" in wanted),
-            }
-            # Without W_o the output is the concatenation itself: one host view serves both.
-            if output is concat and host["concat"] is not None:
-                host["output"] = host["concat"] if "output" in wanted else None
-            else:
-                host["output"] = _host(output, "output" in wanted)
+            host = _to_host(session, wanted, dev, tdtype, joined, v, scores, scaled, weights, head_out, output)
     except (RuntimeError, NotImplementedError, MemoryError) as err:  # e.g. out of memory, a missing kernel
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineError(f"the engine failed on {device} ({dtype}): {first}") from None
@@ -341,6 +299,50 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
         compute_ms=elapsed,
         **host,
     )
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+def _to_host(session, wanted, dev, tdtype, joined, v, scores, scaled, weights, head_out, output) -> dict:
+    """The intermediates in ``wanted`` as read-only host arrays; None for the others.
+
+    On the CPU a host array is a view of the tensor's memory; elsewhere, or for half types
+    (numpy has no bfloat16), it is a float32 copy. Views that numpy can make from another host
+    array (Q, K and V from their joined block, the concatenation from the head outputs) cost no
+    device transfer and no torch call.
+    """
+    to_host = _host_view if dev.type == "cpu" and tdtype.itemsize != 2 else _host
+    host = dict.fromkeys(INTERMEDIATES)
+    if "Q" in wanted or "K" in wanted or ("V" in wanted and joined.shape[0] == 3):
+        block = to_host(joined)  # (3 or 2, H, n, d_k); indexing keeps numpy's read-only flag
+        if "Q" in wanted:
+            host["Q"] = block[0]
+        if "K" in wanted:
+            host["K"] = block[1]
+        if "V" in wanted and block.shape[0] == 3:
+            host["V"] = block[2]
+    if "V" in wanted and host["V"] is None:
+        host["V"] = to_host(v)
+    for name, t in (("scores", scores), ("scaled_scores", scaled), ("weights", weights)):
+        if name in wanted:
+            host[name] = to_host(t)
+    concat_wanted = "concat" in wanted or ("output" in wanted and output is None)
+    if "head_outputs" in wanted or concat_wanted:
+        heads = to_host(head_out)
+        if "head_outputs" in wanted:
+            host["head_outputs"] = heads
+        if concat_wanted:
+            # (H, n, d_v) → (n, H·d_v): a view for one head, a copy (made read-only) for more.
+            host["concat"] = heads[0] if heads.shape[0] == 1 else _read_only(
+                np.ascontiguousarray(heads.transpose(1, 0, 2)).reshape(session.n, -1))
+    if "output" in wanted:
+        host["output"] = host["concat"] if output is None else to_host(output)
+    if "concat" not in wanted:
+        host["concat"] = None
+    return host
 
 
 def measure_engine_overhead(n: int, d: int = 64, heads: int = 1, repeats: int = 15, device: str = "cpu",

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnexplorer.core import engine
+from attnexplorer.core import device_inputs, engine
 from attnexplorer.core.engine import INTERMEDIATES, compute, resolve, supported_dtypes
 from attnexplorer.core.errors import AttnExplorerError, EngineError
 from attnexplorer.core.session import Mask, Scale, Session
@@ -242,9 +242,24 @@ def test_converted_inputs_are_reused_only_for_the_same_array():
     second = compute(edited, dtype="float64")
     np.testing.assert_allclose(second.Q, np.einsum("nd,hdk->hnk", x, s.w_query), rtol=1e-12)
     assert not np.allclose(first.Q, second.Q)
-    # and the untouched weights come from the cache: same device tensor object
-    key = (id(edited.w_key), torch.device("cpu"), torch.float64)
-    assert engine._TENSOR_CACHE[key][0]() is edited.w_key
+    # and the untouched weights come from the cache: the same stacked device tensor as before
+    cpu = torch.device("cpu")
+    arrays = (s.w_query, s.w_key)  # d_k != d_v here: V has its own matmul
+    stacked = device_inputs.stacked_weights(arrays, torch.float64, cpu)
+    assert device_inputs.stacked_weights((edited.w_query, edited.w_key), torch.float64, cpu) is stacked
+    np.testing.assert_array_equal(stacked.numpy(), np.concatenate(arrays, axis=0))
+
+
+def test_an_edited_weight_matrix_rebuilds_the_joined_projection():
+    s = make_session(n=4, d=3, heads=2, d_k=2, d_v=3)
+    compute(s, dtype="float64")
+    w_key = s.w_key.copy()
+    w_key[1, 0, 1] = 5.0
+    edited = s.replace(w_key=w_key)
+    r = compute(edited, dtype="float64")
+    np.testing.assert_allclose(r.K, np.einsum("nd,hdk->hnk", s.embeddings, w_key), rtol=1e-12)
+    np.testing.assert_allclose(r.Q, np.einsum("nd,hdk->hnk", s.embeddings, s.w_query), rtol=1e-12)
+    np.testing.assert_allclose(r.V, np.einsum("nd,hdk->hnk", s.embeddings, s.w_value), rtol=1e-12)
 
 
 def test_recycled_ids_do_not_reach_a_stale_tensor():

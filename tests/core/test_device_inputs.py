@@ -1,0 +1,91 @@
+"""The engine's up-front overflow bound and its caches of device inputs."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from attnexplorer.core import device_inputs
+from attnexplorer.core.engine import INTERMEDIATES, compute
+from attnexplorer.core.errors import EngineError
+from attnexplorer.core.session import Mask, Session
+
+
+def session_of(scale_x, scale_w, n=4, d=3, d_k=2, d_v=2, heads=2, w_out=False, seed=0):
+    rng = np.random.default_rng(seed)
+    return Session(
+        tokens=tuple(f"t{i}" for i in range(n)),
+        embeddings=rng.normal(size=(n, d)) * scale_x,
+        w_query=rng.normal(size=(heads, d, d_k)) * scale_w,
+        w_key=rng.normal(size=(heads, d, d_k)) * scale_w,
+        w_value=rng.normal(size=(heads, d, d_v)) * scale_w,
+        w_out=rng.normal(size=(heads * d_v, 3)) * scale_w if w_out else None,
+        mask=Mask("causal"),
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ex=st.integers(-3, 12), ew=st.integers(-3, 12), dtype=st.sampled_from(["float16", "bfloat16", "float32"]),
+       d_v=st.sampled_from([2, 3]), w_out=st.booleans(), seed=st.integers(0, 99))
+def test_the_bound_never_lets_an_overflow_through(ex, ew, dtype, d_v, w_out, seed):
+    """Whenever the bound says nothing can overflow, nothing has; otherwise the engine looks."""
+    s = session_of(10.0 ** ex, 10.0 ** ew, d_v=d_v, w_out=w_out, seed=seed)
+    factor = s.scale.factor(s.d_k)
+    safe = device_inputs.cannot_overflow(s, factor, torch.finfo(getattr(torch, dtype)).max)
+    try:
+        r = compute(s, dtype=dtype)
+    except EngineError as err:
+        assert not safe, "the bound called safe a session that overflowed"
+        assert "too large" in str(err)
+        return
+    for name in INTERMEDIATES:
+        a = getattr(r, name)
+        assert np.isfinite(a).all(), f"{name} is not finite but no error was raised"
+
+
+def test_small_numbers_are_known_safe_and_huge_ones_are_checked():
+    s = session_of(1.0, 1.0)
+    assert device_inputs.cannot_overflow(s, 0.5, torch.finfo(torch.float32).max)
+    assert not device_inputs.cannot_overflow(s.replace(embeddings=s.embeddings * 1e20), 0.5,
+                                             torch.finfo(torch.float32).max)
+    # float16 overflows near 65,504: moderate numbers already need the real check
+    moderate = session_of(30.0, 3.0)
+    assert not device_inputs.cannot_overflow(moderate, 0.5, torch.finfo(torch.float16).max)
+
+
+def test_numbers_the_bound_cannot_clear_still_compute_when_they_fit():
+    # The bound is loose (X's largest row meets W's largest entry); a session beyond it whose
+    # real numbers fit must compute, not be refused.
+    x = np.zeros((3, 2))
+    x[0, 0] = 200.0
+    w = np.full((1, 2, 2), 0.01)
+    w[0, 1, :] = 400.0  # the large weights only ever meet x's zero column
+    s = Session(tokens=("a", "b", "c"), embeddings=x, w_query=w, w_key=w, w_value=np.ones((1, 2, 2)))
+    factor = s.scale.factor(s.d_k)
+    assert not device_inputs.cannot_overflow(s, factor, torch.finfo(torch.float16).max)
+    r = compute(s, dtype="float16")
+    np.testing.assert_allclose(r.scores[0], [[8.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], rtol=1e-2)
+    np.testing.assert_allclose(r.V[0, 0], [200.0, 200.0])
+
+
+def test_a_stacked_tensor_follows_an_edit_of_any_of_its_arrays():
+    s = session_of(1.0, 1.0, d_v=2)
+    cpu = torch.device("cpu")
+    arrays = (s.w_query, s.w_key, s.w_value)
+    first = device_inputs.stacked_weights(arrays, torch.float64, cpu)
+    assert device_inputs.stacked_weights(arrays, torch.float64, cpu) is first
+    w_value = s.w_value.copy()
+    w_value[1, 2, 0] = 7.0
+    edited = s.replace(w_value=w_value)
+    second = device_inputs.stacked_weights((edited.w_query, edited.w_key, edited.w_value), torch.float64, cpu)
+    assert second is not first
+    np.testing.assert_array_equal(second.numpy(), np.concatenate([s.w_query, s.w_key, w_value]))
+
+
+def test_writable_arrays_are_never_cached():
+    a = np.ones((2, 2))
+    t = device_inputs.device_tensor(a, torch.float64, torch.device("cpu"))
+    a[0, 0] = 5.0
+    assert device_inputs.device_tensor(a, torch.float64, torch.device("cpu")) is not t
+    assert device_inputs.device_tensor(a, torch.float64, torch.device("cpu"))[0, 0] == 5.0
