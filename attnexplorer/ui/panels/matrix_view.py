@@ -154,10 +154,13 @@ class CellNumbers(QGraphicsItem):
 
     def __init__(self):
         super().__init__()
-        self._cells: list[tuple[int, int, str, bool]] = []
         self._font = theme.cell_font(10)
         self._font_px = 10
-        self._static: dict[str, QStaticText] = {}
+        self._static: dict[str, tuple[QStaticText, tuple[float, float]]] = {}
+        self._rows = np.zeros(0, dtype=int)
+        self._cols = np.zeros(0, dtype=int)
+        self._texts: list[str] = []
+        self._dark = np.zeros(0, dtype=bool)
         self._centres = np.zeros((0, 2))
         self._half = np.zeros((0, 2))
         self._groups: list = []
@@ -167,14 +170,27 @@ class CellNumbers(QGraphicsItem):
     @property
     def cells(self) -> list[tuple[int, int, str, bool]]:
         """(row, col, text, dark) of every number drawn; ``dark`` means black text."""
-        return list(self._cells)
+        return list(zip(self._rows.tolist(), self._cols.tolist(), self._texts, self._dark.tolist()))
 
     @property
     def font_px(self) -> int:
         return self._font_px
 
-    def set_cells(self, cells: list[tuple[int, int, str, bool]], font_px: int) -> None:
-        if cells == self._cells and font_px == self._font_px:
+    def clear(self) -> None:
+        self.set_block(0, 0, 1, [], np.zeros(0, dtype=bool), self._font_px)
+
+    def set_block(self, row0: int, col0: int, width: int, texts: Sequence[str | None], dark: np.ndarray,
+                  font_px: int) -> None:
+        """Write ``texts`` (row-major over a block ``width`` cells wide whose first cell is
+        (row0, col0); None leaves a cell empty) in black where ``dark``, else white."""
+        present = np.fromiter((t is not None for t in texts), dtype=bool, count=len(texts))
+        index = np.flatnonzero(present)
+        shown = [texts[k] for k in index.tolist()]
+        rows = row0 + index // width
+        cols = col0 + index % width
+        dark = np.asarray(dark, dtype=bool).ravel()[index]
+        if (font_px == self._font_px and shown == self._texts and np.array_equal(rows, self._rows)
+                and np.array_equal(cols, self._cols) and np.array_equal(dark, self._dark)):
             return
         if font_px != self._font_px:
             self._font_px = font_px
@@ -182,18 +198,17 @@ class CellNumbers(QGraphicsItem):
             self._static.clear()
         if len(self._static) > 4096:  # a long session of edits: forget strings no longer shown
             self._static.clear()
-        self._cells = cells
-        self._centres = np.array([(c + 0.5, r + 0.5) for r, c, _t, _d in cells], dtype=float).reshape(-1, 2)
+        self._rows, self._cols, self._texts, self._dark = rows, cols, shown, dark
+        self._centres = np.column_stack([cols + 0.5, rows + 0.5]).astype(float).reshape(-1, 2)
         # Everything a paint needs per cell, laid out once: the prepared text, its half size
         # (to centre it) and its colour group, so a repaint is a tight loop of draw calls.
-        prepared = [self._prepared(text) for _r, _c, text, _d in cells]
+        prepared = [self._prepared(text) for text in shown]
         self._half = np.array([p[1] for p in prepared], dtype=float).reshape(-1, 2)
-        self._groups = [(colour, [(k, prepared[k][0]) for k, cell in enumerate(cells) if cell[3] is dark])
-                        for dark, colour in ((True, _BLACK), (False, _WHITE))]
-        if cells:
-            rows = [r for r, *_ in cells]
-            cols = [c for _r, c, *_ in cells]
-            rect = QRectF(min(cols), min(rows), max(cols) - min(cols) + 1, max(rows) - min(rows) + 1)
+        self._groups = [(colour, [(k, prepared[k][0]) for k in np.flatnonzero(dark == want).tolist()])
+                        for want, colour in ((True, _BLACK), (False, _WHITE))]
+        if shown:
+            rect = QRectF(int(cols.min()), int(rows.min()), int(cols.max() - cols.min()) + 1,
+                          int(rows.max() - rows.min()) + 1)
         else:
             rect = QRectF()
         if rect != self._rect:
@@ -216,7 +231,7 @@ class CellNumbers(QGraphicsItem):
         return hit
 
     def paint(self, painter, option, widget=None):
-        if not self._cells:
+        if not self._texts:
             return
         t = painter.transform()
         # Cell centres in device pixels, all at once (an affine map: no rotation here, but
@@ -360,6 +375,13 @@ class MatrixView(pg.PlotItem):
         self.numbers = CellNumbers()
         self.numbers.setZValue(10)
         self.addItem(self.numbers, ignoreBounds=True)
+        # The tick labels and titles change far less often than the matrix: Qt keeps each as
+        # a pixmap at device resolution (sharp at any pixel ratio) and repaints it only when
+        # the item itself changes, instead of laying its text out on every redraw. Only a
+        # view's repaint uses these pixmaps: a figure export (QGraphicsScene.render onto an
+        # image, SVG or PDF) paints every item afresh, so SVG and PDF keep real text.
+        for item in (self.row_axis, self.col_axis, self.row_axis.label, self.col_axis.label, self.titleLabel.item):
+            item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self._notes: list[pg.TextItem] = []
         self._raw: np.ndarray | None = None
         self._buffer: np.ndarray | None = None
@@ -570,7 +592,7 @@ class MatrixView(pg.PlotItem):
         self._image_shape = ()
         self._shape = (0, 0)
         self.hatch.setVisible(False)
-        self.numbers.set_cells([], self.numbers.font_px)
+        self.numbers.clear()
         for item in self._notes:
             item.setVisible(False)
         self.row_frame.setVisible(False)
@@ -637,7 +659,6 @@ class MatrixView(pg.PlotItem):
     def _update_cell_texts(self) -> None:
         """Write numbers in the cells when few enough are in view and they are big enough."""
         spec = None if self._raw is None else self._visible_cells()
-        cells = []
         if spec is not None:
             r0, r1, c0, c1, cell_w, cell_h = spec
             if 0 < (r1 - r0) * (c1 - c0) <= MAX_CELL_TEXTS and cell_h >= 10 and cell_w >= 16:
@@ -645,14 +666,12 @@ class MatrixView(pg.PlotItem):
                 # The most precise style, at the largest font (12 px down to 8 px) it fits.
                 fonts = list(range(int(min(12, cell_h * 0.45)), 7, -1))
                 found = theme.cell_texts(block, [int((cell_w - 2) / (px * 0.6)) for px in fonts]) if fonts else None
-                texts, font_px = (found[0], fonts[found[1]]) if found is not None else (None, 0)
-                if texts is not None:
-                    dark = theme.text_is_dark(block, self.lut, self._levels).ravel()
-                    width = c1 - c0
-                    for k, text in enumerate(texts):
-                        if text is not None:
-                            cells.append((r0 + k // width, c0 + k % width, text, bool(dark[k])))
-        self.numbers.set_cells(cells, font_px if cells else self.numbers.font_px)
+                if found is not None:
+                    texts, index = found
+                    dark = theme.text_is_dark(block, self.lut, self._levels)
+                    self.numbers.set_block(r0, c0, c1 - c0, texts, dark, fonts[index])
+                    return
+        self.numbers.clear()
 
     def _hovered(self, cell) -> None:
         if self.on_hover is not None:
