@@ -66,34 +66,44 @@ def device_tensor(array: np.ndarray, tdtype, dev):
                    lambda: _torch().tensor(array, dtype=tdtype, device=dev))
 
 
-def stacked_weights(arrays: tuple, tdtype, dev):
-    """The (H, d, k) weight arrays stacked along the head axis: (len(arrays)·H, d, k).
+def projection_weights(session: Session, tdtype, dev):
+    """W_q, W_k and W_v of every head side by side as one (d, H·d_k + H·d_k + H·d_v) matrix.
 
-    ``x @ stacked`` then makes every projection of every head in one batched matmul, and each
-    projection's block of the product is contiguous. At teaching sizes a matmul costs mostly
-    its fixed dispatch, so one is cheaper than three. Rebuilt only when one array is replaced.
+    ``x @ joined`` then makes every projection of every head in one plain matrix product: at
+    teaching sizes a matmul costs mostly its fixed dispatch, and one 2-D product is also
+    cheaper than a batched one. Rebuilt only when one of the three arrays is replaced.
     """
-    return _cached(_TENSOR_CACHE, _TENSOR_CACHE_SIZE, arrays, (*map(id, arrays), dev, tdtype),
-                   lambda: _torch().tensor(np.concatenate(arrays, axis=0), dtype=tdtype, device=dev))
+    arrays = (session.w_query, session.w_key, session.w_value)
+
+    def build():
+        # (H, d, k) → (d, H·k): head h's columns are h·k … h·k + k - 1.
+        columns = [np.moveaxis(w, 0, 1).reshape(w.shape[1], -1) for w in arrays]
+        return _torch().tensor(np.concatenate(columns, axis=1), dtype=tdtype, device=dev)
+
+    return _cached(_TENSOR_CACHE, _TENSOR_CACHE_SIZE, arrays, (*map(id, arrays), dev, tdtype, "qkv"), build)
+
+
+def split_projections(joined, heads: int, d_k: int, d_v: int):
+    """Q, K and V as (H, n, ·) views of the joined (n, H·d_k + H·d_k + H·d_v) product.
+
+    ``joined`` is the torch tensor or its host numpy array (one host copy serves all three).
+    """
+    n = joined.shape[0]
+    host = isinstance(joined, np.ndarray)
+    if d_k == d_v:  # the usual case, in as few operations as possible
+        if host:
+            qkv = joined.reshape(n, 3, heads, d_k).transpose(1, 2, 0, 3)
+            return qkv[0], qkv[1], qkv[2]
+        return joined.view(n, 3, heads, d_k).permute(1, 2, 0, 3).unbind(0)
+    hk = heads * d_k
+    parts = (joined[:, :hk], joined[:, hk:2 * hk], joined[:, 2 * hk:])
+    return tuple(p.reshape(n, heads, -1).swapaxes(0, 1) for p in parts)
 
 
 def projections(session: Session, x, tdtype, dev):
-    """``(joined, q, k, v)``: Q, K and V of every head as contiguous (H, n, ·) tensors.
-
-    ``joined`` is the (P, H, n, d_k) tensor q and k (and v, when d_v = d_k) are views of, so
-    that one host copy serves them all; v is its own tensor when its width differs.
-    """
-    heads, n, d_k = session.heads, session.n, session.d_k
-    if session.d_v == d_k:
-        w = stacked_weights((session.w_query, session.w_key, session.w_value), tdtype, dev)
-        joined = (x @ w).view(3, heads, n, d_k)
-        q, k, v = joined.unbind(0)
-    else:
-        w = stacked_weights((session.w_query, session.w_key), tdtype, dev)
-        joined = (x @ w).view(2, heads, n, d_k)
-        q, k = joined.unbind(0)
-        v = x @ device_tensor(session.w_value, tdtype, dev)
-    return joined, q, k, v
+    """``(joined, q, k, v)``: the joined product X·[W_q | W_k | W_v] and Q, K, V views of it."""
+    joined = x @ projection_weights(session, tdtype, dev)
+    return (joined, *split_projections(joined, session.heads, session.d_k, session.d_v))
 
 
 def _max_abs(a: np.ndarray) -> float:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .device_inputs import cannot_overflow, device_tensor, projections
+from .device_inputs import cannot_overflow, device_tensor, projections, split_projections
 from .errors import EngineError
 from .session import Session
 
@@ -252,6 +252,11 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
             # An n×n buffer per intermediate is the engine's whole memory bill at 4,096 tokens;
             # the ones the caller did not ask for are overwritten in place instead of copied.
             scaled = scores.mul_(factor) if "scores" not in wanted else scores * factor
+            # A score that overflowed to -inf would pass for a masked cell (weight 0) and never
+            # reach the output, so unless the bound rules overflow out, the scores are looked
+            # at here, before the mask writes its own -inf into them.
+            if not checked and not (_all_finite(scaled) and (scaled is scores or _all_finite(scores))):
+                raise _overflow(dtype, device)
             if any_blocked:
                 m = torch.tensor(mask_np, device=dev)
                 # exp(-inf) = 0, so blocked cells get weight exactly 0 in rows with a free key.
@@ -274,18 +279,15 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
                 output = concat @ device_tensor(session.w_out, tdtype, dev)
             else:
                 output = None  # the output is the concatenation itself, made on the host below
-            # Overflow turns into inf or NaN somewhere upstream and always reaches the small
-            # head outputs (a NaN weight row makes a NaN output row), so checking them suffices.
+            # Past the scores, an overflow (in V, or a NaN weight row from +inf scores) always
+            # reaches the small head outputs, so checking them and the output suffices.
             finite = checked or (_all_finite(head_out) and (output is None or _all_finite(output)))
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
             elapsed = (time.perf_counter() - start) * 1000.0
             if not finite:
-                raise EngineError(
-                    f"the numbers are too large for {dtype}: the attention output overflowed to inf/NaN "
-                    f"on {device}; use float64 or smaller embeddings and weights"
-                )
-            host = _to_host(session, wanted, dev, tdtype, joined, v, scores, scaled, weights, head_out, output)
+                raise _overflow(dtype, device)
+            host = _to_host(session, wanted, dev, tdtype, joined, scores, scaled, weights, head_out, output)
     except (RuntimeError, NotImplementedError, MemoryError) as err:  # e.g. out of memory, a missing kernel
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineError(f"the engine failed on {device} ({dtype}): {first}") from None
@@ -301,12 +303,19 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     )
 
 
+def _overflow(dtype: str, device: str) -> EngineError:
+    return EngineError(
+        f"the numbers are too large for {dtype}: the attention overflowed to inf/NaN "
+        f"on {device}; use float64 or smaller embeddings and weights"
+    )
+
+
 def _read_only(a: np.ndarray) -> np.ndarray:
     a.flags.writeable = False
     return a
 
 
-def _to_host(session, wanted, dev, tdtype, joined, v, scores, scaled, weights, head_out, output) -> dict:
+def _to_host(session, wanted, dev, tdtype, joined, scores, scaled, weights, head_out, output) -> dict:
     """The intermediates in ``wanted`` as read-only host arrays; None for the others.
 
     On the CPU a host array is a view of the tensor's memory; elsewhere, or for half types
@@ -316,16 +325,12 @@ def _to_host(session, wanted, dev, tdtype, joined, v, scores, scaled, weights, h
     """
     to_host = _host_view if dev.type == "cpu" and tdtype.itemsize != 2 else _host
     host = dict.fromkeys(INTERMEDIATES)
-    if "Q" in wanted or "K" in wanted or ("V" in wanted and joined.shape[0] == 3):
-        block = to_host(joined)  # (3 or 2, H, n, d_k); indexing keeps numpy's read-only flag
-        if "Q" in wanted:
-            host["Q"] = block[0]
-        if "K" in wanted:
-            host["K"] = block[1]
-        if "V" in wanted and block.shape[0] == 3:
-            host["V"] = block[2]
-    if "V" in wanted and host["V"] is None:
-        host["V"] = to_host(v)
+    if "Q" in wanted or "K" in wanted or "V" in wanted:
+        # One host copy of the joined projections; numpy views keep its read-only flag.
+        q, k, v = split_projections(to_host(joined), session.heads, session.d_k, session.d_v)
+        host["Q"] = q if "Q" in wanted else None
+        host["K"] = k if "K" in wanted else None
+        host["V"] = v if "V" in wanted else None
     for name, t in (("scores", scores), ("scaled_scores", scaled), ("weights", weights)):
         if name in wanted:
             host[name] = to_host(t)

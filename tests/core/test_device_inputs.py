@@ -69,18 +69,24 @@ def test_numbers_the_bound_cannot_clear_still_compute_when_they_fit():
     np.testing.assert_allclose(r.V[0, 0], [200.0, 200.0])
 
 
-def test_a_stacked_tensor_follows_an_edit_of_any_of_its_arrays():
-    s = session_of(1.0, 1.0, d_v=2)
+@pytest.mark.parametrize("d_k, d_v", [(2, 2), (2, 3)])
+def test_joined_projections_follow_an_edit_and_split_into_q_k_v(d_k, d_v):
+    s = session_of(1.0, 1.0, d_k=d_k, d_v=d_v, heads=2)
     cpu = torch.device("cpu")
-    arrays = (s.w_query, s.w_key, s.w_value)
-    first = device_inputs.stacked_weights(arrays, torch.float64, cpu)
-    assert device_inputs.stacked_weights(arrays, torch.float64, cpu) is first
+    first = device_inputs.projection_weights(s, torch.float64, cpu)
+    assert device_inputs.projection_weights(s, torch.float64, cpu) is first
     w_value = s.w_value.copy()
     w_value[1, 2, 0] = 7.0
     edited = s.replace(w_value=w_value)
-    second = device_inputs.stacked_weights((edited.w_query, edited.w_key, edited.w_value), torch.float64, cpu)
+    second = device_inputs.projection_weights(edited, torch.float64, cpu)
     assert second is not first
-    np.testing.assert_array_equal(second.numpy(), np.concatenate([s.w_query, s.w_key, w_value]))
+    x = torch.tensor(s.embeddings)
+    joined = x @ second
+    expected = [np.einsum("nd,hdk->hnk", s.embeddings, w) for w in (s.w_query, s.w_key, w_value)]
+    for parts in (device_inputs.split_projections(joined, 2, d_k, d_v),
+                  device_inputs.split_projections(joined.numpy(), 2, d_k, d_v)):
+        for got, want in zip(parts, expected):
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12)
 
 
 def test_writable_arrays_are_never_cached():
@@ -89,3 +95,16 @@ def test_writable_arrays_are_never_cached():
     a[0, 0] = 5.0
     assert device_inputs.device_tensor(a, torch.float64, torch.device("cpu")) is not t
     assert device_inputs.device_tensor(a, torch.float64, torch.device("cpu"))[0, 0] == 5.0
+
+
+def test_a_score_overflowing_to_minus_inf_is_refused_not_taken_for_a_mask():
+    # score(a, a) = 300 · -300 = -90,000, beyond float16's -65,504: as -inf it would get weight
+    # 0 like a masked cell and leave every output finite, so only the scores can tell.
+    w_query = np.zeros((1, 2, 2))
+    w_query[0, 0, 0] = 300.0
+    w_key = -w_query
+    s = Session(tokens=("a", "b"), embeddings=np.eye(2), w_query=w_query, w_key=w_key,
+                w_value=np.ones((1, 2, 2)))
+    with pytest.raises(EngineError, match="too large for float16.*float64"):
+        compute(s, dtype="float16")
+    assert compute(s, dtype="float32").scores[0, 0, 0] == -90000.0

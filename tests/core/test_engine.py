@@ -244,10 +244,8 @@ def test_converted_inputs_are_reused_only_for_the_same_array():
     assert not np.allclose(first.Q, second.Q)
     # and the untouched weights come from the cache: the same stacked device tensor as before
     cpu = torch.device("cpu")
-    arrays = (s.w_query, s.w_key)  # d_k != d_v here: V has its own matmul
-    stacked = device_inputs.stacked_weights(arrays, torch.float64, cpu)
-    assert device_inputs.stacked_weights((edited.w_query, edited.w_key), torch.float64, cpu) is stacked
-    np.testing.assert_array_equal(stacked.numpy(), np.concatenate(arrays, axis=0))
+    joined = device_inputs.projection_weights(s, torch.float64, cpu)
+    assert device_inputs.projection_weights(edited, torch.float64, cpu) is joined
 
 
 def test_an_edited_weight_matrix_rebuilds_the_joined_projection():
