@@ -16,8 +16,9 @@ After start-up, work left by a window that crashed or was killed is offered for 
 For tests only: ``ATTNEXPLORER_TEST_EDIT="embeddings[i,j]=VALUE"`` makes the app apply that
 one edit through the document right after start (the kill-and-recover test uses it to have
 unsaved work in a separate process); ``ATTNEXPLORER_AUTOSAVE_MS`` shortens the autosave delay.
-For ``attnexplorer bench``: ``ATTNEXPLORER_EXIT_AFTER_PAINT=1`` quits as soon as the window has
-been painted once, so start-up to a painted window can be timed from outside.
+For ``attnexplorer bench``: ``ATTNEXPLORER_EXIT_AFTER_PAINT=1`` prints ``painted <unix time>``
+once the window has been painted for the first time and then quits, so start-up to a painted
+window can be timed from outside (without the interpreter's own exit).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 from ..core.errors import AttnExplorerError, PresetError
@@ -94,8 +96,12 @@ def _quit_after_first_paint(app, window) -> None:
         def eventFilter(self, obj, event):
             if event.type() == QEvent.Type.Paint:
                 obj.removeEventFilter(self)
-                QTimer.singleShot(0, app.quit)  # after this paint has finished
+                QTimer.singleShot(0, painted)  # after this paint has finished
             return False
+
+    def painted():
+        print(f"painted {time.time():.6f}", flush=True)
+        app.quit()
 
     window._first_paint = _FirstPaint(window)
     window.installEventFilter(window._first_paint)

@@ -49,11 +49,10 @@ class EmbeddingPanel(FigurePanel):
     def __init__(self, document, parent=None):
         super().__init__(document, parent)
         self.setToolTip(__doc__.split("\n\n")[1].replace("\n", " "))
-        self.plot = self.figure.addPlot(row=1, col=0)
+        self.plot = self.figure.addPlot(row=1, col=0, enableMenu=False)  # no menu: never built
         self.plot.setAspectLocked(True)
         self.plot.showGrid(x=True, y=True, alpha=0.2)
         self.plot.hideButtons()
-        self.plot.setMenuEnabled(False)
         self.plot.setLabel("bottom", "dimension 0")
         self.plot.setLabel("left", "dimension 1")
         # Room around the arrow tips for their labels ("k: dog"), which would be clipped.

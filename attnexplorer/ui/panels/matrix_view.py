@@ -48,6 +48,9 @@ class TokenAxis(pg.AxisItem):
         self._labels: tuple[str, ...] = ()
         self._label_px = 10.0
         self.setTickFont(theme.tick_font())
+        # Cell positions never want an SI prefix, and pyqtgraph would rebuild the axis title's
+        # HTML on every range change to decide that.
+        self.enableAutoSIPrefix(False)
         # Ticks point outward, toward the labels: pyqtgraph's default points them into the
         # plot, where a tick touching a cell's number reads as a minus sign ("-0.49").
         self.setStyle(tickLength=4)
@@ -317,7 +320,8 @@ class MatrixView(pg.PlotItem):
                  on_hover: Callable[[str], None] | None = None):
         self.row_axis = TokenAxis("left")
         self.col_axis = TokenAxis("bottom")
-        super().__init__(axisItems={"left": self.row_axis, "bottom": self.col_axis})
+        # No context menus: ours is the panel's; pyqtgraph's would only be built to be hidden.
+        super().__init__(axisItems={"left": self.row_axis, "bottom": self.col_axis}, enableMenu=False)
         # PlotItem's own title label would make the title's width the plot's minimum width.
         # The old label is kept (hidden, zero-sized) rather than deleted: a deleted item can
         # linger in the scene's index and crash a later hover.
@@ -338,7 +342,6 @@ class MatrixView(pg.PlotItem):
         self.setLabel("bottom", col_name)
         self.invertY(True)
         self.hideButtons()
-        self.setMenuEnabled(False)
         self.vb.setDefaultPadding(0.0)
 
         self.hatch = _Hatch()
@@ -366,7 +369,9 @@ class MatrixView(pg.PlotItem):
             cmap = theme.DIVERGING if signed else theme.SEQUENTIAL
             self.colorbar = pg.ColorBarItem(values=(-1, 1) if signed else (0, 1), colorMap=cmap, width=12,
                                             interactive=False, colorMapMenu=False)
-            self.colorbar.getAxis("right").setTickFont(theme.tick_font())
+            bar_axis = self.colorbar.getAxis("right")
+            bar_axis.setTickFont(theme.tick_font())
+            bar_axis.enableAutoSIPrefix(False)  # it has no title to put a prefix in
             # Inside this PlotItem's own layout (as ColorBarItem's insert_in does), so an
             # export of the plot carries its colour bar.
             self.layout.addItem(self.colorbar, 2, 5)

@@ -56,11 +56,10 @@ class _BarChart(pg.PlotItem):
 
     def __init__(self, title: str, y_label: str, y_range: tuple[float, float] | None = None):
         self.token_axis = TokenAxis("bottom")
-        super().__init__(axisItems={"bottom": self.token_axis})
+        super().__init__(axisItems={"bottom": self.token_axis}, enableMenu=False)  # no menu: never built
         self.setTitle(title, size="10pt")
         self.setLabel("left", y_label)
         self.hideButtons()
-        self.setMenuEnabled(False)
         self.setMouseEnabled(x=True, y=False)
         self.showGrid(y=True, alpha=0.25)
         self.getAxis("left").enableAutoSIPrefix(False)
@@ -140,11 +139,10 @@ class QueryPanel(FigurePanel):
         self.weight_chart = _BarChart("weights (sum to 1)", "weight", y_range=(0.0, 1.0))
         self.figure.addItem(self.score_chart, row=1, col=0)
         self.figure.addItem(self.weight_chart, row=1, col=1)
-        self.sum_chart = pg.PlotItem(axisItems={"bottom": TokenAxis("bottom")})
+        self.sum_chart = pg.PlotItem(axisItems={"bottom": TokenAxis("bottom")}, enableMenu=False)
         self.sum_chart.setTitle(SUM_TITLE, size="10pt")
         self.sum_chart.setLabel("left", "contribution")
         self.sum_chart.hideButtons()
-        self.sum_chart.setMenuEnabled(False)
         self.sum_chart.showGrid(y=True, alpha=0.25)
         self.sum_chart.getAxis("left").enableAutoSIPrefix(False)
         self.sum_chart.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("k", width=1)), ignoreBounds=True)

@@ -32,11 +32,10 @@ class SignalPanel(FigurePanel):
 
     def __init__(self, document, parent=None):
         super().__init__(document, parent)
-        self.plot = self.figure.addPlot(row=1, col=0)
+        self.plot = self.figure.addPlot(row=1, col=0, enableMenu=False)  # no menu: never built
         self.plot.setLabel("bottom", "position")
         self.plot.setLabel("left", "value")
         self.plot.hideButtons()
-        self.plot.setMenuEnabled(False)
         self.plot.showGrid(x=True, y=True, alpha=0.2)
         self.setToolTip("The shaded bump is the selected query's weight row (scaled to peak 1): "
                         "the samples it averages.")
