@@ -5,7 +5,8 @@ The engine runs on every edit, so what does not change between edits is done onc
 - device copies of session arrays, reused while the array lives (session arrays are immutable
   and ``session.replace`` shares the ones an edit does not touch, so typing into W_q converts
   only W_q again);
-- the projection weights stacked so that one matmul makes Q, K and V of all heads;
+- the projection weights side by side, so that one matrix product makes Q, K and V of all
+  heads;
 - a bound on every intermediate's size, from which the engine can tell, without looking at
   the result, that nothing can have overflowed.
 
@@ -98,12 +99,6 @@ def split_projections(joined, heads: int, d_k: int, d_v: int):
     hk = heads * d_k
     parts = (joined[:, :hk], joined[:, hk:2 * hk], joined[:, 2 * hk:])
     return tuple(p.reshape(n, heads, -1).swapaxes(0, 1) for p in parts)
-
-
-def projections(session: Session, x, tdtype, dev):
-    """``(joined, q, k, v)``: the joined product X·[W_q | W_k | W_v] and Q, K, V views of it."""
-    joined = x @ projection_weights(session, tdtype, dev)
-    return (joined, *split_projections(joined, session.heads, session.d_k, session.d_v))
 
 
 def _max_abs(a: np.ndarray) -> float:

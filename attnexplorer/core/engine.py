@@ -13,11 +13,11 @@ from __future__ import annotations
 import functools
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from .device_inputs import cannot_overflow, device_tensor, projections, split_projections
+from .device_inputs import cannot_overflow, device_tensor, projection_weights, split_projections
 from .errors import EngineError
 from .session import Session
 
@@ -95,14 +95,17 @@ def resolve(device: str, dtype: str):
     ``device`` is ``cpu``, ``cuda``, ``cuda:N`` or ``mps``; ``dtype`` one of ``DTYPES``. The
     messages name what is available instead.
     """
+    hit = _RESOLVED.get((device, dtype)) if isinstance(device, str) and isinstance(dtype, str) else None
+    if hit is not None:  # every compute asks again; devices do not come and go while we run
+        return hit
     torch = _torch()
     if not isinstance(device, str):
         raise EngineError(f"device must be a name such as 'cpu' or 'cuda', got {device!r}")
     if not isinstance(dtype, str):
         raise EngineError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     if device == "cpu" and dtype in ("float32", "float64"):
-        # Always there: skip the device and dtype probes on the path every edit takes.
-        return torch.device("cpu"), getattr(torch, dtype)
+        # Always there: skip the device and dtype probes.
+        return _RESOLVED.setdefault((device, dtype), (torch.device("cpu"), getattr(torch, dtype)))
     base, _, index = device.partition(":")
     devices = available_devices()
     if base not in devices:
@@ -118,7 +121,10 @@ def resolve(device: str, dtype: str):
     offered = supported_dtypes(base)
     if dtype not in offered:
         raise EngineError(f"dtype {dtype} is not supported on {base}; choose one of {', '.join(offered)}")
-    return torch.device(device), getattr(torch, dtype)
+    return _RESOLVED.setdefault((device, dtype), (torch.device(device), getattr(torch, dtype)))
+
+
+_RESOLVED: dict = {}
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,7 +158,15 @@ class AttentionResult:
     device: str = "cpu"
     dtype: str = "float32"
     compute_ms: float = 0.0
-    extras: dict = field(default_factory=dict)
+
+    @classmethod
+    def _from_fields(cls, fields: dict) -> "AttentionResult":
+        """The engine's constructor: ``fields`` names every field. One result is made per
+        compute, and filling the instance dict directly skips the frozen dataclass's
+        per-field ``object.__setattr__`` calls; the result is the same frozen object."""
+        result = object.__new__(cls)
+        result.__dict__.update(fields)
+        return result
 
     @property
     def heads(self) -> int:
@@ -246,8 +260,9 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     start = time.perf_counter()
     try:
         with torch.inference_mode():
-            x = device_tensor(session.embeddings, tdtype, dev)
-            joined, q, k, v = projections(session, x, tdtype, dev)
+            # X·[W_q | W_k | W_v]: every projection of every head in one matrix product.
+            joined = device_tensor(session.embeddings, tdtype, dev) @ projection_weights(session, tdtype, dev)
+            q, k, v = split_projections(joined, session.heads, session.d_k, session.d_v)
             scores = q @ k.mT
             # An n×n buffer per intermediate is the engine's whole memory bill at 4,096 tokens;
             # the ones the caller did not ask for are overwritten in place instead of copied.
@@ -287,20 +302,13 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
             elapsed = (time.perf_counter() - start) * 1000.0
             if not finite:
                 raise _overflow(dtype, device)
-            host = _to_host(session, wanted, dev, tdtype, joined, scores, scaled, weights, head_out, output)
+            fields = _to_host(session, wanted, dev, tdtype, joined, scores, scaled, weights, head_out, output)
     except (RuntimeError, NotImplementedError, MemoryError) as err:  # e.g. out of memory, a missing kernel
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineError(f"the engine failed on {device} ({dtype}): {first}") from None
-    return AttentionResult(
-        tokens=session.tokens,
-        scale_factor=factor,
-        mask=mask_np,
-        blocked_rows=blocked_rows_np,
-        device=str(dev),
-        dtype=dtype,
-        compute_ms=elapsed,
-        **host,
-    )
+    fields.update(tokens=session.tokens, scale_factor=factor, mask=mask_np, blocked_rows=blocked_rows_np,
+                  device=str(dev), dtype=dtype, compute_ms=elapsed)
+    return AttentionResult._from_fields(fields)
 
 
 def _overflow(dtype: str, device: str) -> EngineError:
@@ -320,14 +328,23 @@ def _to_host(session, wanted, dev, tdtype, joined, scores, scaled, weights, head
 
     On the CPU a host array is a view of the tensor's memory; elsewhere, or for half types
     (numpy has no bfloat16), it is a float32 copy. Views that numpy can make from another host
-    array (Q, K and V from their joined block, the concatenation from the head outputs) cost no
-    device transfer and no torch call.
+    array (Q, K and V from their joined product, the concatenation from the head outputs) cost
+    no device transfer and no torch call.
     """
+    heads, d_k, d_v = session.heads, session.d_k, session.d_v
+    if wanted is _EVERYTHING and output is None and dev.type == "cpu" and tdtype.itemsize != 2:
+        # What the window asks for at teaching sizes, so it is spelled out: each call here runs
+        # on every edit, right after the kernels have had the CPU caches.
+        q, k, v = split_projections(_host_view(joined), heads, d_k, d_v)
+        per_head = _host_view(head_out)
+        concat = _concat(per_head, session.n)
+        return {"Q": q, "K": k, "V": v, "scores": _host_view(scores), "scaled_scores": _host_view(scaled),
+                "weights": _host_view(weights), "head_outputs": per_head, "concat": concat, "output": concat}
     to_host = _host_view if dev.type == "cpu" and tdtype.itemsize != 2 else _host
     host = dict.fromkeys(INTERMEDIATES)
     if "Q" in wanted or "K" in wanted or "V" in wanted:
         # One host copy of the joined projections; numpy views keep its read-only flag.
-        q, k, v = split_projections(to_host(joined), session.heads, session.d_k, session.d_v)
+        q, k, v = split_projections(to_host(joined), heads, d_k, d_v)
         host["Q"] = q if "Q" in wanted else None
         host["K"] = k if "K" in wanted else None
         host["V"] = v if "V" in wanted else None
@@ -336,18 +353,23 @@ def _to_host(session, wanted, dev, tdtype, joined, scores, scaled, weights, head
             host[name] = to_host(t)
     concat_wanted = "concat" in wanted or ("output" in wanted and output is None)
     if "head_outputs" in wanted or concat_wanted:
-        heads = to_host(head_out)
+        per_head = to_host(head_out)
         if "head_outputs" in wanted:
-            host["head_outputs"] = heads
+            host["head_outputs"] = per_head
         if concat_wanted:
-            # (H, n, d_v) → (n, H·d_v): a view for one head, a copy (made read-only) for more.
-            host["concat"] = heads[0] if heads.shape[0] == 1 else _read_only(
-                np.ascontiguousarray(heads.transpose(1, 0, 2)).reshape(session.n, -1))
+            host["concat"] = _concat(per_head, session.n)
     if "output" in wanted:
         host["output"] = host["concat"] if output is None else to_host(output)
     if "concat" not in wanted:
         host["concat"] = None
     return host
+
+
+def _concat(per_head: np.ndarray, n: int) -> np.ndarray:
+    """(H, n, d_v) → (n, H·d_v): a view for one head, a read-only copy for more."""
+    if per_head.shape[0] == 1:
+        return per_head[0]
+    return _read_only(np.ascontiguousarray(per_head.transpose(1, 0, 2)).reshape(n, -1))
 
 
 def measure_engine_overhead(n: int, d: int = 64, heads: int = 1, repeats: int = 15, device: str = "cpu",

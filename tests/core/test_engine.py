@@ -163,6 +163,7 @@ def test_cpu_offers_float32_and_float64_and_halves_on_this_torch():
 
 
 def test_unsupported_dtype_on_device_is_named(monkeypatch):
+    monkeypatch.setattr(engine, "_RESOLVED", {})  # forget what earlier tests resolved
     monkeypatch.setattr(engine, "_dtype_works", lambda device, dtype: dtype != "bfloat16")
     with pytest.raises(EngineError, match=r"bfloat16 is not supported on cpu; choose one of float32, float64, float16"):
         compute(make_session(), dtype="bfloat16")
@@ -170,12 +171,14 @@ def test_unsupported_dtype_on_device_is_named(monkeypatch):
 
 @pytest.mark.parametrize("device", ["tpu", "CPU", "cuda:x", "cpu:0:1"])
 def test_unavailable_device_names_the_available_ones(device, monkeypatch):
+    monkeypatch.setattr(engine, "_RESOLVED", {})
     monkeypatch.setattr(engine, "available_devices", lambda: ["cpu"])
     with pytest.raises(EngineError, match=f"{device!r}.*available: cpu"):
         compute(make_session(), device=device)
 
 
 def test_missing_cuda_names_the_available_ones(monkeypatch):
+    monkeypatch.setattr(engine, "_RESOLVED", {})  # on a GPU machine earlier tests resolved cuda
     monkeypatch.setattr(engine, "available_devices", lambda: ["cpu"])
     with pytest.raises(EngineError, match="'cuda' is not available here; available: cpu"):
         compute(make_session(), device="cuda")
@@ -268,3 +271,13 @@ def test_recycled_ids_do_not_reach_a_stale_tensor():
         r = compute(s, dtype="float64")
         np.testing.assert_allclose(r.V[0, :, 0], [2 * value, 2 * value])
         del s, r
+
+
+@pytest.mark.parametrize("keep", [None, ("weights",)])
+def test_results_carry_every_field_and_stay_frozen(keep):
+    import dataclasses
+
+    r = compute(make_session(), keep=keep)
+    assert {f.name for f in dataclasses.fields(engine.AttentionResult)} == set(vars(r))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.weights = None
