@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QImage, QPainter
+from PySide6.QtWidgets import QGraphicsItem
 
 from attnexplorer.core.presets import build_preset
 from attnexplorer.core.session import Mask, Session
@@ -228,3 +230,23 @@ def test_cell_numbers_never_need_an_exponent():
     assert texts == ["0.883", "0.000", "0.025", "1.000"]
     texts, _ = theme.cell_texts(np.array([0.0386, 0.687, 3.4707, -0.6004]), [8])
     assert texts == ["0.0386", "0.687", "3.471", "-0.6004"]
+
+
+def test_grids_are_opaque_and_lie_behind_the_data(pronoun, sine, qtbot):
+    """Translucent grid lines cost milliseconds a frame; opaque ones must not cover the data."""
+    query = shown(qtbot, QueryPanel(pronoun))
+    signal = shown(qtbot, SignalPanel(sine))
+    embedding = shown(qtbot, EmbeddingPanel(pronoun))
+    grids = [(query.score_chart, "left"), (query.sum_chart, "left"), (signal.plot, "left"),
+             (signal.plot, "bottom"), (embedding.plot, "left"), (embedding.plot, "bottom")]
+    for plot, side in grids:
+        axis = plot.getAxis(side)
+        assert axis.grid == 255 and axis.tickPen().color().alpha() == 255
+        behind = QGraphicsItem.GraphicsItemFlag.ItemStacksBehindParent
+        assert axis.flags() & behind and not plot.vb.flags() & behind  # drawn before the data
+        # the lines' pens as drawn: pyqtgraph keeps the alpha we asked for on every level
+        image = QImage(10, 10, QImage.Format.Format_ARGB32)
+        painter = QPainter(image)
+        specs = axis.generateDrawSpecs(painter)
+        painter.end()
+        assert specs and all(pen.color().alpha() == 255 for pen, _p1, _p2 in specs[1])

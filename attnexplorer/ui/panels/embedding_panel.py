@@ -51,7 +51,7 @@ class EmbeddingPanel(FigurePanel):
         self.setToolTip(__doc__.split("\n\n")[1].replace("\n", " "))
         self.plot = self.figure.addPlot(row=1, col=0, enableMenu=False)  # no menu: never built
         self.plot.setAspectLocked(True)
-        self.plot.showGrid(x=True, y=True, alpha=0.2)
+        theme.light_grid(self.plot, x=True, y=True)
         self.plot.hideButtons()
         self.plot.setLabel("bottom", "dimension 0")
         self.plot.setLabel("left", "dimension 1")

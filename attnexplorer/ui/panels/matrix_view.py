@@ -46,6 +46,7 @@ class TokenAxis(pg.AxisItem):
     def __init__(self, orientation: str, **kwargs):
         super().__init__(orientation, **kwargs)
         self._labels: tuple[str, ...] = ()
+        self._given: tuple[str, ...] = ()
         self._label_px = 10.0
         self.setTickFont(theme.tick_font())
         # Cell positions never want an SI prefix, and pyqtgraph would rebuild the axis title's
@@ -63,7 +64,11 @@ class TokenAxis(pg.AxisItem):
         return self._labels
 
     def set_labels(self, labels: Sequence[str]) -> None:
-        labels = tuple(theme.short_label(t) for t in labels)
+        given = tuple(labels)
+        if given == self._given:  # every redraw passes the tokens again; usually the same ones
+            return
+        self._given = given
+        labels = tuple(theme.short_label(t) for t in given)
         if labels != self._labels:
             self._labels = labels
             metrics = QFontMetricsF(theme.tick_font())

@@ -61,7 +61,7 @@ class _BarChart(pg.PlotItem):
         self.setLabel("left", y_label)
         self.hideButtons()
         self.setMouseEnabled(x=True, y=False)
-        self.showGrid(y=True, alpha=0.25)
+        theme.light_grid(self, y=True)
         self.getAxis("left").enableAutoSIPrefix(False)
         # A few bar items with one brush each, not one brush per bar: at 4,096 keys a redraw
         # stays a handful of numpy calls. ``highlight`` colours a few chosen keys on top,
@@ -143,7 +143,7 @@ class QueryPanel(FigurePanel):
         self.sum_chart.setTitle(SUM_TITLE, size="10pt")
         self.sum_chart.setLabel("left", "contribution")
         self.sum_chart.hideButtons()
-        self.sum_chart.showGrid(y=True, alpha=0.25)
+        theme.light_grid(self.sum_chart, y=True)
         self.sum_chart.getAxis("left").enableAutoSIPrefix(False)
         self.sum_chart.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("k", width=1)), ignoreBounds=True)
         self.figure.addItem(self.sum_chart, row=2, col=0, colspan=2)

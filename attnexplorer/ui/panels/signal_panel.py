@@ -36,7 +36,7 @@ class SignalPanel(FigurePanel):
         self.plot.setLabel("bottom", "position")
         self.plot.setLabel("left", "value")
         self.plot.hideButtons()
-        self.plot.showGrid(x=True, y=True, alpha=0.2)
+        theme.light_grid(self.plot, x=True, y=True)
         self.setToolTip("The shaded bump is the selected query's weight row (scaled to peak 1): "
                         "the samples it averages.")
         # The legend is a row of its own under the plot: inside, it hid the curves.

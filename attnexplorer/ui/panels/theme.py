@@ -56,6 +56,30 @@ def cosmetic_pen(color, width: float = 2.0, style=Qt.PenStyle.SolidLine) -> QPen
     return pen
 
 
+# Grid lines: the light grey a 20 % black line leaves on the white plot background.
+GRID_COLOR = QColor("#d6d6d6")
+
+
+def light_grid(plot, *, x: bool = False, y: bool = False) -> None:
+    """Grid lines across ``plot`` at its major and minor ticks, in opaque light grey.
+
+    pyqtgraph's ``showGrid`` draws them translucent, and Qt's raster engine draws a
+    translucent line about 25 times slower than an opaque one: on the query and signal
+    panels, whose axes change on every edit or slider step, that was several milliseconds a
+    frame. Opaque lines must not cover the data, so the axis (which draws them) goes
+    behind the plot's view box instead of in front of it; its labels lie outside the view.
+    """
+    for name, on in (("bottom", x), ("left", y)):
+        if on:
+            axis = plot.getAxis(name)
+            axis.setTickPen(pg.mkPen(GRID_COLOR))
+            axis.setStyle(tickAlpha=255, maxTickLevel=1)
+            axis.setGrid(255)
+            # Negative z: pyqtgraph's items then stack behind their parent, the plot, and so
+            # behind the view box that holds the data.
+            axis.setZValue(-1)
+
+
 def monospace_font(point_size: int = 10) -> QFont:
     font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
     font.setPointSize(point_size)
