@@ -109,6 +109,9 @@ class ValueSlider(QWidget):
         return float(self.spin.value())
 
     def set_value(self, value: float) -> None:
+        shown = int(value) if self.integer else round(float(value), self.spin.decimals())
+        if self.spin.value() == shown and (self.slider.isSliderDown() or self.slider.value() == self._to_position(value)):
+            return  # every edit syncs the controls; setting a value again would still repaint it
         with QSignalBlocker(self.spin), QSignalBlocker(self.slider):
             self.spin.setValue(int(value) if self.integer else float(value))
             if not self.slider.isSliderDown():

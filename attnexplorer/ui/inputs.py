@@ -323,8 +323,9 @@ class TokensPage(QWidget):
 
     # -- following the document ---------------------------------------------------------------
     def _on_session_changed(self, session) -> None:
-        with QSignalBlocker(self.d_spin):
-            self.d_spin.setValue(session.d)
+        if self.d_spin.value() != session.d:  # setting the same value again still repaints
+            with QSignalBlocker(self.d_spin):
+                self.d_spin.setValue(session.d)
         try:
             current = tokenize(self.sentence.text())
         except AttnExplorerError:

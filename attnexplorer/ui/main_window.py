@@ -357,6 +357,13 @@ class MainWindow(QMainWindow):
         for label in (self.device_label, self.compute_label, self.draw_label):
             label.setContentsMargins(6, 0, 6, 0)
             bar.addPermanentWidget(label)
+        # The timings change on every edit. A label whose size can change asks the window to
+        # lay itself out again, which repaints the whole window; at a fixed size wide enough
+        # for any timing, only the label repaints.
+        for label, widest in ((self.compute_label, "compute 00000.0 ms"), (self.draw_label, "draw 00000.0 ms")):
+            label.setText(widest)
+            label.setFixedSize(label.sizeHint())
+            label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 
     def _update_device(self) -> None:
         self.device_label.setText(f"{self.document.device} · {self.document.dtype}")

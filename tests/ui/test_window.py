@@ -121,6 +121,56 @@ def test_edit_through_document_redraws_visible_panels(make_window):
     assert window.draw_label.text() == f"draw {window.last_draw_ms:.1f} ms"
 
 
+def test_an_edit_repaints_what_changed_not_the_whole_window(make_window, qtbot):
+    """The timings in the status bar change on every edit; they must not make the window lay
+    itself out and repaint everything, nor may controls whose values did not change repaint."""
+    from PySide6.QtCore import QEvent, QObject
+
+    window = make_window("random")
+    window.resize(1280, 800)  # the preset's sliders in view
+    doc = window.document
+    qtbot.wait(100)  # the first paints of the new window are done before we watch
+    painted, relaid = [], []
+
+    class Watch(QObject):
+        def eventFilter(self, obj, event):
+            if event.type() == QEvent.Type.Paint:  # the area painted, not its bounding box
+                painted.append((obj, sum(r.width() * r.height() for r in event.region())))
+            elif event.type() == QEvent.Type.LayoutRequest and obj is window and timing_only:
+                relaid.append(obj)
+            return False
+
+    timing_only = False
+
+    def settle():
+        for _ in range(3):
+            QApplication.processEvents()
+
+    watch = Watch()
+    QApplication.instance().installEventFilter(watch)
+    try:
+        for value in (2.0, 3.0):
+            _edit_embedding(doc, value)
+            assert doc.wait_idle()
+            settle()
+        # a timing that needs more digits than the last one, and nothing else
+        timing_only = True
+        window.last_draw_ms = 12345.6
+        window._update_status()
+        settle()
+    finally:
+        QApplication.instance().removeEventFilter(watch)
+    assert painted, "the edit repainted nothing"
+    area = window.width() * window.height()
+    assert not [a for obj, a in painted if obj is window and a > area / 2]
+    assert not relaid, "a status-bar timing made the whole window lay itself out again"
+    assert window.draw_label.text() == "draw 12345.6 ms"
+    sliders = list(window.controls.param_widgets.values())
+    assert sliders and window.controls.isVisible()
+    repainted = [obj for obj, _a in painted if any(obj is w or w.isAncestorOf(obj) for w in sliders)]
+    assert not repainted, "preset controls whose values did not change repainted"
+
+
 def test_undo_redo_through_menu_actions_and_modified_marker(make_window):
     window = make_window("dessert")
     doc = window.document
