@@ -129,7 +129,15 @@ def test_an_edit_repaints_what_changed_not_the_whole_window(make_window, qtbot):
     window = make_window("random")
     window.resize(1280, 800)  # the preset's sliders in view
     doc = window.document
-    qtbot.wait(100)  # the first paints of the new window are done before we watch
+    # The new window's first paints and an edit's first-time effects (a scroll bar appearing
+    # in Explain) are done before we watch.
+    # Becoming the active window repaints every widget (the palette changes), so that is done
+    # first too.
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    _edit_embedding(doc, 1.0)
+    assert doc.wait_idle()
+    qtbot.wait(200)
     painted, relaid = [], []
 
     class Watch(QObject):
