@@ -95,7 +95,8 @@ def bench_engine(sizes, devices, repeats) -> list[dict]:
         for n in sizes:
             # A call at n ≤ 512 takes well under a millisecond: many samples cost nothing and
             # keep one scheduler hiccup from moving the median.
-            reps = repeats * 5 if n <= 512 else repeats if n <= 2048 else max(3, repeats // 3)
+            reps = (repeats * 5 if n <= 512 else repeats * 3 if n <= 1024 else repeats if n <= 2048
+                    else max(3, repeats // 3))
             row = measure_engine_overhead(n, d=64, heads=1, repeats=reps, device=device)
             row["met"] = n < 256 or row["ratio"] <= TARGETS["engine_ratio"]
             rows.append(row)

@@ -421,7 +421,7 @@ def measure_engine_overhead(n: int, d: int = 64, heads: int = 1, repeats: int = 
     def engine():
         return compute(session, device=device, dtype=dtype, keep=keep)
 
-    for _ in range(2):  # warm-up: first calls allocate, load kernels and fill caches
+    for _ in range(3):  # warm-up: first calls allocate, load kernels and fill caches
         bare()
         engine()
     times = {"bare": [], "engine": []}
