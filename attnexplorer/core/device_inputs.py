@@ -124,20 +124,25 @@ def _largest_intermediate(session: Session, factor: float) -> float:
     return bound
 
 
-def cannot_overflow(session: Session, factor: float, largest: float) -> bool:
-    """Whether no intermediate can exceed ``largest`` (the dtype's largest finite number).
+def cannot_overflow(session: Session, factor: float, largest: float, eps: float) -> bool:
+    """Whether no intermediate can exceed ``largest``, the dtype's largest finite number
+    (``eps`` is its machine epsilon).
 
     From the inputs alone: |q| ≤ r·max|W_q| where r is the largest row sum of |X| (likewise k
     and v); |score| ≤ d_k·max|q|·max|k|; softmax of finite scores is finite and at most 1
     (torch subtracts each row's maximum), so |head output| ≤ max|v|; and |output| ≤
     H·d_v·max|v|·max|W_o|. Every partial sum inside a matmul is bounded by the same sums of
-    absolute values. A factor of 8 covers rounding. Per-array maxima are cached, and so is the
-    bound for a whole set of arrays, so this costs one lookup when the inputs have not changed
-    and a few multiplications when one has; when it says False the engine looks at the result.
+    absolute values, times the rounding a sum of m terms can add, at most a factor of
+    exp(m·eps) (m the longest sum: d, d_k, n or H·d_v); twice that is the margin kept. For
+    float32 that is about 2; for a half type and long sums it is large, and then the engine
+    looks at the result instead. Per-array maxima are cached, and so is the bound for a whole
+    set of arrays, so this costs one lookup when the inputs have not changed and a few
+    multiplications when one has.
     """
     arrays = (session.embeddings, session.w_query, session.w_key, session.w_value)
     if session.w_out is not None:
         arrays += (session.w_out,)
-    bound = _cached(_BOUNDS, _BOUNDS_SIZE, arrays, (*map(id, arrays), factor),
-                    lambda: _largest_intermediate(session, factor))
-    return math.isfinite(bound) and bound * 8.0 < largest
+    bound, longest = _cached(_BOUNDS, _BOUNDS_SIZE, arrays, (*map(id, arrays), factor), lambda: (
+        _largest_intermediate(session, factor),
+        max(session.d, session.d_k, session.n, session.heads * session.d_v)))
+    return math.isfinite(bound) and bound * 2.0 * math.exp(min(longest * eps, 700.0)) < largest

@@ -256,7 +256,8 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     factor = session.scale.factor(session.d_k)
     # Decided from the inputs before any work: when nothing can overflow, the result need not
     # be searched for inf/NaN afterwards.
-    checked = cannot_overflow(session, factor, torch.finfo(tdtype).max)
+    info = torch.finfo(tdtype)
+    checked = cannot_overflow(session, factor, info.max, info.eps)
     start = time.perf_counter()
     try:
         with torch.inference_mode():

@@ -32,7 +32,8 @@ def test_the_bound_never_lets_an_overflow_through(ex, ew, dtype, d_v, w_out, see
     """Whenever the bound says nothing can overflow, nothing has; otherwise the engine looks."""
     s = session_of(10.0 ** ex, 10.0 ** ew, d_v=d_v, w_out=w_out, seed=seed)
     factor = s.scale.factor(s.d_k)
-    safe = device_inputs.cannot_overflow(s, factor, torch.finfo(getattr(torch, dtype)).max)
+    info = torch.finfo(getattr(torch, dtype))
+    safe = device_inputs.cannot_overflow(s, factor, info.max, info.eps)
     try:
         r = compute(s, dtype=dtype)
     except EngineError as err:
@@ -45,13 +46,22 @@ def test_the_bound_never_lets_an_overflow_through(ex, ew, dtype, d_v, w_out, see
 
 
 def test_small_numbers_are_known_safe_and_huge_ones_are_checked():
+    f32, f16 = torch.finfo(torch.float32), torch.finfo(torch.float16)
     s = session_of(1.0, 1.0)
-    assert device_inputs.cannot_overflow(s, 0.5, torch.finfo(torch.float32).max)
-    assert not device_inputs.cannot_overflow(s.replace(embeddings=s.embeddings * 1e20), 0.5,
-                                             torch.finfo(torch.float32).max)
+    assert device_inputs.cannot_overflow(s, 0.5, f32.max, f32.eps)
+    assert not device_inputs.cannot_overflow(s.replace(embeddings=s.embeddings * 1e20), 0.5, f32.max, f32.eps)
     # float16 overflows near 65,504: moderate numbers already need the real check
     moderate = session_of(30.0, 3.0)
-    assert not device_inputs.cannot_overflow(moderate, 0.5, torch.finfo(torch.float16).max)
+    assert not device_inputs.cannot_overflow(moderate, 0.5, f16.max, f16.eps)
+    # Long sums in a half type need room for rounding: scores up to 7,200 are safe in float16
+    # with 4 tokens, but not with 2,048, where the result is looked at instead.
+    def of(n):
+        return Session(tokens=tuple(f"t{i}" for i in range(n)), embeddings=np.full((n, 2), 30.0),
+                       w_query=np.ones((1, 2, 2)), w_key=np.ones((1, 2, 2)), w_value=np.ones((1, 2, 2)))
+
+    assert device_inputs.cannot_overflow(of(4), 1.0, f16.max, f16.eps)
+    assert not device_inputs.cannot_overflow(of(2048), 1.0, f16.max, f16.eps)
+    assert device_inputs.cannot_overflow(of(2048), 1.0, f32.max, f32.eps)
 
 
 def test_numbers_the_bound_cannot_clear_still_compute_when_they_fit():
@@ -63,7 +73,8 @@ def test_numbers_the_bound_cannot_clear_still_compute_when_they_fit():
     w[0, 1, :] = 400.0  # the large weights only ever meet x's zero column
     s = Session(tokens=("a", "b", "c"), embeddings=x, w_query=w, w_key=w, w_value=np.ones((1, 2, 2)))
     factor = s.scale.factor(s.d_k)
-    assert not device_inputs.cannot_overflow(s, factor, torch.finfo(torch.float16).max)
+    f16 = torch.finfo(torch.float16)
+    assert not device_inputs.cannot_overflow(s, factor, f16.max, f16.eps)
     r = compute(s, dtype="float16")
     np.testing.assert_allclose(r.scores[0], [[8.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], rtol=1e-2)
     np.testing.assert_allclose(r.V[0, 0], [200.0, 200.0])
