@@ -27,6 +27,7 @@ same run, so a busy machine slows both sides alike):
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
@@ -514,6 +515,11 @@ def format_report(r: dict) -> str:
 
 
 def run_bench(args) -> int:
+    if importlib.util.find_spec("matplotlib") is None:
+        # Found out now, not half a minute in, when the heatmap comparison needs it.
+        print("attnexplorer bench: the heatmap comparison needs matplotlib, which is not installed; "
+              "install it with: python3 -m pip install matplotlib", file=sys.stderr)
+        return 2
     results = collect(quick=getattr(args, "quick", False), device=getattr(args, "device", None))
     if getattr(args, "json", False):
         print(json.dumps(results, indent=2))

@@ -53,3 +53,16 @@ def test_bench_text_report_names_every_section():
     for words in ("Engine vs bare torch", "Edit → every visible panel", "Dragging the sine", "matplotlib",
                   "Large session n = 4096: FAILED: boom", "Start-up"):
         assert words in report
+
+
+def test_bench_without_matplotlib_says_what_to_install_and_runs_nothing(monkeypatch, capsys):
+    import importlib.util
+
+    from attnexplorer import bench
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    monkeypatch.setattr(bench, "collect", lambda **kw: (_ for _ in ()).throw(AssertionError("ran anyway")))
+    assert bench.run_bench(type("Args", (), {"quick": True})()) == 2
+    err = capsys.readouterr().err
+    assert "needs matplotlib" in err and "pip install matplotlib" in err
