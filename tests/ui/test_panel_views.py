@@ -137,6 +137,39 @@ def test_embedding_scatter_and_arrows(pronoun, qtbot):
     assert "first two" in panel.toolTip()
 
 
+def test_embedding_labels_do_not_overlap_and_sit_by_their_points(pronoun, qtbot):
+    """The pronoun preset has "The" and "the" almost on one spot and "happy" beside "fetched"."""
+    panel = shown(qtbot, EmbeddingPanel(pronoun))
+    labels = [t for t in panel.labels if t.isVisible()]
+    rects = [t.sceneBoundingRect() for t in labels]
+    for a in range(len(rects)):
+        for b in range(a + 1, len(rects)):
+            assert not rects[a].intersects(rects[b]), (labels[a].toPlainText(), labels[b].toPlainText())
+    # each label is nearer its own point than any other point, on screen
+    vb = panel.plot.vb
+    points = [vb.mapViewToScene(QPointF(*p)) for p in panel.point_positions()]
+
+    def gap(rect, p):
+        return np.hypot(max(rect.left() - p.x(), 0, p.x() - rect.right()), max(rect.top() - p.y(), 0, p.y() - rect.bottom()))
+
+    for i, rect in enumerate(rects):
+        own = gap(rect, points[i])
+        assert own < 12, labels[i].toPlainText()
+        assert all(gap(rect, p) >= own for k, p in enumerate(points) if k != i), labels[i].toPlainText()
+
+
+def test_place_labels_puts_coincident_points_labels_apart():
+    from attnexplorer.ui.panels.embedding_panel import place_labels
+
+    points = np.array([[100.0, 100.0], [101.0, 100.0], [300.0, 300.0]])
+    sizes = np.array([[30.0, 12.0], [30.0, 12.0], [30.0, 12.0]])
+    offsets = place_labels(points, sizes)
+    boxes = [(x + dx, y + dy, w, h) for (x, y), (dx, dy), (w, h) in zip(points, offsets, sizes)]
+    a, b = boxes[0], boxes[1]
+    assert a[0] + a[2] <= b[0] or b[0] + b[2] <= a[0] or a[1] + a[3] <= b[1] or b[1] + b[3] <= a[1]
+    assert tuple(offsets[2]) == (7.0, -6.0)  # a lone point keeps the first place: to the right
+
+
 def test_explain_shows_the_engines_numbers(pronoun, qtbot):
     panel = shown(qtbot, ExplainPanel(pronoun))
     pronoun.set_selection(query=6, key=None)
