@@ -159,15 +159,6 @@ class AttentionResult:
     dtype: str = "float32"
     compute_ms: float = 0.0
 
-    @classmethod
-    def _from_fields(cls, fields: dict) -> "AttentionResult":
-        """The engine's constructor: ``fields`` names every field. One result is made per
-        compute, and filling the instance dict directly skips the frozen dataclass's
-        per-field ``object.__setattr__`` calls; the result is the same frozen object."""
-        result = object.__new__(cls)
-        result.__dict__.update(fields)
-        return result
-
     @property
     def heads(self) -> int:
         for a in (self.weights, self.Q, self.head_outputs):
@@ -307,9 +298,8 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     except (RuntimeError, NotImplementedError, MemoryError) as err:  # e.g. out of memory, a missing kernel
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineError(f"the engine failed on {device} ({dtype}): {first}") from None
-    fields.update(tokens=session.tokens, scale_factor=factor, mask=mask_np, blocked_rows=blocked_rows_np,
-                  device=str(dev), dtype=dtype, compute_ms=elapsed)
-    return AttentionResult._from_fields(fields)
+    return AttentionResult(tokens=session.tokens, scale_factor=factor, mask=mask_np, blocked_rows=blocked_rows_np,
+                           device=str(dev), dtype=dtype, compute_ms=elapsed, **fields)
 
 
 def _overflow(dtype: str, device: str) -> EngineError:
@@ -332,20 +322,11 @@ def _to_host(session, wanted, dev, tdtype, joined, scores, scaled, weights, head
     array (Q, K and V from their joined product, the concatenation from the head outputs) cost
     no device transfer and no torch call.
     """
-    heads, d_k, d_v = session.heads, session.d_k, session.d_v
-    if wanted is _EVERYTHING and output is None and dev.type == "cpu" and tdtype.itemsize != 2:
-        # What the window asks for at teaching sizes, so it is spelled out: each call here runs
-        # on every edit, right after the kernels have had the CPU caches.
-        q, k, v = split_projections(_host_view(joined), heads, d_k, d_v)
-        per_head = _host_view(head_out)
-        concat = _concat(per_head, session.n)
-        return {"Q": q, "K": k, "V": v, "scores": _host_view(scores), "scaled_scores": _host_view(scaled),
-                "weights": _host_view(weights), "head_outputs": per_head, "concat": concat, "output": concat}
     to_host = _host_view if dev.type == "cpu" and tdtype.itemsize != 2 else _host
     host = dict.fromkeys(INTERMEDIATES)
     if "Q" in wanted or "K" in wanted or "V" in wanted:
         # One host copy of the joined projections; numpy views keep its read-only flag.
-        q, k, v = split_projections(to_host(joined), heads, d_k, d_v)
+        q, k, v = split_projections(to_host(joined), session.heads, session.d_k, session.d_v)
         host["Q"] = q if "Q" in wanted else None
         host["K"] = k if "K" in wanted else None
         host["V"] = v if "V" in wanted else None
