@@ -15,20 +15,9 @@ from attnexplorer.core.session import Mask, Scale, Session
 from attnexplorer.io.export_command import parse_mask, parse_scale
 from attnexplorer.io.session_file import load_session, save_session, session_to_dict
 from attnexplorer.core.errors import AttnExplorerError
+from walkthroughs import DESSERT_OUTPUT, DESSERT_SCORES_2, DESSERT_WEIGHTS_2
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# Walkthrough 001 ("Life is short, eat dessert first"), as printed there.
-DESSERT_SCORES_2 = [-0.6004, 3.4707, -1.5023, 0.4991, 1.2903, -1.3374]
-DESSERT_WEIGHTS_2 = [0.0386, 0.6870, 0.0204, 0.0840, 0.1470, 0.0229]
-DESSERT_OUTPUT = [
-    [-0.1564, 0.1028, -0.0763, -0.0764],
-    [0.5313, 1.3607, 0.7891, 1.3110],
-    [-0.3542, -0.1234, -0.2627, -0.3706],
-    [0.0071, 0.3345, 0.0969, 0.1998],
-    [0.1008, 0.4780, 0.2021, 0.3674],
-    [-0.5296, -0.2799, -0.4107, -0.6006],
-]
 
 
 def make_session(**changes):

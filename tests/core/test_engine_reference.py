@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attnexplorer.core.engine import compute
-from attnexplorer.core.session import Mask, Scale, Session
+from attnexplorer.core.session import Scale, Session
 from attnexplorer.core.weights import split_heads
+from strategies import masks
 
 TOL = {"float64": 1e-10, "float32": 1e-5}
 TORCH_DTYPE = {"float64": torch.float64, "float32": torch.float32}
@@ -28,19 +29,6 @@ def assert_close(ours, ref, rel, what):
     assert ours.shape == ref.shape, what
     scale = max(1.0, float(np.abs(ref).max()) if ref.size else 1.0)
     np.testing.assert_allclose(ours, ref, rtol=rel, atol=rel * scale, err_msg=what)
-
-
-@st.composite
-def masks(draw, n):
-    kind = draw(st.sampled_from(["none", "causal", "window", "padding", "custom"]))
-    if kind == "window":
-        return Mask("window", window=draw(st.integers(1, n + 1)))
-    if kind == "padding":
-        return Mask("padding", padding=tuple(draw(st.sets(st.integers(0, n - 1), max_size=n))))
-    if kind == "custom":
-        cells = draw(st.lists(st.booleans(), min_size=n * n, max_size=n * n))
-        return Mask("custom", blocked=np.array(cells).reshape(n, n))
-    return Mask(kind)
 
 
 scales = st.one_of(

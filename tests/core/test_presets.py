@@ -20,21 +20,12 @@ from attnexplorer.core.presets import (
 )
 from attnexplorer.core.presets import pronoun, sine
 from attnexplorer.core.session import Mask, Scale
+from walkthroughs import DESSERT_OUTPUT, DESSERT_SCORES_2, DESSERT_WEIGHTS_2, DESSERT_X_2
 
 NAMES = ["pronoun", "dessert", "sine", "random"]
 
 
 # -- dessert (walkthrough 001) ---------------------------------------------------------
-
-DESSERT_OUTPUT = np.array([  # the 6×4 tensor printed at the end of the walkthrough
-    [-0.1564, 0.1028, -0.0763, -0.0764],
-    [0.5313, 1.3607, 0.7891, 1.3110],
-    [-0.3542, -0.1234, -0.2627, -0.3706],
-    [0.0071, 0.3345, 0.0969, 0.1998],
-    [0.1008, 0.4780, 0.2021, 0.3674],
-    [-0.5296, -0.2799, -0.4107, -0.6006],
-])
-
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_dessert_reproduces_the_printed_numbers(dtype):
@@ -44,10 +35,10 @@ def test_dessert_reproduces_the_printed_numbers(dtype):
     assert s.mask == Mask("none") and s.scale == Scale("inv_sqrt_dk")
     r = compute(s, dtype=dtype)
     assert r.scale_factor == pytest.approx(1 / math.sqrt(2))
-    np.testing.assert_allclose(s.embeddings[1], [0.1794, 1.8951, 0.4954], atol=2e-4)
-    np.testing.assert_allclose(r.scores[0, 1], [-0.6004, 3.4707, -1.5023, 0.4991, 1.2903, -1.3374], atol=2e-4)
+    np.testing.assert_allclose(s.embeddings[1], DESSERT_X_2, atol=2e-4)
+    np.testing.assert_allclose(r.scores[0, 1], DESSERT_SCORES_2, atol=2e-4)
     assert r.scores[0, 1, 4] == pytest.approx(1.2903, abs=2e-4)  # omega_24
-    np.testing.assert_allclose(r.weights[0, 1], [0.0386, 0.6870, 0.0204, 0.0840, 0.1470, 0.0229], atol=2e-4)
+    np.testing.assert_allclose(r.weights[0, 1], DESSERT_WEIGHTS_2, atol=2e-4)
     np.testing.assert_allclose(r.output[1], [0.5313, 1.3607, 0.7891, 1.3110], atol=2e-4)
     np.testing.assert_allclose(r.output, DESSERT_OUTPUT, atol=2e-4)
 

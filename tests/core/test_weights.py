@@ -8,6 +8,7 @@ from attnexplorer.core.engine import compute
 from attnexplorer.core.errors import SessionError
 from attnexplorer.core.session import Session
 from attnexplorer.core.weights import INIT_KINDS, from_conv1d, from_linear, init_weight, resize, split_heads
+from walkthroughs import DESSERT_SCORES_2, DESSERT_WEIGHTS_2
 
 
 def test_init_kinds_have_labels():
@@ -34,8 +35,8 @@ def test_rand_reproduces_the_dessert_walkthrough_scores():
     s = Session(tokens=tuple("Life is short eat dessert first".split()), embeddings=x,
                 w_query=w[:1], w_key=w[1:], w_value=np.ones((1, 3, 1)))
     r = compute(s, dtype="float64")
-    np.testing.assert_allclose(r.scores[0, 1], [-0.6004, 3.4707, -1.5023, 0.4991, 1.2903, -1.3374], atol=2e-4)
-    np.testing.assert_allclose(r.weights[0, 1], [0.0386, 0.6870, 0.0204, 0.0840, 0.1470, 0.0229], atol=2e-4)
+    np.testing.assert_allclose(r.scores[0, 1], DESSERT_SCORES_2, atol=2e-4)
+    np.testing.assert_allclose(r.weights[0, 1], DESSERT_WEIGHTS_2, atol=2e-4)
 
 
 def test_linear_is_nn_linear_transposed():

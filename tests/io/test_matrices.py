@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
-from io_strategies import small_session
+from strategies import small_session
 
 from attnexplorer.core.engine import compute
 from attnexplorer.core.session import Mask

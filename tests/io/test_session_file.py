@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from io_strategies import plain, sessions, small_session
+from strategies import plain, sessions, small_session
 
 from attnexplorer.core.errors import AttnExplorerError, SessionError
 from attnexplorer.core.session import MAX_HEADS, MAX_TOKEN_CHARS, MAX_TOKENS, Mask, PresetRef, Scale

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from io_strategies import sessions, small_session
+from strategies import sessions, small_session
 
 from attnexplorer.core.engine import compute
 from attnexplorer.core.session import Mask, Scale

@@ -1,4 +1,4 @@
-"""Hypothesis strategies for valid sessions, shared by the io tests."""
+"""Hypothesis strategies for valid sessions and masks, shared by the engine and io tests."""
 
 import numpy as np
 from hypothesis import strategies as st
