@@ -195,8 +195,6 @@ def bench_redraw(sizes, repeats) -> list[dict]:
 
 def bench_drag(n: int, steps: int) -> dict:
     """Drag the sine preset's τ slider across ``steps`` positions, painting after each."""
-    from PySide6.QtWidgets import QApplication
-
     from .core.presets import build_preset
 
     _app()

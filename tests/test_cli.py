@@ -14,7 +14,6 @@ from attnexplorer.core.engine import compute
 from attnexplorer.core.session import Mask, Scale, Session
 from attnexplorer.io.export_command import parse_mask, parse_scale
 from attnexplorer.io.session_file import load_session, save_session, session_to_dict
-from attnexplorer.core.errors import AttnExplorerError
 from walkthroughs import DESSERT_OUTPUT, DESSERT_SCORES_2, DESSERT_WEIGHTS_2
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +44,7 @@ def test_export_every_matrix_format(tmp_path, session_file, capsys):
                  "--dtype", "float64"])
     assert code == 0
     printed = capsys.readouterr().out.strip()
-    assert printed.startswith(f"wrote ") and str(out) in printed and "csv/ (" in printed
+    assert printed.startswith("wrote ") and str(out) in printed and "csv/ (" in printed
     s = load_session(session_file)
     r = compute(s, dtype="float64")
     with np.load(out / "attention.npz", allow_pickle=False) as z:

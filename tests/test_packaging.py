@@ -5,7 +5,6 @@ finds files from a checkout and from a PyInstaller bundle."""
 from __future__ import annotations
 
 import configparser
-import os
 import shutil
 import subprocess
 import sys

@@ -31,7 +31,7 @@ def _stack(a: np.ndarray) -> str:
 
 
 def _mask_code(session) -> list[str]:
-    mask, n = session.mask, session.n
+    mask = session.mask
     if mask.kind == "none":
         return ["mask = torch.zeros(n, n, dtype=torch.bool)  # nothing blocked"]
     if mask.kind == "causal":

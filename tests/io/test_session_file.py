@@ -1,13 +1,11 @@
 """Session files: round trips, every validation message, hostile files, and a loader fuzz."""
 
-import copy
 import json
-import math
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from strategies import plain, sessions, small_session
+from strategies import sessions, small_session
 
 from attnexplorer.core.errors import AttnExplorerError, SessionError
 from attnexplorer.core.session import MAX_HEADS, MAX_TOKEN_CHARS, MAX_TOKENS, Mask, PresetRef, Scale

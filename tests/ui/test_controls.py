@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from attnexplorer.core.presets import build_preset

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPoint, QRectF, Qt
+from PySide6.QtCore import QRectF, Qt
 
 from attnexplorer.core.session import Mask, Session
 from attnexplorer.ui.document import SessionDocument

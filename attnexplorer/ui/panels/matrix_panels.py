@@ -6,8 +6,6 @@ query (row) and, in token × token matrices, its key (column) everywhere.
 
 from __future__ import annotations
 
-import numpy as np
-
 from . import theme
 from .common import FigurePanel, clamp_selection, feature_names
 from .matrix_view import MatrixView

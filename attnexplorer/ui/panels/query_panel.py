@@ -189,7 +189,6 @@ class QueryPanel(FigurePanel):
         blocked = result.mask[query]
         scores = result.scaled_scores[head, query]
         weights = result.weights[head, query]
-        n = len(tokens)
         colors = self._key_colors(weights)
         self.score_chart.set_bars(scores, tokens, color=theme.QUERY_COLOR, blocked=blocked, selected=key)
         self.weight_chart.set_bars(weights, tokens, color=theme.CATEGORY_COLORS[-1],
