@@ -21,6 +21,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .attention import join_projections, split_projections  # noqa: F401 (split_projections: re-exported)
 from .session import Session
 
 # Keyed by the arrays' ids (plus device and dtype); weak references prove that the ids still
@@ -77,28 +78,11 @@ def projection_weights(session: Session, tdtype, dev):
     arrays = (session.w_query, session.w_key, session.w_value)
 
     def build():
-        # (H, d, k) → (d, H·k): head h's columns are h·k … h·k + k - 1.
-        columns = [np.moveaxis(w, 0, 1).reshape(w.shape[1], -1) for w in arrays]
-        return _torch().tensor(np.concatenate(columns, axis=1), dtype=tdtype, device=dev)
+        # The same layout function fitting uses on trainable weights, so both read one layout.
+        torch = _torch()
+        return join_projections(*(torch.tensor(w, dtype=tdtype, device=dev) for w in arrays))
 
     return _cached(_TENSOR_CACHE, _TENSOR_CACHE_SIZE, arrays, (*map(id, arrays), dev, tdtype, "qkv"), build)
-
-
-def split_projections(joined, heads: int, d_k: int, d_v: int):
-    """Q, K and V as (H, n, ·) views of the joined (n, H·d_k + H·d_k + H·d_v) product.
-
-    ``joined`` is the torch tensor or its host numpy array (one host copy serves all three).
-    """
-    n = joined.shape[0]
-    host = isinstance(joined, np.ndarray)
-    if d_k == d_v:  # the usual case, in as few operations as possible
-        if host:
-            qkv = joined.reshape(n, 3, heads, d_k).transpose(1, 2, 0, 3)
-            return qkv[0], qkv[1], qkv[2]
-        return joined.view(n, 3, heads, d_k).permute(1, 2, 0, 3).unbind(0)
-    hk = heads * d_k
-    parts = (joined[:, :hk], joined[:, hk:2 * hk], joined[:, 2 * hk:])
-    return tuple(p.reshape(n, heads, -1).swapaxes(0, 1) for p in parts)
 
 
 def _max_abs(a: np.ndarray) -> float:

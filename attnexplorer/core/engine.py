@@ -3,7 +3,9 @@
 ``compute(session)`` runs scaled dot-product self-attention for all heads at once (batched
 over a head dimension, never a Python loop over heads) with PyTorch, on the CPU or a GPU, and
 returns an ``AttentionResult`` of numpy arrays on the host. The window and the CLI never do
-attention arithmetic themselves; they call this.
+attention arithmetic themselves; they call this. The arithmetic itself is ``attention.attend``,
+a torch-level function that fitting also calls (with autograd), so what is trained is what is
+shown; this module adds the device, dtype, caching, overflow checks and host arrays around it.
 
 torch is imported lazily so that ``attnexplorer --help`` and the file tools stay instant.
 """
@@ -17,14 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .device_inputs import cannot_overflow, device_tensor, projection_weights, split_projections
+from .attention import INTERMEDIATES, AttentionInputs, AttentionOverflow, attend, split_projections
+from .device_inputs import cannot_overflow, device_tensor, projection_weights
 from .errors import EngineError
 from .session import Session
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
-# Every intermediate the result can carry, in the order the computation makes them.
-INTERMEDIATES = ("Q", "K", "V", "scores", "scaled_scores", "weights", "head_outputs", "concat", "output")
+# INTERMEDIATES (from .attention): every intermediate the result can carry, in order.
 _EVERYTHING = frozenset(INTERMEDIATES)
 
 
@@ -252,40 +254,20 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     start = time.perf_counter()
     try:
         with torch.inference_mode():
-            # X·[W_q | W_k | W_v]: every projection of every head in one matrix product.
-            joined = device_tensor(session.embeddings, tdtype, dev) @ projection_weights(session, tdtype, dev)
-            q, k, v = split_projections(joined, session.heads, session.d_k, session.d_v)
-            scores = q @ k.mT
-            # An n×n buffer per intermediate is the engine's whole memory bill at 4,096 tokens;
-            # the ones the caller did not ask for are overwritten in place instead of copied.
-            scaled = scores.mul_(factor) if "scores" not in wanted else scores * factor
-            # A score that overflowed to -inf would pass for a masked cell (weight 0) and never
-            # reach the output, so unless the bound rules overflow out, the scores are looked
-            # at here, before the mask writes its own -inf into them.
-            if not checked and not (_all_finite(scaled) and (scaled is scores or _all_finite(scores))):
-                raise _overflow(dtype, device)
-            if any_blocked:
-                m = torch.tensor(mask_np, device=dev)
-                # exp(-inf) = 0, so blocked cells get weight exactly 0 in rows with a free key.
-                if "scaled_scores" in wanted:
-                    masked = scaled.masked_fill(m, float("-inf"))
-                else:
-                    masked = scaled.masked_fill_(m, float("-inf"))
-                weights = torch.softmax(masked, dim=-1)
-                del masked
-                if blocked_rows_np.any():
-                    # softmax over an all -inf row is NaN; such a query attends to nothing.
-                    rows = torch.tensor(blocked_rows_np, device=dev)
-                    weights.masked_fill_(rows[:, None], 0.0)
-            else:
-                # No mask, no extra pass: this branch is the bare softmax(QKᵀ·s)·V.
-                weights = torch.softmax(scaled, dim=-1)
-            head_out = weights @ v
-            if session.w_out is not None:
-                concat = head_out.transpose(0, 1).reshape(session.n, -1)
-                output = concat @ device_tensor(session.w_out, tdtype, dev)
-            else:
-                output = None  # the output is the concatenation itself, made on the host below
+            inputs = AttentionInputs(
+                x=device_tensor(session.embeddings, tdtype, dev),
+                w_qkv=projection_weights(session, tdtype, dev),
+                heads=session.heads, d_k=session.d_k, d_v=session.d_v, factor=factor,
+                mask=torch.tensor(mask_np, device=dev) if any_blocked else None,
+                blocked_rows=torch.tensor(blocked_rows_np, device=dev) if any_blocked and blocked_rows_np.any() else None,
+                w_out=None if session.w_out is None else device_tensor(session.w_out, tdtype, dev))
+            try:
+                # Unless the bound rules overflow out, the scores are looked at before masking.
+                t = attend(inputs, wanted, check_finite=None if checked else _all_finite)
+            except AttentionOverflow:
+                raise _overflow(dtype, device) from None
+            joined, scores, scaled, weights = t["joined"], t["scores"], t["scaled_scores"], t["weights"]
+            head_out, output = t["head_outputs"], t["output"]
             # Past the scores, an overflow (in V, or a NaN weight row from +inf scores) always
             # reaches the small head outputs, so checking them and the output suffices.
             finite = checked or (_all_finite(head_out) and (output is None or _all_finite(output)))
