@@ -5,6 +5,12 @@ flush and fsync it, rename it over the target (``os.replace`` is atomic on one f
 and fsync the folder. If anything fails, the temporary file is removed, the old file (if
 any) is untouched, and a ``WriteError`` says what could not be written and why, in one line.
 
+A process killed mid-write cannot remove its temporary (``.NAME.<12 hex>.tmp``, as big as the
+file). The writer holds an OS lock on it (``io.filelock``) while writing, so
+``remove_stale_temporaries`` can tell a dead writer's leftover (unlocked, untouched for a
+minute) from one a live process is writing right now; every successful write of NAME
+removes NAME's stale temporaries.
+
 ``atomic_directory(out_dir)`` does the same for a whole export: everything is written into a
 staging folder inside ``out_dir`` and moved into place only when every file succeeded.
 """
@@ -12,13 +18,23 @@ staging folder inside ``out_dir`` and moved into place only when every file succ
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import re
 import secrets
 import shutil
+import time
 from pathlib import Path
 from typing import Iterator
 
 from ..core.errors import AttnExplorerError
+from .filelock import lock_fd
+
+# A temporary untouched for this long whose lock is free was left by a writer that died. The
+# age closes the gap between creating the file and locking it (and covers file systems where
+# locks are not supported); a live writer touches its file as it writes.
+STALE_TMP_AGE_S = 60.0
+_TMP_NAME = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{12}\.tmp")
 
 
 class WriteError(AttnExplorerError):
@@ -59,6 +75,7 @@ def atomic_write_bytes(path, data: bytes) -> None:
         raise WriteError(f"cannot write {path}: {_reason(err)}") from None
     try:
         with os.fdopen(fd, "wb") as f:
+            lock_fd(f.fileno())  # until closed: see remove_stale_temporaries
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -72,6 +89,49 @@ def atomic_write_bytes(path, data: bytes) -> None:
             raise WriteError(f"cannot write {path}: {_reason(err)}") from None
         raise
     _fsync_folder(folder)
+    remove_stale_temporaries(folder, path.name)
+
+
+def remove_stale_temporaries(folder, name: str | None = None,
+                             min_age_s: float = STALE_TMP_AGE_S) -> list[Path]:
+    """Delete the temporaries that killed writes left in ``folder`` (those of ``name`` only,
+    or all); returns what was deleted. A temporary that a live process holds locked, or that
+    changed within ``min_age_s``, is left alone. Never raises."""
+    pattern = f".{glob.escape(name)}.*.tmp" if name is not None else ".*.tmp"
+    removed = []
+    now = time.time()
+    for tmp in Path(folder).glob(pattern):
+        match = _TMP_NAME.fullmatch(tmp.name)
+        if match is None or (name is not None and match["name"] != name):
+            continue
+        try:
+            fd = os.open(tmp, os.O_RDWR | getattr(os, "O_BINARY", 0))
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not os.path.samestat(st, os.stat(tmp)) or now - st.st_mtime < min_age_s:
+                continue
+            if not lock_fd(fd):
+                continue  # a live writer
+            try:
+                os.unlink(tmp)
+            except OSError:
+                if os.name != "nt":
+                    continue
+                os.close(fd)  # Windows deletes no open file; the lock showed nobody writes it
+                fd = -1
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    continue
+            removed.append(tmp)
+        except OSError:
+            continue
+        finally:
+            if fd >= 0:
+                os.close(fd)
+    return removed
 
 
 def atomic_write_text(path, text: str, encoding: str = "utf-8") -> None:

@@ -1,18 +1,18 @@
-"""Autosave: unsaved work goes to a recovery file a few seconds after each change.
+"""Autosave: unsaved work reaches a recovery file within seconds, however the edits come.
 
-Each running window owns one recovery file, ``recovery-<id>.json`` in the data folder
-(``settings.data_dir()``), and holds a ``QLockFile`` beside it (``recovery-<id>.lock``) for
-as long as it runs. Qt's lock file records the process id, so after a crash or a kill the
-lock is stale and the next launch can tell an orphaned recovery file (offer to restore it)
-from one that another running window is still writing (leave it alone). That works the same
-on Linux, macOS and Windows, with no pid bookkeeping of our own.
+Each window owns one recovery file in the data folder (``settings.data_dir()``) and holds an
+OS lock beside it while it has one; ``io/recovery.py`` describes the files and does the
+Qt-free part (reading, finding orphans, claiming, setting aside). This module is the timing.
+
+When is it written? A change starts a short countdown (``delay_ms``, 3 s) that each further
+change restarts, so a burst of edits is written once; but never later than ``max_delay_ms``
+(4 s) after the first change that is not yet in the file, so steady editing cannot postpone
+it. A normal session takes milliseconds to write, so every change is in the file within 5 s.
 
 The file is written atomically (a temporary file in the same folder, fsync, rename), so a
-kill in the middle of a write leaves the previous recovery file, never half of one. It holds
-``{"format": "attnexplorer-recovery", "version": 1, "original_path": str | null,
-"saved_at": float (Unix time), "session": <a session file's dict>}``.
-
-A normal save or a discard removes it (``Autosaver.discard()``).
+kill in the middle of a write leaves the previous recovery file, never half of one. A normal
+save or a discard removes it (``Autosaver.discard()``); restoring an orphan moves that file
+into this window's own slot (``take_over``), so the restored work is never without a file.
 
 A big session (thousands of tokens) takes a noticeable fraction of a second to serialise, so
 the timer's write of one runs on a background thread: the session is immutable, so the thread
@@ -21,26 +21,31 @@ can read it while the person goes on working. ``write_now()`` stays synchronous.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import shiboken6
-from PySide6.QtCore import QLockFile, QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from ..core.errors import AttnExplorerError
 from ..core.session import Session
+from ..io import recovery as files
+from ..io.recovery import (  # noqa: F401 - the window and the tests use them from here
+    Recovery, find_recoveries, read_recovery, remove_recovery, scan_recoveries, write_recovery)
 from . import settings as app_settings
 
-RECOVERY_FORMAT = "attnexplorer-recovery"
-RECOVERY_VERSION = 1
 DEFAULT_DELAY_MS = 3000
+# The longest the first unwritten change may wait, however the edits keep coming. Below 5 s
+# with room for the write itself.
+MAX_DELAY_MS = 4000
 # Sessions with more numbers than this are written off the GUI thread (about 20 ms of JSON).
 BACKGROUND_NUMBERS = 64 * 1024
+# While a background write is still running, look again this often.
+_BUSY_RETRY_MS = 50
+# A scan by another window holds a lock for a moment: try this many times before giving up.
+_LOCK_TRIES = 5
 
 
 def default_delay_ms() -> int:
@@ -51,102 +56,8 @@ def default_delay_ms() -> int:
         return DEFAULT_DELAY_MS
 
 
-@dataclass(frozen=True)
-class Recovery:
-    """An orphaned recovery file found at start-up."""
-
-    file: Path
-    session: Session
-    original_path: Path | None
-    saved_at: float
-
-    def describe(self) -> str:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.saved_at))
-        source = str(self.original_path) if self.original_path else "an unsaved session"
-        return f"Unsaved changes to {source} ({len(self.session.tokens)} tokens), autosaved {when}."
-
-
-def _lock_for(file: Path) -> QLockFile:
-    lock = QLockFile(str(file.with_suffix(".lock")))
-    # 0 = never stale by age: a window may run for hours. Qt still treats the lock as stale
-    # when the process that took it is gone, which is exactly "crashed or killed".
-    lock.setStaleLockTime(0)
-    return lock
-
-
-def write_recovery(file: Path, session: Session, original_path: Path | None) -> None:
-    """Write a recovery file atomically (temporary file, fsync, rename); WriteError on failure."""
-    from ..io.atomic import atomic_write_text
-    from ..io.session_file import session_to_dict
-
-    payload = {
-        "format": RECOVERY_FORMAT,
-        "version": RECOVERY_VERSION,
-        "original_path": str(original_path) if original_path else None,
-        "saved_at": time.time(),
-        "session": session_to_dict(session),
-    }
-    file.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(file, json.dumps(payload))
-
-
-def read_recovery(file: Path) -> Recovery:
-    """Parse one recovery file; raises AttnExplorerError (or OSError) when it is unusable."""
-    from ..io.session_file import session_from_dict
-
-    try:
-        payload = json.loads(Path(file).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise AttnExplorerError(f"{file}: not a readable recovery file ({err})") from None
-    if not isinstance(payload, dict) or payload.get("format") != RECOVERY_FORMAT:
-        raise AttnExplorerError(f"{file}: not an attnexplorer recovery file")
-    if payload.get("version") != RECOVERY_VERSION:
-        raise AttnExplorerError(f"{file}: recovery file version {payload.get('version')!r} is not supported")
-    session = session_from_dict(payload.get("session"))
-    original = payload.get("original_path")
-    saved_at = payload.get("saved_at")
-    return Recovery(
-        file=Path(file),
-        session=session,
-        original_path=Path(original) if isinstance(original, str) and original else None,
-        saved_at=float(saved_at) if isinstance(saved_at, (int, float)) else Path(file).stat().st_mtime,
-    )
-
-
-def find_recoveries(directory: Path | None = None) -> list[Recovery]:
-    """Recovery files left by windows that are no longer running, newest first.
-
-    Files still locked by a live window are skipped, as are unreadable ones (left on disk,
-    so nothing is deleted that a person might still want to rescue by hand).
-    """
-    directory = Path(directory) if directory is not None else app_settings.data_dir()
-    if not directory.is_dir():
-        return []
-    found = []
-    for file in sorted(directory.glob("recovery-*.json")):
-        lock = _lock_for(file)
-        if not lock.tryLock(0):
-            continue  # a running window owns it
-        try:
-            found.append(read_recovery(file))
-        except (AttnExplorerError, OSError):
-            pass
-        finally:
-            lock.unlock()
-    return sorted(found, key=lambda r: r.saved_at, reverse=True)
-
-
-def remove_recovery(file: Path) -> None:
-    """Delete a recovery file and its lock (restored or declined)."""
-    for path in (Path(file), Path(file).with_suffix(".lock")):
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
-
-
 class Autosaver(QObject):
-    """Writes this window's recovery file ``delay_ms`` after the last change.
+    """Writes this window's recovery file a moment after changes (see the module's timing).
 
     The owner calls ``schedule()`` on every change while the work is unsaved and
     ``discard()`` after a save, a discard or when the window closes normally.
@@ -157,17 +68,21 @@ class Autosaver(QObject):
     _async_done = Signal(object)  # error text or None, from the background writer
 
     def __init__(self, document, original_path=lambda: None, directory: Path | None = None,
-                 delay_ms: int | None = None, parent=None):
+                 delay_ms: int | None = None, max_delay_ms: int = MAX_DELAY_MS, parent=None):
         super().__init__(parent)
         self._document = document
         self._original_path = original_path
         self._directory = Path(directory) if directory is not None else app_settings.data_dir()
-        self.file = self._directory / f"recovery-{uuid.uuid4().hex[:12]}.json"
-        self._lock: QLockFile | None = None
+        self.owner = files.new_owner_id()
+        self.file = files.slot_file(self._directory, self.owner)
+        self._lock = files.owner_lock(self._directory, self.owner)
         self.last_error: str | None = None
+        self._delay_ms = default_delay_ms() if delay_ms is None else max(0, int(delay_ms))
+        self._max_delay_ms = max(0, int(max_delay_ms))
+        # When the oldest change not yet handed to a write happened (time.monotonic), or None.
+        self._first_unwritten: float | None = None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
-        self._timer.setInterval(default_delay_ms() if delay_ms is None else delay_ms)
         self._timer.timeout.connect(self._on_timeout)
         # Serialises writes and discards: a discard waits for a write in flight, and a write
         # that was overtaken by a discard leaves no file behind.
@@ -177,17 +92,28 @@ class Autosaver(QObject):
         self._async_done.connect(self._on_async_done)
 
     @property
+    def directory(self) -> Path:
+        """The data folder this window's recovery files live in."""
+        return self._directory
+
+    @property
     def pending(self) -> bool:
         return self._timer.isActive()
 
     def schedule(self) -> None:
-        """(Re)start the countdown: a burst of edits is written once, after it settles."""
-        self._timer.start()
+        """Note a change: written ``delay_ms`` after the last of a burst, and at the latest
+        ``max_delay_ms`` after the first change not yet written."""
+        now = time.monotonic()
+        if self._first_unwritten is None:
+            self._first_unwritten = now
+        due = min(now + self._delay_ms / 1000, self._first_unwritten + self._max_delay_ms / 1000)
+        self._timer.start(max(0, round((due - now) * 1000)))
 
     def write_now(self) -> bool:
         """Write the document's session now. A failure is remembered, never raised: autosave
         must not interrupt the person working (the status bar can show ``last_error``)."""
         self._timer.stop()
+        self._first_unwritten = None
         with self._io_lock:
             error = self._write(self._document.session, self._original_path())
         return self._report(error)
@@ -198,14 +124,18 @@ class Autosaver(QObject):
         if thread is not None:
             thread.join(timeout_s)
 
+    def _take_lock(self) -> None:
+        """Hold this window's lock (before any file of it exists); OSError when impossible."""
+        self._directory.mkdir(parents=True, exist_ok=True)
+        for attempt in range(_LOCK_TRIES):
+            if self._lock.acquire():
+                return
+            time.sleep(0.01 * (attempt + 1))  # another window's scan holds it for a moment
+        raise OSError(f"cannot lock {self._lock.path}")
+
     def _write(self, session: Session, original: Path | None) -> str | None:
         try:
-            self._directory.mkdir(parents=True, exist_ok=True)
-            if self._lock is None:
-                lock = _lock_for(self.file)
-                if not lock.tryLock(0):
-                    raise OSError(f"cannot lock {lock.fileName()}")
-                self._lock = lock
+            self._take_lock()
             write_recovery(self.file, session, original)
         except (OSError, AttnExplorerError) as err:
             return f"autosave failed: {err}"
@@ -221,20 +151,19 @@ class Autosaver(QObject):
 
     def _on_timeout(self) -> None:
         if self._thread is not None and self._thread.is_alive():
-            self._timer.start()  # the previous write is still going: try again later
+            self._timer.start(_BUSY_RETRY_MS)  # the previous write is still going
             return
         session = self._document.session
         if session.embeddings.size + 3 * session.w_query.size < BACKGROUND_NUMBERS:
             self.write_now()
             return
-        # The lock file is taken here, on the GUI thread that owns it, before the thread starts.
-        if self._lock is None:
-            lock = _lock_for(self.file)
-            self._directory.mkdir(parents=True, exist_ok=True)
-            if not lock.tryLock(0):
-                self._report(f"autosave failed: cannot lock {lock.fileName()}")
-                return
-            self._lock = lock
+        # The lock is taken here, before the thread starts, so discard() sees it held.
+        try:
+            self._take_lock()
+        except OSError as err:
+            self._report(f"autosave failed: {err}")
+            return
+        self._first_unwritten = None  # changes from now on are not in this snapshot
         generation, original = self._generation, self._original_path()
 
         def run():
@@ -253,15 +182,43 @@ class Autosaver(QObject):
     def _on_async_done(self, error) -> None:
         self._report(error)
 
+    # -- taking over what a crashed window left -------------------------------------------
+    def claim(self, recovery: Recovery) -> Recovery | None:
+        """Take an orphan over before offering it, so that no other window can offer it too
+        and, if this window dies while asking, the next start offers it again. The recovery
+        under its new name; None when another window took it first or it cannot be moved
+        (then ``failed`` says why)."""
+        try:
+            self._take_lock()
+            return files.claim(recovery, self.owner)
+        except OSError as err:
+            self._report(f"cannot take over {recovery.file}: {err.strerror or err}")
+            return None
+
+    def take_over(self, recovery: Recovery) -> None:
+        """Make a claimed recovery file this window's own (one rename, replacing whatever
+        unsaved work the window had): restored work is recoverable from the first moment."""
+        self._timer.stop()
+        with self._io_lock:
+            self._generation += 1  # a write of the old session still queued must not land
+            try:
+                self._take_lock()
+                os.replace(recovery.file, self.file)
+            except OSError as err:
+                self._report(f"autosave failed: {err}")
+                return
+        self._first_unwritten = None
+
     def discard(self) -> None:
         """Stop any pending write and remove this window's recovery file."""
         self._timer.stop()
+        self._first_unwritten = None
         with self._io_lock:
             self._generation += 1
             self._discard_locked()
 
     def _discard_locked(self) -> None:
-        if self._lock is not None:
-            self._lock.unlock()
-            self._lock = None
+        # The file goes first: released first, the lock would let another window's scan take
+        # this live window's file for an orphan.
         remove_recovery(self.file)
+        self._lock.release(remove=True)

@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
     QScrollArea,
 )
 
-from .autosave import find_recoveries
+from .autosave import remove_recovery, scan_recoveries
 from .session_actions import BLANK, SessionActions
 from .settings import LAYOUT_VERSION, AppSettings
 
@@ -462,13 +462,20 @@ class MainWindow(QMainWindow):
     # -- start-up and recovery -------------------------------------------------------------
     def offer_recovery(self) -> bool:
         """Offer each orphaned recovery file, newest first; restore the first one accepted.
-        A declined file is removed. Returns True when something was restored."""
-        for recovery in find_recoveries(self._data_dir):
+        Each is claimed before it is offered, so two windows never offer the same one. A
+        declined file is removed; unreadable ones were set aside (the status bar says where).
+        Returns True when something was restored."""
+        scan = scan_recoveries(self.actions.autosaver.directory)
+        if scan.set_aside:
+            names = ", ".join(p.name for p in scan.set_aside)
+            self._on_message(f"Unreadable recovery files were set aside in {scan.set_aside[0].parent}: {names}")
+        for found in scan.found:
+            recovery = self.actions.autosaver.claim(found)
+            if recovery is None:
+                continue  # another window took it
             if self.ask_restore(recovery):
                 self.actions.restore(recovery)
                 return True
-            from .autosave import remove_recovery
-
             remove_recovery(recovery.file)
         return False
 

@@ -246,12 +246,18 @@ class SessionActions(QObject):
         return dict(built.signals)
 
     def restore(self, recovery) -> None:
-        """Make a recovered session current, still unsaved, belonging to its original file."""
-        from .autosave import remove_recovery
+        """Make a recovered session current, still unsaved, belonging to its original file.
 
-        self._replace(recovery.session, self._signals_for(recovery.session),
-                      path=recovery.original_path, modified=True)
-        remove_recovery(recovery.file)
+        ``recovery`` is one this window claimed (``autosaver.claim``). Its file becomes this
+        window's recovery file in one rename, before anything else, so the restored work is
+        in a file the next start would offer at every moment (a kill right after restoring
+        loses nothing); ``_replace`` would first discard, so it is not used here."""
+        self.autosaver.take_over(recovery)
+        self._dirty_override = True
+        self.document.set_session(recovery.session, self._signals_for(recovery.session))
+        self._set_path(recovery.original_path)
+        self._update_modified()
+        self.autosaver.schedule()
 
     # -- Save ------------------------------------------------------------------------------
     def save(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -86,6 +87,35 @@ def test_a_burst_of_edits_is_written_once_with_the_last_state(dirs, qtbot):
     doc.shutdown()
 
 
+def test_steady_editing_cannot_postpone_the_write(dirs, qtbot):
+    # Regression: each change restarted a single-shot timer, so edits 2.2 s apart (under the
+    # 3 s delay) kept the recovery file 26 s old until the kill. Here: delay 400 ms, deadline
+    # 800 ms, an edit every 150 ms for 2.5 s.
+    doc = SessionDocument(build_preset("dessert").session)
+    saver = Autosaver(doc, directory=dirs / "data", delay_ms=400, max_delay_ms=800)
+    writes = []
+    saver.written.connect(lambda _file: writes.append((time.monotonic(), read_recovery(saver.file).session)))
+    edits = []
+    try:
+        start = time.monotonic()
+        while time.monotonic() - start < 2.5:
+            edits.append((time.monotonic(), edit(doc, float(len(edits)))))
+            saver.schedule()
+            qtbot.wait(150)
+        assert len(writes) >= 2, "the edits kept coming and nothing was written"
+        # Every write holds a state no older than the deadline (plus a loaded machine's slack),
+        # and the first came one deadline after the first edit.
+        slack = 0.5
+        assert writes[0][0] - edits[0][0] <= 0.8 + slack
+        for when, written in writes:
+            newest = max(t for t, s in edits if s == written)
+            assert when - newest <= 0.8 + slack
+        assert all(b[0] - a[0] <= 0.8 + slack for a, b in zip(writes, writes[1:]))
+    finally:
+        saver.discard()
+        doc.shutdown()
+
+
 def test_save_removes_the_recovery_file_and_records_the_original(make_window, qtbot, dirs):
     window = make_window()
     saver = window.actions.autosaver
@@ -130,13 +160,20 @@ def test_a_live_windows_file_is_not_offered_but_an_orphan_is(make_window, qtbot,
     assert "sine.json" in found.describe()
 
 
-def test_an_unreadable_recovery_file_is_skipped_and_kept(dirs):
+def test_an_unreadable_recovery_file_is_set_aside_and_the_window_says_where(make_window, dirs):
     folder = dirs / "data"
     folder.mkdir(parents=True)
     broken = folder / "recovery-broken.json"
     broken.write_text('{"format": "attnexplorer-recovery", "version": 1, "session": {"tokens": []}}')
-    assert find_recoveries(folder) == []
-    assert broken.exists()
+    good = build_preset("pronoun").session
+    write_recovery(folder / "recovery-good.json", good, None)
+    window = make_window()
+    window.restore_answers = [True]
+    assert window.offer_recovery()
+    assert window.document.session == good
+    assert not broken.exists() and (folder / "recovery-broken.json.unreadable").exists()
+    message = window.statusBar().currentMessage()
+    assert "set aside" in message and "recovery-broken.json.unreadable" in message
 
 
 def test_offer_restores_the_accepted_one_and_removes_a_declined_one(make_window, dirs):
@@ -161,6 +198,65 @@ def test_offer_restores_the_accepted_one_and_removes_a_declined_one(make_window,
     assert not (folder / "recovery-b.json").exists()
     # The restored work is unsaved, so this window's own autosave takes it over.
     assert window.actions.autosaver.pending
+
+
+def test_restored_work_is_in_this_windows_recovery_file_at_once(make_window, dirs):
+    # Regression: restoring deleted the recovery file and the next one came ~3 s later, so a
+    # crash right after restoring lost everything restored.
+    folder = dirs / "data"
+    kept = build_preset("pronoun").session
+    write_recovery(folder / "recovery-dead.json", kept, dirs / "orig.json")
+    window = make_window()
+    saver = window.actions.autosaver
+    window.restore_answers = [True]
+    assert window.offer_recovery()
+    # No timer has run: the file was moved, not rewritten later.
+    assert saver.pending
+    assert read_recovery(saver.file).session == kept
+    assert [p.name for p in folder.glob("recovery-*.json")] == [saver.file.name]
+    saver._lock.release()  # what a kill does: the lock goes with the process
+    (offered,) = find_recoveries(folder)
+    assert offered.session == kept and offered.original_path == dirs / "orig.json"
+
+
+def test_two_windows_never_offer_the_same_orphan(make_window, dirs):
+    # Regression: two windows started together both offered one orphan; yes in both
+    # restored it twice and left two recovery files.
+    folder = dirs / "data"
+    kept = build_preset("pronoun").session
+    write_recovery(folder / "recovery-dead.json", kept, None)
+    first, second = make_window(), make_window()
+    asked = []
+
+    def first_asks(recovery):
+        asked.append("first")
+        # While the first window asks, the second one starts and looks.
+        assert not second.offer_recovery()
+        return True
+
+    first.ask_restore = first_asks
+    second.ask_restore = lambda recovery: asked.append("second") or True
+    assert first.offer_recovery()
+    assert asked == ["first"]
+    assert first.document.session == kept and second.document.session != kept
+    assert not second.offer_recovery()
+    assert [p.name for p in folder.glob("recovery-*.json")] == [first.actions.autosaver.file.name]
+
+
+def test_an_orphan_claimed_first_by_another_window_is_not_offered(make_window, dirs, monkeypatch):
+    import attnexplorer.ui.main_window as main_window
+    from attnexplorer.io.recovery import Scan
+
+    folder = dirs / "data"
+    write_recovery(folder / "recovery-dead.json", build_preset("pronoun").session, None)
+    (found,) = find_recoveries(folder)
+    window, other = make_window(), make_window()
+    # Both windows looked before either claimed; the other one claims first.
+    monkeypatch.setattr(main_window, "scan_recoveries", lambda directory: Scan(found=[found]))
+    assert other.actions.autosaver.claim(found) is not None
+    window.restore_answers = [True]
+    assert not window.offer_recovery()
+    assert window.restore_answers == [True]  # never asked
 
 
 def test_a_failing_autosave_reports_and_never_raises(dirs, qtbot):

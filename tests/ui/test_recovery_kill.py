@@ -14,10 +14,12 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from attnexplorer.core.presets import build_preset
+from attnexplorer.io.recovery import find_recoveries
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.main_window import MainWindow
 from attnexplorer.ui.settings import AppSettings
@@ -78,7 +80,8 @@ def test_killed_app_offers_and_restores_its_unsaved_work(qtbot, tmp_path, monkey
     try:
         assert window.offer_recovery()
         (recovery,) = offered
-        assert recovery.file == recovery_file
+        # Claimed (moved under this window's name) before it was offered.
+        assert recovery.file.name.startswith(f"recovery-{window.actions.autosaver.owner}.claimed-")
         assert recovery.original_path is None  # it was never saved
         assert doc.session == expected
         assert doc.session.preset.name == "pronoun"
@@ -89,3 +92,86 @@ def test_killed_app_offers_and_restores_its_unsaved_work(qtbot, tmp_path, monkey
     finally:
         window.actions.autosaver.discard()
         doc.shutdown()
+
+
+CHILD = str(Path(__file__).with_name("recovery_child.py"))
+
+
+def _env(tmp_path, **extra):
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", ATTNEXPLORER_CONFIG_DIR=str(tmp_path / "config"),
+               ATTNEXPLORER_DATA_DIR=str(tmp_path / "data"), **extra)
+    env.pop("ATTNEXPLORER_AUTOSAVE_MS", None)
+    env.update(extra)
+    return env
+
+
+def _kill(proc):
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+
+
+def _read_line(proc, timeout_s=120.0) -> str:
+    """The child's next stdout line (it prints only a few)."""
+    line = proc.stdout.readline()
+    if not line:
+        _kill(proc)
+        pytest.fail("the child exited early")
+    return line.decode().strip()
+
+
+@pytest.mark.slow
+def test_a_kill_right_after_restoring_loses_nothing(tmp_path):
+    # Regression: restoring deleted the recovery file and the next autosave came ~3 s later;
+    # killed 1 s after restoring, the next start offered nothing.
+    data = tmp_path / "data"
+    first = subprocess.Popen([sys.executable, "-m", "attnexplorer", "--preset", "pronoun"],
+                             env=_env(tmp_path, ATTNEXPLORER_AUTOSAVE_MS="200",
+                                      ATTNEXPLORER_TEST_EDIT="embeddings[2,1]=7.25"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_for_recovery(data, first)
+    finally:
+        _kill(first)
+    expected = build_preset("pronoun").session
+    x = expected.embeddings.copy()
+    x[2, 1] = 7.25
+    expected = expected.replace(embeddings=x)
+
+    # The second window restores with the product's own autosave timing and dies a second later.
+    second = subprocess.Popen([sys.executable, CHILD, "restore"], env=_env(tmp_path), stdout=subprocess.PIPE)
+    try:
+        assert _read_line(second) == "restored"
+        time.sleep(1.0)
+    finally:
+        _kill(second)
+    (offered,) = find_recoveries(data)
+    assert offered.session == expected
+
+
+@pytest.mark.slow
+def test_steady_editing_is_in_the_recovery_file_within_five_seconds(tmp_path):
+    # Regression: ten edits 2.2 s apart kept restarting a 3 s timer; killed after the tenth,
+    # the recovery file was 26 s old and none of them was in it. Here: an edit a second (the
+    # 3 s delay alone never fires), killed 7 s after the first edit.
+    data = tmp_path / "data"
+    child = subprocess.Popen([sys.executable, CHILD, "edit", "20", "1000"], env=_env(tmp_path),
+                             stdout=subprocess.PIPE)
+    edits = {}
+    try:
+        while True:
+            _, k, when = _read_line(child).split()
+            edits[int(k)] = float(when)
+            if edits[int(k)] - edits[1] >= 7.0:
+                break
+        killed_at = time.time()
+    finally:
+        _kill(child)
+    (offered,) = find_recoveries(data)
+    in_file = int(offered.session.embeddings[0, 0])
+    # Every edit made 5 s or more before the kill is in the file.
+    due = max(k for k, t in edits.items() if killed_at - t >= 5.0)
+    assert in_file >= due, f"the file holds edit {in_file}; edit {due} was made 5 s before the kill"

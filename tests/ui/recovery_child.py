@@ -1,0 +1,57 @@
+"""A window in a process of its own, for the kill -9 tests (run as a script, not collected).
+
+``python recovery_child.py restore``: open the dessert preset, answer yes to the recovery
+offer, print ``restored`` (or ``nothing``) and keep running until killed.
+
+``python recovery_child.py edit N INTERVAL_MS``: open the dessert preset and set
+``embeddings[0,0] = k`` for k = 1..N, one edit every INTERVAL_MS, printing ``edit k <unix
+time>`` after each, then keep running until killed.
+
+The data and settings folders come from the environment (``ATTNEXPLORER_DATA_DIR`` ...), the
+autosave timing is the product's own. Kept in the test tree so the app needs no hook for it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+def main(argv):
+    from PySide6.QtCore import QTimer
+
+    from attnexplorer.core.presets import build_preset
+    from attnexplorer.ui.app import make_app
+    from attnexplorer.ui.document import SessionDocument
+    from attnexplorer.ui.main_window import MainWindow
+    from attnexplorer.ui.settings import AppSettings
+
+    app = make_app()
+    built = build_preset("dessert")
+    document = SessionDocument(built.session, built.signals)
+    window = MainWindow(document, AppSettings())
+    window.show()
+    if argv[0] == "restore":
+        window.ask_restore = lambda recovery: True
+        QTimer.singleShot(0, lambda: print("restored" if window.offer_recovery() else "nothing", flush=True))
+    elif argv[0] == "edit":
+        count, interval = int(argv[1]), int(argv[2])
+        done = [0]
+
+        def one_edit():
+            done[0] += 1
+            x = document.session.embeddings.copy()
+            x[0, 0] = float(done[0])
+            document.edit(document.session.replace(embeddings=x), "Edit X")
+            print(f"edit {done[0]} {time.time():.6f}", flush=True)
+            if done[0] < count:
+                QTimer.singleShot(interval, one_edit)
+
+        QTimer.singleShot(0, one_edit)
+    else:
+        raise SystemExit(f"unknown mode {argv[0]!r}")
+    return app.exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
