@@ -73,9 +73,9 @@ def atomic_write_bytes(path, data: bytes) -> None:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     except OSError as err:
         raise WriteError(f"cannot write {path}: {_reason(err)}") from None
+    lock_fd(fd)  # held until closed: see remove_stale_temporaries
     try:
         with os.fdopen(fd, "wb") as f:
-            lock_fd(f.fileno())  # until closed: see remove_stale_temporaries
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

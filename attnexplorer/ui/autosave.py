@@ -5,9 +5,11 @@ OS lock beside it while it has one; ``io/recovery.py`` describes the files and d
 Qt-free part (reading, finding orphans, claiming, setting aside). This module is the timing.
 
 When is it written? A change starts a short countdown (``delay_ms``, 3 s) that each further
-change restarts, so a burst of edits is written once; but never later than ``max_delay_ms``
-(4 s) after the first change that is not yet in the file, so steady editing cannot postpone
-it. A normal session takes milliseconds to write, so every change is in the file within 5 s.
+change restarts, so a burst of edits is written once; but a write starts no later than a
+deadline after the first change that is not yet in the file, so steady editing cannot
+postpone it. Every change is to be in the file within ``LATENCY_MS`` (5 s): the deadline is
+4 s, shortened for a session whose last write took long (1.5 times that write is left for the
+next one: a 4,096-token session takes about a second).
 
 The file is written atomically (a temporary file in the same folder, fsync, rename), so a
 kill in the middle of a write leaves the previous recovery file, never half of one. A normal
@@ -37,9 +39,12 @@ from ..io.recovery import (  # noqa: F401 - the window and the tests use them fr
 from . import settings as app_settings
 
 DEFAULT_DELAY_MS = 3000
-# The longest the first unwritten change may wait, however the edits keep coming. Below 5 s
-# with room for the write itself.
+# A change is in the recovery file within this, however the edits keep coming...
+LATENCY_MS = 5000
+# ...so the first unwritten change waits at most this long for its write to start (less when
+# writes take long, never less than MIN_DEADLINE_MS).
 MAX_DELAY_MS = 4000
+MIN_DEADLINE_MS = 500
 # Sessions with more numbers than this are written off the GUI thread (about 20 ms of JSON).
 BACKGROUND_NUMBERS = 64 * 1024
 # While a background write is still running, look again this often.
@@ -81,6 +86,7 @@ class Autosaver(QObject):
         self._max_delay_ms = max(0, int(max_delay_ms))
         # When the oldest change not yet handed to a write happened (time.monotonic), or None.
         self._first_unwritten: float | None = None
+        self._last_write_ms = 0.0  # how long the last write took (set by the writing thread)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self._on_timeout)
@@ -102,12 +108,18 @@ class Autosaver(QObject):
 
     def schedule(self) -> None:
         """Note a change: written ``delay_ms`` after the last of a burst, and at the latest
-        ``max_delay_ms`` after the first change not yet written."""
+        ``deadline_ms()`` after the first change not yet written."""
         now = time.monotonic()
         if self._first_unwritten is None:
             self._first_unwritten = now
-        due = min(now + self._delay_ms / 1000, self._first_unwritten + self._max_delay_ms / 1000)
+        due = min(now + self._delay_ms / 1000, self._first_unwritten + self.deadline_ms() / 1000)
         self._timer.start(max(0, round((due - now) * 1000)))
+
+    def deadline_ms(self) -> float:
+        """How long the first unwritten change may wait for its write to start: what is left
+        of LATENCY_MS after the write (1 s, or 1.5 times the last write when that is longer)."""
+        room = max(1000.0, 1.5 * self._last_write_ms)
+        return max(MIN_DEADLINE_MS, min(self._max_delay_ms, LATENCY_MS - room))
 
     def write_now(self) -> bool:
         """Write the document's session now. A failure is remembered, never raised: autosave
@@ -136,7 +148,9 @@ class Autosaver(QObject):
     def _write(self, session: Session, original: Path | None) -> str | None:
         try:
             self._take_lock()
+            start = time.perf_counter()
             write_recovery(self.file, session, original)
+            self._last_write_ms = (time.perf_counter() - start) * 1000
         except (OSError, AttnExplorerError) as err:
             return f"autosave failed: {err}"
         return None

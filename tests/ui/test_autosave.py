@@ -116,6 +116,19 @@ def test_steady_editing_cannot_postpone_the_write(dirs, qtbot):
         doc.shutdown()
 
 
+def test_the_deadline_leaves_room_for_a_slow_write(dirs):
+    from attnexplorer.ui.autosave import LATENCY_MS, MAX_DELAY_MS, MIN_DEADLINE_MS
+
+    doc = SessionDocument(build_preset("dessert").session)
+    saver = Autosaver(doc, directory=dirs / "data")
+    assert saver.deadline_ms() == MAX_DELAY_MS == 4000 and LATENCY_MS == 5000
+    saver._last_write_ms = 2000  # a big session: its next write starts 2 s after the change
+    assert saver.deadline_ms() == 2000
+    saver._last_write_ms = 10_000  # never writing all the time
+    assert saver.deadline_ms() == MIN_DEADLINE_MS
+    doc.shutdown()
+
+
 def test_save_removes_the_recovery_file_and_records_the_original(make_window, qtbot, dirs):
     window = make_window()
     saver = window.actions.autosaver

@@ -99,8 +99,8 @@ CHILD = str(Path(__file__).with_name("recovery_child.py"))
 
 def _env(tmp_path, **extra):
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", ATTNEXPLORER_CONFIG_DIR=str(tmp_path / "config"),
-               ATTNEXPLORER_DATA_DIR=str(tmp_path / "data"), **extra)
-    env.pop("ATTNEXPLORER_AUTOSAVE_MS", None)
+               ATTNEXPLORER_DATA_DIR=str(tmp_path / "data"))
+    env.pop("ATTNEXPLORER_AUTOSAVE_MS", None)  # the product's own timing unless a test says
     env.update(extra)
     return env
 
@@ -114,8 +114,8 @@ def _kill(proc):
             stream.close()
 
 
-def _read_line(proc, timeout_s=120.0) -> str:
-    """The child's next stdout line (it prints only a few)."""
+def _read_line(proc) -> str:
+    """The child's next stdout line (it prints only a few, and always the first)."""
     line = proc.stdout.readline()
     if not line:
         _kill(proc)
