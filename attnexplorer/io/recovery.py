@@ -158,8 +158,12 @@ def read_recovery(file) -> Recovery:
         raise AttnExplorerError(f"{file}: recovery file version {payload.get('version')!r} is not supported")
     try:
         session = session_from_dict(payload.get("session"), str(file))
+    except AttnExplorerError:
+        raise
     except RecursionError:
         raise AttnExplorerError(f"{file}: nests too deeply to be a recovery file") from None
+    except Exception as err:  # noqa: BLE001 - the validator's gaps must not escape a scan
+        raise AttnExplorerError(f"{file}: not a readable recovery file ({type(err).__name__}: {err})") from None
     return Recovery(file=file, session=session, original_path=_original_path(payload.get("original_path")),
                     saved_at=_saved_at(payload.get("saved_at"), file))
 

@@ -467,8 +467,8 @@ class MainWindow(QMainWindow):
         Returns True when something was restored."""
         scan = scan_recoveries(self.actions.autosaver.directory)
         if scan.set_aside:
-            names = ", ".join(p.name for p in scan.set_aside)
-            self._on_message(f"Unreadable recovery files were set aside in {scan.set_aside[0].parent}: {names}")
+            more = f" and {len(scan.set_aside) - 1} more there" if len(scan.set_aside) > 1 else ""
+            self._on_message(f"An unreadable recovery file was set aside: {scan.set_aside[0]}{more}")
         for found in scan.found:
             recovery = self.actions.autosaver.claim(found)
             if recovery is None:

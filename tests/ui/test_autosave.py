@@ -186,7 +186,7 @@ def test_an_unreadable_recovery_file_is_set_aside_and_the_window_says_where(make
     assert window.document.session == good
     assert not broken.exists() and (folder / "recovery-broken.json.unreadable").exists()
     message = window.statusBar().currentMessage()
-    assert "set aside" in message and "recovery-broken.json.unreadable" in message
+    assert message == f"An unreadable recovery file was set aside: {folder / 'recovery-broken.json.unreadable'}"
 
 
 def test_offer_restores_the_accepted_one_and_removes_a_declined_one(make_window, dirs):
