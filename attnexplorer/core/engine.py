@@ -142,9 +142,13 @@ class AttentionResult:
     they are float64 for a float64 compute, float32 otherwise (half types are widened to
     float32 on the way to the host). An intermediate not asked for (see ``compute(keep=...)``)
     is ``None``.
+
+    ``session`` is the exact session the result was computed from: a view or an export reads
+    tokens, mask, scale and embeddings from it, never from "the current session", which may
+    already be one edit further.
     """
 
-    tokens: tuple[str, ...]
+    session: Session
     scale_factor: float
     mask: np.ndarray
     blocked_rows: np.ndarray
@@ -169,8 +173,16 @@ class AttentionResult:
         return 0
 
     @property
+    def tokens(self) -> tuple[str, ...]:
+        return self.session.tokens
+
+    @property
     def n(self) -> int:
-        return len(self.tokens)
+        return self.session.n
+
+    def is_for(self, session: Session) -> bool:
+        """Whether this result was computed from ``session`` (the same object, or an equal one)."""
+        return self.session is session or self.session == session
 
     @property
     def any_blocked_rows(self) -> bool:
@@ -280,7 +292,7 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     except (RuntimeError, NotImplementedError, MemoryError) as err:  # e.g. out of memory, a missing kernel
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineError(f"the engine failed on {device} ({dtype}): {first}") from None
-    return AttentionResult(tokens=session.tokens, scale_factor=factor, mask=mask_np, blocked_rows=blocked_rows_np,
+    return AttentionResult(session=session, scale_factor=factor, mask=mask_np, blocked_rows=blocked_rows_np,
                            device=str(dev), dtype=dtype, compute_ms=elapsed, **fields)
 
 

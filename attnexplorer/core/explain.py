@@ -98,11 +98,6 @@ def _index(value, count: int, what: str) -> int:
     return int(value)
 
 
-def _check_pair(session: Session, result: AttentionResult) -> None:
-    if result.tokens != session.tokens:
-        raise AttnExplorerError("the result does not belong to this session (the tokens differ); recompute it first")
-
-
 @dataclass(frozen=True, eq=False)
 class CellExplanation:
     """How weight[head, query, key] came about.
@@ -145,14 +140,14 @@ def _sum_text(a: np.ndarray, b: np.ndarray) -> str:
     return " + ".join(terms)
 
 
-def explain_cell(session: Session, result: AttentionResult, head: int, query: int, key: int) -> CellExplanation:
-    """Explain weight[head, query, key] of ``result`` (computed from ``session``).
+def explain_cell(result: AttentionResult, head: int, query: int, key: int) -> CellExplanation:
+    """Explain weight[head, query, key] of ``result``; the mask and scale named are those of
+    the session the result was computed from (``result.session``).
 
-    Raises AttnExplorerError for an index out of range, a result of another session, or a
-    result computed without Q and K. The score, scaled-score and weight rows are read from
+    Raises AttnExplorerError for an index out of range, or a result computed without Q and K. The score, scaled-score and weight rows are read from
     the result when it carries them and worked out from Q and K when it does not.
     """
-    _check_pair(session, result)
+    session = result.session
     _need(result, "Q", "K")
     h = _index(head, result.heads, "head")
     i = _index(query, result.n, "query")
@@ -243,15 +238,14 @@ class OutputExplanation:
         return "\n".join(self.lines)
 
 
-def explain_output(session: Session, result: AttentionResult, head: int, query: int, top: int | None = None) -> OutputExplanation:
+def explain_output(result: AttentionResult, head: int, query: int, top: int | None = None) -> OutputExplanation:
     """Explain head ``head``'s output for ``query`` as Σ weight × v(key), largest weights first.
 
     ``top`` keeps only the largest terms (None keeps every visible key). Raises
-    AttnExplorerError for an index out of range, a bad ``top``, a result of another session,
-    or a result computed without V (and without Q and K, or the weights). The weights row is
+    AttnExplorerError for an index out of range, a bad ``top``, or a result computed without V (and without Q and K, or the weights). The weights row is
     read from the result when it carries it, else worked out from Q and K.
     """
-    _check_pair(session, result)
+    session = result.session
     _need(result, "V")
     if result.weights is None:
         _need(result, "Q", "K")

@@ -123,13 +123,16 @@ def _figure_exporter():
     return export_figures
 
 
-def write_export(stage: Path, session, result, signals, matrices: list[str], figures: list[str]) -> list[Path]:
-    """Write every requested file under ``stage``; returns the paths written."""
+def write_export(stage: Path, result, signals, matrices: list[str], figures: list[str]) -> list[Path]:
+    """Write every requested file under ``stage``; returns the paths written. Matrices,
+    ``session.json`` and figures all come from ``result`` and the session it was computed
+    from, so they always agree."""
     from . import matrices as mx
     from .session_file import save_session
 
+    session = result.session
     written: list[Path] = []
-    arrays = mx.result_arrays(session, result)
+    arrays = mx.result_arrays(result)
     for fmt in matrices:
         if fmt == "npz":
             mx.write_npz(stage / "attention.npz", arrays)
@@ -140,12 +143,12 @@ def write_export(stage: Path, session, result, signals, matrices: list[str], fig
         elif fmt == "npy":
             written += mx.write_npy_bundle(stage / "npy", arrays)
         else:
-            written += mx.write_table_bundle(stage / fmt, session, result, fmt)
+            written += mx.write_table_bundle(stage / fmt, result, fmt)
     save_session(session, stage / "session.json")
     written.append(stage / "session.json")
     if figures:
         export_figures = _figure_exporter()
-        written += [Path(p) for p in export_figures(session, result, signals, stage, list(figures))]
+        written += [Path(p) for p in export_figures(result, signals, stage, list(figures))]
     return written
 
 
@@ -179,7 +182,7 @@ def run_export(args) -> int:
     session = apply_overrides(session, args)
     result = compute(session, device=args.device, dtype=args.dtype)
     with atomic_directory(out) as stage:
-        written = write_export(stage, session, result, signals, matrices, figures)
+        written = write_export(stage, result, signals, matrices, figures)
         summary = _summary(out, stage, written)
     print(summary, file=sys.stdout)
     return 0

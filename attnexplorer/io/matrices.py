@@ -1,8 +1,8 @@
 """Matrices out (CSV, LaTeX, Markdown, JSON, NPY, NPZ) and in (CSV, NPY, pasted text).
 
 One labelled matrix: ``matrix_to_csv/latex/markdown/json(array, row_labels, col_labels)``.
-Every intermediate of a computation: ``result_arrays(session, result)`` (the CLI's names),
-``labelled_matrices(session, result)`` (2-D, one per matrix and head, with axis labels), and
+Every intermediate of a computation: ``result_arrays(result)`` (the CLI's names),
+``labelled_matrices(result)`` (2-D, one per matrix and head, with axis labels), and
 the bundle writers the export command and File ▸ Export use. Every file is written atomically
 (``atomic.py``); NPY and NPZ are written and read with ``allow_pickle=False``.
 
@@ -185,8 +185,11 @@ def matrix_to_text(fmt: str, array, row_labels=None, col_labels=None) -> str:
 
 # -- every intermediate of a computation -----------------------------------------------
 
-def result_arrays(session, result) -> dict[str, np.ndarray]:
+def result_arrays(result) -> dict[str, np.ndarray]:
     """Every input and intermediate under the CLI's names (what attention.npz holds).
+
+    The inputs are those of the session the result was computed from (``result.session``),
+    so the arrays of one export always belong together.
 
     ``tokens`` (n,) str; ``X`` (n, d); ``W_q``/``W_k`` (H, d, d_k); ``W_v`` (H, d, d_v);
     ``W_o`` (H·d_v, d_out) only when the session has one; ``Q``/``K``/``V`` (H, n, ·);
@@ -194,6 +197,7 @@ def result_arrays(session, result) -> dict[str, np.ndarray]:
     blocked; ``head_outputs`` (H, n, d_v); ``concat`` (n, H·d_v); ``output`` (n, H·d_v or
     d_out); ``blocked_rows`` (n,) bool. Intermediates the result lacks (``keep=``) are left out.
     """
+    session = result.session
     arrays: dict[str, np.ndarray] = {
         "tokens": np.array(list(session.tokens), dtype=str),
         "X": session.embeddings,
@@ -225,8 +229,9 @@ def _feature_labels(prefix: str, count: int) -> list[str]:
     return [f"{prefix}{j}" for j in range(count)]
 
 
-def labelled_matrices(session, result) -> list[LabelledMatrix]:
+def labelled_matrices(result) -> list[LabelledMatrix]:
     """Every matrix of ``result_arrays`` as 2-D labelled matrices, one per head (see module doc)."""
+    session = result.session
     tokens = list(session.tokens)
     heads, d_k, d_v = session.heads, session.d_k, session.d_v
     d_labels = _feature_labels("d", session.d)
@@ -257,23 +262,23 @@ def labelled_matrices(session, result) -> list[LabelledMatrix]:
     return out
 
 
-def write_table_bundle(out_dir, session, result, fmt: str = "csv") -> list[Path]:
+def write_table_bundle(out_dir, result, fmt: str = "csv") -> list[Path]:
     """One ``<name>.<fmt>`` per labelled matrix in ``out_dir`` (created); returns the paths."""
     if fmt not in _TABLE_WRITERS:
         raise MatrixError(f"unknown matrix format {fmt!r}; choose one of {', '.join(TABLE_FORMATS)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for m in labelled_matrices(session, result):
+    for m in labelled_matrices(result):
         path = out / f"{m.name}.{fmt}"
         atomic_write_text(path, matrix_to_text(fmt, m.values, m.row_labels, m.col_labels))
         paths.append(path)
     return paths
 
 
-def write_csv_bundle(out_dir, session, result) -> list[Path]:
+def write_csv_bundle(out_dir, result) -> list[Path]:
     """``write_table_bundle`` in CSV: ``weights_head0.csv``, ``output.csv``, ``Q_head1.csv``..."""
-    return write_table_bundle(out_dir, session, result, "csv")
+    return write_table_bundle(out_dir, result, "csv")
 
 
 def _check_savable(arrays: dict[str, np.ndarray]) -> None:

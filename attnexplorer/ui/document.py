@@ -15,7 +15,10 @@ What is computed: every intermediate, except for a large session (more than
 ``LARGE_CELLS`` score cells) or a device other than the CPU, where only what the on-screen
 views read is kept (``set_needs``, from the window: the union of the visible panels'
 ``needs``); a view that needs more coming on screen recomputes. ``full_result()`` gives
-exports everything, computing it then when the current result is partial.
+exports a complete result of the current session, computing it then when the published one
+is partial or belongs to an earlier session. Every result carries the session it was
+computed from (``result.session``): views read session facts from it, never from
+``document.session``, which may be one edit ahead while a big compute runs.
 
 Bursts of edits (a dragged slider) are coalesced with ``edit_later``: only the newest is
 applied, at the next turn of the event loop; ``flush()`` applies it now.
@@ -202,20 +205,34 @@ class SessionDocument(QObject):
     def _partial(self, session: Session) -> bool:
         return self.device != "cpu" or session.heads * session.n * session.n > LARGE_CELLS
 
-    def full_result(self) -> AttentionResult | None:
-        """The newest result with every intermediate (exports, copies): the current one when
-        it is complete, else the current session computed now, in full (not published)."""
-        self.wait_idle()
+    def current_result(self) -> AttentionResult | None:
+        """The current result when it was computed from the current session, else None (a
+        compute is on its way, or the last one failed)."""
         result = self._result
-        if result is None or all(getattr(result, name) is not None for name in INTERMEDIATES):
+        return result if result is not None and result.session is self._session else None
+
+    def full_result(self) -> AttentionResult:
+        """A result of the current session with every intermediate, for exports and copies.
+
+        It is the published result when that one belongs to the current session and is
+        complete; otherwise the current session is computed here and now, in full (not
+        published). It never waits for the worker and never runs a nested event loop, so no
+        edit can land in the middle of an export, and the result always carries exactly the
+        session being exported (``result.session``). Raises AttnExplorerError when the engine
+        refuses the session.
+        """
+        self.flush()  # an edit posted with edit_later is part of what the user sees
+        result = self.current_result()
+        if result is not None and all(getattr(result, name) is not None for name in INTERMEDIATES):
             return result
         return compute(self._session, device=self.device, dtype=self.dtype)
 
-    def complete(self) -> AttentionResult | None:
-        """Make the current result hold every intermediate, computing and publishing it now
-        when it is partial (a figure export draws panels that are not on screen from it)."""
+    def complete(self) -> AttentionResult:
+        """``full_result()``, also published when it is new (a figure export draws panels
+        that are not on screen, and the panels draw the published result)."""
         result = self.full_result()
-        if result is not None and result is not self._result:
+        if result is not self._result:
+            self._generation += 1  # a compute in flight for this same session is now stale
             self._publish(result)
         return result
 
@@ -255,7 +272,7 @@ class SessionDocument(QObject):
             return
         self._needs = new
         result = self._result
-        if result is None or result.tokens != self._session.tokens:
+        if result is None or result.session is not self._session:
             return  # the compute on its way (or the next one) uses the new needs
         wanted = INTERMEDIATES if new is None else new
         if any(getattr(result, name) is None for name in wanted):

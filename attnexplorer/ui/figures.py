@@ -464,15 +464,16 @@ def session_title(session) -> str:
     return f"attnexplorer — {name}: {session.n} tokens, d = {session.d}, {heads}"
 
 
-def export_figures(session, result, signals, out_dir, formats: list[str]) -> list[Path]:
+def export_figures(result, signals, out_dir, formats: list[str]) -> list[Path]:
     """Headless figures for ``attnexplorer export --figures``.
 
-    Builds a document and the panels on ``session`` offscreen, each laid out at
+    Builds a document and the panels on ``result.session`` offscreen, each laid out at
     ``FIGURE_SIZE``, and writes ``out_dir/figures/<kind>.<fmt>`` for every panel that
     applies to the session and has a plot, and ``out_dir/figures/dashboard.<fmt>``, for
-    every format in ``formats``. ``result`` (may be None) fixes the device and dtype the
-    figures are computed with. Returns the paths written, in that order.
+    every format in ``formats``. ``result`` also fixes the device and dtype the figures are
+    computed with. Returns the paths written, in that order.
     """
+    session = result.session
     wanted = [str(f).strip().lower() for f in formats if str(f).strip()]
     for f in wanted:
         _check_format(f, Path(f"figure.{f}"))
@@ -485,7 +486,7 @@ def export_figures(session, result, signals, out_dir, formats: list[str]) -> lis
     doc = SessionDocument(session, signals)
     panels = []
     try:
-        if result is not None and (result.device, result.dtype) != (doc.device, doc.dtype):
+        if (result.device, result.dtype) != (doc.device, doc.dtype):
             doc.set_compute_options(device=result.device, dtype=result.dtype)
         if not doc.wait_idle(300.0):
             raise FigureError("the computation for the figures did not finish")

@@ -51,21 +51,18 @@ ONE_FILE_FOR_ALL = ("npz", "json")
 
 
 def _current(document):
-    """The session and its result with every intermediate (a large session computes only
-    what is on screen: the rest is computed now), waiting for a compute in flight so the two
-    agree."""
-    result = document.full_result()
-    if result is None or result.tokens != document.session.tokens:
-        raise AttnExplorerError("there is no result to export yet (the last computation failed?)")
-    return document.session, result
+    """A result of the current session with every intermediate (``result.session`` is what
+    gets exported). A large session computes only what is on screen, and a compute may still
+    be in flight: then the current session is computed now, so matrices and session never
+    come from two different edits."""
+    return document.full_result()
 
 
 def matrices_by_name(document) -> dict:
     """``{name: LabelledMatrix}`` for the current session, in display order."""
     from ..io.matrices import labelled_matrices
 
-    session, result = _current(document)
-    return {m.name: m for m in labelled_matrices(session, result)}
+    return {m.name: m for m in labelled_matrices(_current(document))}
 
 
 def describe(name: str) -> str:
@@ -83,18 +80,18 @@ def export_matrices(document, choice: str, fmt: str, path) -> list[Path]:
     if fmt not in _SUFFIX:
         raise AttnExplorerError(f"unknown matrix format {fmt!r}; choose one of {', '.join(_SUFFIX)}")
     path = Path(path)
-    session, result = _current(document)
+    result = _current(document)
     if choice == ALL:
         if fmt == "npz":
-            io.write_npz(path, io.result_arrays(session, result))
+            io.write_npz(path, io.result_arrays(result))
             return [path]
         if fmt == "json":
-            io.write_json_bundle(path, io.result_arrays(session, result))
+            io.write_json_bundle(path, io.result_arrays(result))
             return [path]
         if fmt == "npy":
-            return io.write_npy_bundle(path, io.result_arrays(session, result))
-        return io.write_table_bundle(path, session, result, fmt)
-    matrices = {m.name: m for m in io.labelled_matrices(session, result)}
+            return io.write_npy_bundle(path, io.result_arrays(result))
+        return io.write_table_bundle(path, result, fmt)
+    matrices = {m.name: m for m in io.labelled_matrices(result)}
     if choice not in matrices:
         raise AttnExplorerError(f"there is no matrix {choice!r} in this session; choose one of {', '.join(matrices)}")
     m = matrices[choice]

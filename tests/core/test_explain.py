@@ -29,7 +29,7 @@ def random_session(seed=3, **kw):
 def test_walkthrough_line():
     s = walk_session()
     r = compute(s, dtype="float64")
-    e = explain_cell(s, r, 0, 2, 0)
+    e = explain_cell(r, 0, 2, 0)
     w = fmt(r.weights[0, 2, 0])
     assert e.lines[0] == f"score(she, dog) = 2.64×2.88 + 1.46×3.06 + 0.94×1.89 = 13.85; ÷√3 = 7.99; weight = {w}"
     assert e.score == pytest.approx(2.64 * 2.88 + 1.46 * 3.06 + 0.94 * 1.89)
@@ -44,7 +44,7 @@ def test_cell_numbers_are_the_results(dtype, mask, scale):
     r = compute(s, dtype=dtype)
     tol = 1e-12 if dtype == "float64" else 1e-5
     for h, i, j in [(0, 0, 0), (1, 3, 1), (1, 5, 4), (0, 2, 5)]:
-        e = explain_cell(s, r, h, i, j)
+        e = explain_cell(r, h, i, j)
         np.testing.assert_array_equal(e.q, r.Q[h, i])
         np.testing.assert_array_equal(e.k, r.K[h, j])
         np.testing.assert_allclose(e.products, r.Q[h, i].astype(float) * r.K[h, j].astype(float), rtol=1e-15)
@@ -64,10 +64,10 @@ def test_cell_numbers_are_the_results(dtype, mask, scale):
 
 def test_scale_text():
     s = random_session(scale=Scale("temperature", 0.5))
-    e = explain_cell(s, compute(s), 0, 1, 1)
+    e = explain_cell(compute(s), 0, 1, 1)
     assert "÷τ (τ = 0.5)" in e.lines[0] and e.scale_text == "÷τ (τ = 0.5)"
     s = random_session(scale=Scale("none"))
-    assert "no scaling" in explain_cell(s, compute(s), 0, 1, 1).text
+    assert "no scaling" in explain_cell(compute(s), 0, 1, 1).text
 
 
 def test_long_vectors_are_cut_in_text_but_kept_in_numbers():
@@ -75,16 +75,16 @@ def test_long_vectors_are_cut_in_text_but_kept_in_numbers():
     s = Session(tokens=("a", "b"), embeddings=rng.normal(size=(2, 20)), w_query=np.eye(20)[None], w_key=np.eye(20)[None],
                 w_value=np.eye(20)[None])
     r = compute(s)
-    e = explain_cell(s, r, 0, 0, 1)
+    e = explain_cell(r, 0, 0, 1)
     assert e.q.shape == (20,) and "(12 more terms)" in e.lines[0]
-    o = explain_output(s, r, 0, 0)
+    o = explain_output(r, 0, 0)
     assert "(12 more)" in o.lines[-1]
 
 
 def test_output_terms_sorted_and_summing_to_the_output():
     s = random_session(mask=Mask("causal"))
     r = compute(s, dtype="float64")
-    o = explain_output(s, r, 1, 4)
+    o = explain_output(r, 1, 4)
     assert [t.key for t in o.terms] == sorted(range(5), key=lambda j: -r.weights[1, 4, j])
     for t in o.terms:
         assert t.weight == r.weights[1, 4, t.key]
@@ -100,7 +100,7 @@ def test_output_terms_sorted_and_summing_to_the_output():
 def test_output_top_cuts_and_reports_the_rest():
     s = walk_session()
     r = compute(s, dtype="float64")
-    o = explain_output(s, r, 0, 2, top=2)
+    o = explain_output(r, 0, 2, top=2)
     assert [t.token for t in o.terms] == ["dog", "she"]  # q(she) points at dog, then at itself (9.98 > 9.8 for ball)
     assert o.omitted == 2
     assert o.omitted_weight == pytest.approx(r.weights[0, 2, [1, 3]].sum())
@@ -114,19 +114,19 @@ def test_fully_blocked_row_attends_to_nothing():
     blocked[1] = True
     s = walk_session(mask=Mask("custom", blocked=blocked))
     r = compute(s)
-    o = explain_output(s, r, 0, 1)
+    o = explain_output(r, 0, 1)
     assert o.blocked and o.terms == () and not o.output.any()
     assert "attends to nothing" in o.text and "= [0, 0]" in o.text
-    e = explain_cell(s, r, 0, 1, 2)
+    e = explain_cell(r, 0, 1, 2)
     assert e.row_blocked and e.weight == 0 and e.denominator == 0 and "attends to nothing" in e.text
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda s, r: explain_cell(s, r, 1, 0, 0), "head 1 is outside 0..0"),
-    (lambda s, r: explain_cell(s, r, 0, 4, 0), "query 4 is outside 0..3"),
-    (lambda s, r: explain_cell(s, r, 0, 0, -1), "key -1 is outside"),
-    (lambda s, r: explain_output(s, r, 0, True), "query True"),
-    (lambda s, r: explain_output(s, r, 0, 0, top=0), "top must be"),
+    (lambda s, r: explain_cell(r, 1, 0, 0), "head 1 is outside 0..0"),
+    (lambda s, r: explain_cell(r, 0, 4, 0), "query 4 is outside 0..3"),
+    (lambda s, r: explain_cell(r, 0, 0, -1), "key -1 is outside"),
+    (lambda s, r: explain_output(r, 0, True), "query True"),
+    (lambda s, r: explain_output(r, 0, 0, top=0), "top must be"),
 ])
 def test_bad_indices(call, match):
     s = walk_session()
@@ -134,16 +134,22 @@ def test_bad_indices(call, match):
         call(s, compute(s))
 
 
-def test_needs_the_intermediates_and_the_right_session():
+def test_needs_the_intermediates():
     s = walk_session()
     r = compute(s, keep=("weights",))
     with pytest.raises(AttnExplorerError, match="computed without Q, K"):
-        explain_cell(s, r, 0, 0, 0)
+        explain_cell(r, 0, 0, 0)
     with pytest.raises(AttnExplorerError, match="computed without V"):
-        explain_output(s, r, 0, 0)
-    other = random_session()
-    with pytest.raises(AttnExplorerError, match="does not belong to this session"):
-        explain_cell(other, compute(s), 0, 0, 0)
+        explain_output(r, 0, 0)
+
+
+
+def test_the_mask_and_scale_named_are_those_of_the_result_session():
+    # The text reads the session the result was computed from, not some other current one.
+    s = walk_session().replace(mask=Mask("causal"), scale=Scale("none"))
+    r = compute(s)
+    e = explain_cell(r, 0, 0, 1)
+    assert r.session is s and "causal mask" in e.text and "no scaling" in e.text
 
 
 @pytest.mark.parametrize("x,text", [
@@ -164,10 +170,10 @@ def test_explains_from_q_k_v_alone_as_from_the_full_result(mask):
     lean = compute(s, dtype="float64", keep=("Q", "K", "V"))
     for i in range(s.n):
         for j in (0, s.n - 1):
-            a, b = explain_cell(s, full, 1, i, j), explain_cell(s, lean, 1, i, j)
+            a, b = explain_cell(full, 1, i, j), explain_cell(lean, 1, i, j)
             assert a.lines == b.lines
             np.testing.assert_allclose([b.score, b.scaled_score, b.weight, b.denominator],
                                        [a.score, a.scaled_score, a.weight, a.denominator], rtol=1e-12, atol=1e-15)
-        oa, ob = explain_output(s, full, 1, i), explain_output(s, lean, 1, i)
+        oa, ob = explain_output(full, 1, i), explain_output(lean, 1, i)
         assert oa.lines == ob.lines
         np.testing.assert_allclose(ob.output, oa.output, rtol=1e-12, atol=1e-15)

@@ -108,7 +108,7 @@ def test_label_count_must_match():
 def test_result_arrays_names_and_shapes(w_out):
     s = small_session(mask=Mask("causal"), w_out=w_out)
     r = compute(s, dtype="float64")
-    arrays = result_arrays(s, r)
+    arrays = result_arrays(r)
     H, n, d, dk, dv = s.heads, s.n, s.d, s.d_k, s.d_v
     expected = {"tokens": (n,), "X": (n, d), "W_q": (H, d, dk), "W_k": (H, d, dk), "W_v": (H, d, dv),
                 "Q": (H, n, dk), "K": (H, n, dk), "V": (H, n, dv), "scores": (H, n, n), "scaled_scores": (H, n, n),
@@ -125,7 +125,7 @@ def test_result_arrays_names_and_shapes(w_out):
 def test_npz_npy_and_json_bundles_read_back_without_pickle(tmp_path):
     s = small_session(w_out=True)
     r = compute(s, dtype="float64")
-    arrays = result_arrays(s, r)
+    arrays = result_arrays(r)
     write_npz(tmp_path / "attention.npz", arrays)
     with np.load(tmp_path / "attention.npz", allow_pickle=False) as z:
         assert sorted(z.files) == sorted(arrays)
@@ -149,7 +149,7 @@ def test_object_arrays_are_refused(tmp_path):
 def test_csv_bundle_names_and_axis_labels(tmp_path):
     s = small_session(w_out=True)
     r = compute(s, dtype="float64")
-    paths = write_csv_bundle(tmp_path, s, r)
+    paths = write_csv_bundle(tmp_path, r)
     names = {p.name for p in paths}
     for h in range(s.heads):
         for stem in ("W_q", "W_k", "W_v", "Q", "K", "V", "scores", "scaled_scores", "weights", "head_outputs"):
@@ -179,11 +179,11 @@ def test_csv_bundle_names_and_axis_labels(tmp_path):
 def test_other_table_bundles(tmp_path, fmt):
     s = small_session()
     r = compute(s)
-    paths = write_table_bundle(tmp_path / fmt, s, r, fmt)
-    assert {p.name for p in paths} == {f"{m.name}.{fmt}" for m in labelled_matrices(s, r)}
+    paths = write_table_bundle(tmp_path / fmt, r, fmt)
+    assert {p.name for p in paths} == {f"{m.name}.{fmt}" for m in labelled_matrices(r)}
     assert all(p.read_text(encoding="utf-8").strip() for p in paths)
     with pytest.raises(MatrixError, match="unknown matrix format 'xls'"):
-        write_table_bundle(tmp_path, s, r, "xls")
+        write_table_bundle(tmp_path, r, "xls")
 
 
 # -- reading matrices ---------------------------------------------------------------------

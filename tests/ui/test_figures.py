@@ -309,7 +309,7 @@ def run_export_figures(tmp_path, preset, formats):
 
     built = build_preset(preset)
     result = compute(built.session)
-    written = figures.export_figures(built.session, result, built.signals, tmp_path, formats)
+    written = figures.export_figures(result, built.signals, tmp_path, formats)
     return built, written
 
 
@@ -350,7 +350,9 @@ def test_export_figures_includes_the_signal_plot_for_sine(qtbot, tmp_path):
 
 def test_export_figures_refuses_an_unknown_format_before_writing(qtbot, tmp_path):
     with pytest.raises(figures.FigureError, match="'tiff'"):
-        figures.export_figures(make_session(), None, {}, tmp_path, ["png", "tiff"])
+        from attnexplorer.core.engine import compute
+
+        figures.export_figures(compute(make_session()), {}, tmp_path, ["png", "tiff"])
     assert list(tmp_path.iterdir()) == []
 
 

@@ -160,10 +160,9 @@ class EmbeddingPanel(FigurePanel):
     # -- drawing ----------------------------------------------------------------------------------
     def redraw(self) -> None:
         result = self.document.result
-        session = self.document.session
-        if result is None or result.Q is None or result.K is None or session.d != 2 or session.n != result.n:
+        if result is None or result.Q is None or result.K is None or result.session.d != 2:
             return
-        x = np.asarray(session.embeddings, dtype=float)
+        x = np.asarray(result.session.embeddings, dtype=float)
         self.points.setData(pos=x, data=np.arange(len(x)))
         tokens = result.tokens
         shown = min(len(tokens), MAX_POINT_LABELS)
@@ -202,9 +201,9 @@ class EmbeddingPanel(FigurePanel):
 
     def redraw_selection(self) -> None:
         result = self.document.result
-        session = self.document.session
-        if result is None or result.Q is None or result.K is None or session.d != 2 or session.n != result.n:
+        if result is None or result.Q is None or result.K is None or result.session.d != 2:
             return
+        session = result.session
         head, query, key = clamp_selection(self.document, result)
         q2 = self._first_two(result.Q[head, query][None, :])
         k2 = self._first_two(result.K[head])

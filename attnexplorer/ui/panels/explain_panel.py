@@ -51,12 +51,9 @@ class ExplainPanel(Panel):
 
     def redraw(self) -> None:
         result = self.document.result
-        session = self.document.session
         if result is None:
             self._show("", "No result yet.")
             return
-        if result.tokens != session.tokens:
-            return  # one edit behind: the next result will explain the session as it is
         missing = sorted(name for name in self.needs if getattr(result, name, None) is None)
         if missing:
             self._show("", f"Not computed for this view: {', '.join(missing)}.")
@@ -73,10 +70,10 @@ class ExplainPanel(Panel):
 
         parts = []
         try:
-            parts.append(_lines(explain_cell(session, result, head, query, chosen)))
+            parts.append(_lines(explain_cell(result, head, query, chosen)))
             # Only the terms the text shows (the rest are summed either way): at 4,096 keys
             # building every term took 0.1 s per redraw.
-            parts.append(_lines(explain_output(session, result, head, query, top=MAX_TERMS_SHOWN)))
+            parts.append(_lines(explain_output(result, head, query, top=MAX_TERMS_SHOWN)))
         except AttnExplorerError as err:
             parts.append(f"Cannot explain this cell: {err}")
         which = "selected key" if key is not None else "the key it weights most"

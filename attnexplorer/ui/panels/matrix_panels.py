@@ -86,13 +86,9 @@ class ScaledScoresPanel(_SingleMatrixPanel):
     masked = True
 
     def heading_text(self, head: int, heads: int) -> str:
-        session = self.document.session
-        result = self.document.result
-        if session.n == result.n:
-            scale = session.scale.describe(session.d_k)
-            mask = session.mask.kind
-        else:  # the result lags the session by one edit: say only what the result knows
-            scale, mask = f"× {result.scale_factor:.4g}", "none"
+        session = self.document.result.session  # the one drawn, maybe an edit behind the document
+        scale = session.scale.describe(session.d_k)
+        mask = session.mask.kind
         text = f"{self.title} ({scale}" + (f", {mask} mask)" if mask != "none" else ")")
         return text if heads == 1 else f"{text} — head {head}"
 
@@ -214,7 +210,7 @@ class OutputPanel(FigurePanel):
             return
         head, query, _ = clamp_selection(self.document, result)
         heads = result.head_outputs.shape[0]
-        has_w_out = result.output is not None and self.document.session.w_out is not None
+        has_w_out = result.output is not None and result.session.w_out is not None
         wanted = (self.head_view,)
         if heads > 1 and result.concat is not None:
             wanted += (self.concat_view,)

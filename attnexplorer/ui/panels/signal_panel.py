@@ -72,7 +72,6 @@ class SignalPanel(FigurePanel):
     # -- drawing ----------------------------------------------------------------------------------
     def redraw(self) -> None:
         result = self.document.result
-        session = self.document.session
         if result is None or result.output is None:
             return
         n = result.n
@@ -85,14 +84,8 @@ class SignalPanel(FigurePanel):
             self.clean.setData(x, np.asarray(clean, dtype=float))
         else:
             self.clean.setData([], [])
-        if session.n == n:
-            noisy = session.embeddings[:, 0]
-        else:  # the result lags one edit behind: fall back to the preset's own samples
-            noisy = signals.get("noisy")
-        if noisy is not None and len(noisy) == n:
-            self.noisy.setData(x, np.asarray(noisy, dtype=float))
-        else:
-            self.noisy.setData([], [])
+        # The samples this output was computed from (column 0 of X is the noisy signal).
+        self.noisy.setData(x, np.asarray(result.session.embeddings[:, 0], dtype=float))
         self.output.setData(x, np.asarray(result.output[:, 0], dtype=float))
         self.redraw_selection()
 
