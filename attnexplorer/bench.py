@@ -128,13 +128,13 @@ def _app():
     return make_app()
 
 
-def _window(session, signals=None, size=(1280, 800)):
+def _window(session, size=(1280, 800)):
     from PySide6.QtWidgets import QApplication
 
     from .ui.document import SessionDocument
     from .ui.main_window import MainWindow
 
-    document = SessionDocument(session, signals)
+    document = SessionDocument(session)
     window = MainWindow(document)
     window.resize(*size)
     window.show()
@@ -181,7 +181,7 @@ def bench_redraw(sizes, repeats) -> list[dict]:
     rows = []
     for n in sizes:
         built = build_preset("random", {"n": n, "d": 64, "d_k": 64, "d_v": 64, "heads": 1, "seed": 0})
-        document, window = _window(built.session, built.signals)
+        document, window = _window(built.session)
         times = [_edit_and_paint(document, window, 0.5 + 0.01 * r) for r in range(repeats + 2)][2:]
         row = {"n": n, "d": 64, "heads": 1, "median_ms": _median(times), "compute_ms": document.last_compute_ms,
                "draw_ms": getattr(window, "last_draw_ms", None), "repeats": repeats}
@@ -199,7 +199,7 @@ def bench_drag(n: int, steps: int) -> dict:
 
     _app()
     built = build_preset("sine", {"N": n})
-    document, window = _window(built.session, built.signals)
+    document, window = _window(built.session)
     widget = window.controls.param_widgets["tau"]
     slider = widget.slider
     slider.setSliderDown(True)
@@ -326,7 +326,7 @@ def _large_probe(n: int, heads: int) -> None:
     _app()
     built = build_preset("random", {"n": n, "d": 64, "d_k": 16, "d_v": 16, "heads": heads, "seed": 0})
     start = time.perf_counter()
-    document, window = _window(built.session, built.signals)
+    document, window = _window(built.session)
     document.wait_idle(120.0)
     QApplication.processEvents()
     window.repaint()

@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] in SUBCOMMANDS:
             command, rest = argv[0], argv[1:]
             if command == "export":
-                from .io.export_command import run_export
+                from .commands.export import run_export
 
                 return run_export(build_export_parser().parse_args(rest))
             if command == "presets":

@@ -225,7 +225,7 @@ def _check_panels(report: _Report, app, name: str, built, result) -> None:
         from .ui.document import SessionDocument
         from .ui.panels import make_panels
 
-        doc = SessionDocument(built.session, built.signals)
+        doc = SessionDocument(built.session)
         panels = []
         try:
             if not doc.wait_idle():
@@ -300,7 +300,7 @@ def _check_exports(report: _Report, built_ok: list) -> None:
             for name, built, result in built_ok:
                 out = Path(tmp) / name
                 out.mkdir()
-                written += [Path(p) for p in export_figures(result, built.signals, out, FIGURE_FORMATS)]
+                written += [Path(p) for p in export_figures(result, out, FIGURE_FORMATS)]
             c.detail = f"{len(written)} files for {len(built_ok)} presets"
         if not c.ok:
             return

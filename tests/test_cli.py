@@ -63,6 +63,24 @@ def test_export_every_matrix_format(tmp_path, session_file, capsys):
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no staging folder left
 
 
+def test_export_writes_the_sine_reference_curve(tmp_path):
+    # A notebook can redraw the Signal figure from the export alone.
+    out = tmp_path / "out"
+    assert main(["export", "--preset", "sine", "--set", "N=30", "--out", str(out), "--dtype", "float64"]) == 0
+    with np.load(out / "attention.npz", allow_pickle=False) as z:
+        position, clean = z["reference_position"], z["reference_clean"]
+        assert position.shape == clean.shape == (30,)
+        np.testing.assert_allclose(position, np.arange(30) / 29)
+        np.testing.assert_allclose(clean, np.sin(2 * np.pi * position))
+    obj = json.loads((out / "attention.json").read_text())
+    np.testing.assert_allclose(obj["reference_clean"], clean)
+    # Curves come from the session, so an export of the saved session.json writes the same.
+    again = tmp_path / "again"
+    assert main(["export", "--session", str(out / "session.json"), "--out", str(again)]) == 0
+    with np.load(again / "attention.npz", allow_pickle=False) as z:
+        np.testing.assert_array_equal(z["reference_clean"], clean)
+
+
 def test_default_formats_and_overrides(tmp_path, session_file):
     out = tmp_path / "out"
     assert main(["export", "--session", str(session_file), "--out", str(out), "--mask", "window:2",

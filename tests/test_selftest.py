@@ -114,7 +114,7 @@ def fakes(monkeypatch, qapp):
     panels_module.make_panels = lambda doc: [DrawnPanel(doc), OnlyForLongSessions(doc)]
     monkeypatch.setitem(sys.modules, "attnexplorer.ui.panels", panels_module)
 
-    def export_figures(session, result, signals, out_dir, formats):
+    def export_figures(result, out_dir, formats):
         written = []
         for fmt in formats:
             if fmt not in f.formats:

@@ -1,4 +1,7 @@
-"""``attnexplorer export``: compute a preset or a session with no window and write files.
+"""``attnexplorer export``, the Qt-free half: its arguments, its source and its matrix files.
+
+``attnexplorer.commands.export.run_export`` runs the command: it computes once and adds the
+figures (drawn by the ui layer from that same result) next to what this module writes.
 
 What lands in ``--out`` (README, "Export"):
 
@@ -18,8 +21,6 @@ line on stderr and exit status 2.
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 from ..core.errors import AttnExplorerError
@@ -86,17 +87,16 @@ def parse_scale(text: str) -> Scale:
 
 
 def load_source(args):
-    """The session and reference signals named by ``--preset``/``--set`` or ``--session``."""
+    """The session named by ``--preset``/``--set`` or ``--session``."""
     if getattr(args, "session", None):
         if args.params:
             raise AttnExplorerError("--set applies to presets only; edit the session file instead")
         from .session_file import load_session
 
-        return load_session(args.session), {}
+        return load_session(args.session)
     from ..core.presets import build_preset, parse_assignments
 
-    built = build_preset(args.preset, parse_assignments(args.params))
-    return built.session, dict(built.signals)
+    return build_preset(args.preset, parse_assignments(args.params)).session
 
 
 def apply_overrides(session, args):
@@ -114,19 +114,10 @@ def apply_overrides(session, args):
         raise AttnExplorerError(f"--mask: {err}") from None
 
 
-def _figure_exporter():
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    try:
-        from ..ui.figures import export_figures
-    except ImportError as err:
-        raise AttnExplorerError(f"figure export needs PySide6 and pyqtgraph: {err}") from None
-    return export_figures
-
-
-def write_export(stage: Path, result, signals, matrices: list[str], figures: list[str]) -> list[Path]:
-    """Write every requested file under ``stage``; returns the paths written. Matrices,
-    ``session.json`` and figures all come from ``result`` and the session it was computed
-    from, so they always agree."""
+def write_export(stage: Path, result, matrices: list[str]) -> list[Path]:
+    """Write the requested matrix files and ``session.json`` under ``stage``; returns the
+    paths written. All of them come from ``result`` and the session it was computed from
+    (``result.session``), so they always agree."""
     from . import matrices as mx
     from .session_file import save_session
 
@@ -146,43 +137,4 @@ def write_export(stage: Path, result, signals, matrices: list[str], figures: lis
             written += mx.write_table_bundle(stage / fmt, result, fmt)
     save_session(session, stage / "session.json")
     written.append(stage / "session.json")
-    if figures:
-        export_figures = _figure_exporter()
-        written += [Path(p) for p in export_figures(result, signals, stage, list(figures))]
     return written
-
-
-def _summary(out: Path, stage: Path, written: list[Path]) -> str:
-    groups: dict[str, int] = {}
-    for p in written:
-        rel = Path(p).relative_to(stage)
-        key = rel.parts[0] + ("/" if len(rel.parts) > 1 else "")
-        groups[key] = groups.get(key, 0) + 1
-    parts = [f"{k} ({n} files)" if k.endswith("/") else k for k, n in groups.items()]
-    return f"wrote {len(written)} files to {out}: {', '.join(parts)}"
-
-
-def run_export(args) -> int:
-    """Run ``attnexplorer export`` for parsed ``args``; 0 on success.
-
-    Raises ``AttnExplorerError`` for any bad input (``cli.main`` prints it and exits 2);
-    in that case ``--out`` is left exactly as it was.
-    """
-    from ..core.engine import compute
-    from .atomic import atomic_directory
-
-    matrices = parse_formats(args.matrices, MATRIX_FORMATS, "--matrices")
-    figures = parse_formats(getattr(args, "figures", ""), FIGURE_FORMATS, "--figures")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise AttnExplorerError(f"--out {out} is a file, not a folder")
-    if figures:
-        _figure_exporter()  # fail before computing anything when Qt is missing
-    session, signals = load_source(args)
-    session = apply_overrides(session, args)
-    result = compute(session, device=args.device, dtype=args.dtype)
-    with atomic_directory(out) as stage:
-        written = write_export(stage, result, signals, matrices, figures)
-        summary = _summary(out, stage, written)
-    print(summary, file=sys.stdout)
-    return 0

@@ -196,7 +196,11 @@ def result_arrays(result) -> dict[str, np.ndarray]:
     ``scores``, ``scaled_scores``, ``weights`` (H, n, n); ``mask`` (n, n) bool, True =
     blocked; ``head_outputs`` (H, n, d_v); ``concat`` (n, H·d_v); ``output`` (n, H·d_v or
     d_out); ``blocked_rows`` (n,) bool. Intermediates the result lacks (``keep=``) are left out.
+    The preset's reference curves, one value per token, follow as ``reference_<name>``
+    (the sine preset's ``reference_position`` and ``reference_clean``) when it has them.
     """
+    from ..core.presets import reference_curves
+
     session = result.session
     arrays: dict[str, np.ndarray] = {
         "tokens": np.array(list(session.tokens), dtype=str),
@@ -212,6 +216,8 @@ def result_arrays(result) -> dict[str, np.ndarray]:
         value = getattr(result, name)
         if value is not None:
             arrays[name] = np.asarray(value)
+    for name, curve in reference_curves(session).items():
+        arrays[f"reference_{name}"] = curve
     return arrays
 
 

@@ -34,12 +34,11 @@ from ..core.errors import AttnExplorerError, PresetError
 DEFAULT_PRESET = "pronoun"
 
 def initial_session(args, settings):
-    """``(session, signals, path or None, note or None)`` for the command line ``args``.
+    """``(session, path or None, note or None)`` for the command line ``args``.
 
     Raises AttnExplorerError for a bad file or preset named on the command line."""
     from ..core.presets import build_preset, parse_assignments
     from ..io.session_file import load_session
-    from .session_actions import SessionActions
 
     session_file = getattr(args, "session_file", None)
     preset = getattr(args, "preset", None)
@@ -50,20 +49,18 @@ def initial_session(args, settings):
         raise PresetError("give either a session file or --preset, not both")
     if session_file:
         session = load_session(Path(session_file))
-        return session, SessionActions._signals_for(session), Path(session_file), None
+        return session, Path(session_file), None
     if preset:
-        built = build_preset(preset, parse_assignments(params))
-        return built.session, built.signals, None, None
+        return build_preset(preset, parse_assignments(params)).session, None, None
     note = None
     last = settings.last_session()
     if last is not None:
         try:
             session = load_session(last)
-            return session, SessionActions._signals_for(session), last, None
+            return session, last, None
         except AttnExplorerError as err:
             note = f"The last session could not be opened ({err}); showing the {DEFAULT_PRESET} preset."
-    built = build_preset(DEFAULT_PRESET)
-    return built.session, built.signals, None, note
+    return build_preset(DEFAULT_PRESET).session, None, note
 
 
 def _report_startup_error(app, message: str) -> None:
@@ -139,11 +136,11 @@ def run_app(args) -> int:
 
     settings = AppSettings()
     try:
-        session, signals, path, note = initial_session(args, settings)
+        session, path, note = initial_session(args, settings)
     except AttnExplorerError as err:
         _report_startup_error(app, str(err))
         return 2
-    document = SessionDocument(session, signals)
+    document = SessionDocument(session)
     window = MainWindow(document, settings)
     if path is not None:
         window.actions.adopt(path)

@@ -188,7 +188,6 @@ class ControlsPanel(QWidget):
         self.preset_form = self._form(self.preset_box)
         self.param_widgets: dict[str, ValueSlider] = {}
         self._preset_name = ...  # not built yet: the first session builds the box
-        self._signals_params = None
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -326,7 +325,6 @@ class ControlsPanel(QWidget):
         self.param_widgets = {}
         ref = session.preset
         self._preset_name = ref.name if ref else None
-        self._signals_params = None
         preset = None
         if ref is not None:
             from ..core.presets import get_preset
@@ -376,9 +374,6 @@ class ControlsPanel(QWidget):
             self.document.refuse(f"{param.label or param.name} not changed: {err}")
             self._sync_params(self.document.session)
             return
-        # Signals first: the panels redraw on the result that follows the edit.
-        self._signals_params = dict(built.session.preset.params)
-        self.document.set_signals(built.signals)
         key = None if key is None else (*key, ref.name)
         self.document.edit(built.session, f"{param.label or param.name} = {params[param.name]:g}", merge_key=key)
 
@@ -389,27 +384,6 @@ class ControlsPanel(QWidget):
             if name in session.preset.params:
                 widget.set_value(session.preset.params[name])
 
-    def _sync_signals(self, session) -> None:
-        # Undo/redo restore a session but not the document's reference signals; rebuild them
-        # when the preset parameters no longer match the ones they were built with.
-        ref = session.preset
-        if ref is None or self._preset_name != ref.name:
-            self._signals_params = None
-            return
-        params = dict(ref.params)
-        if self._signals_params is None:
-            self._signals_params = params  # the document's signals came with this session
-            return
-        if params != self._signals_params:
-            from ..core.presets import build_preset
-
-            try:
-                built = build_preset(ref.name, params)
-            except AttnExplorerError:
-                return
-            self._signals_params = params
-            self.document.set_signals(built.signals)
-
     # -- following the document --------------------------------------------------------------------
     def _on_session_changed(self, session) -> None:
         self._sync_mask(session)
@@ -417,5 +391,4 @@ class ControlsPanel(QWidget):
         name = session.preset.name if session.preset else None
         if name != self._preset_name:
             self._rebuild_preset_controls(session)
-        self._sync_signals(session)
         self._sync_params(session)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import time
 import weakref
-from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
@@ -37,6 +36,7 @@ from PySide6.QtGui import QUndoCommand, QUndoStack
 from ..core.engine import INTERMEDIATES, AttentionResult, compute
 from ..core.errors import AttnExplorerError
 from ..core.session import Session
+from .selection import Selection
 
 # Below this many score cells (heads × n × n) a CPU compute takes a few milliseconds at most
 # (n = 512 with two heads: ~1.5 ms in float32, ~3 ms in float64 on two cores), so it runs
@@ -46,33 +46,6 @@ INLINE_CELLS = 512 * 512 * 2
 # Above this many score cells each n×n intermediate is tens of megabytes (16 MB in float32
 # here): only what the on-screen views read is computed and kept.
 LARGE_CELLS = 1 << 22
-
-
-@dataclass(frozen=True)
-class Selection:
-    head: int = 0
-    query: int = 0
-    key: int | None = None
-
-    def clamp(self, session: Session) -> "Selection":
-        head = min(max(self.head, 0), session.heads - 1)
-        query = min(max(self.query, 0), session.n - 1)
-        key = None if self.key is None else min(max(self.key, 0), session.n - 1)
-        return Selection(head, query, key)
-
-    @classmethod
-    def from_view(cls, session: Session) -> "Selection":
-        """The selection a session carries under its ``"view"`` key (saved by the window,
-        or set by a preset to open on the walkthrough's query), clamped; else the default."""
-        view = session.extra.get("view")
-        if not isinstance(view, dict):
-            return cls().clamp(session)
-
-        def whole(key, default):
-            value = view.get(key, default)
-            return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-        return cls(whole("head", 0), whole("query", 0), whole("key", None)).clamp(session)
 
 
 class _EditCommand(QUndoCommand):
@@ -128,10 +101,9 @@ class SessionDocument(QObject):
     compute_failed = Signal(str)
     _submit = Signal(int, object, str, str, object)
 
-    def __init__(self, session: Session, signals=None, parent=None):
+    def __init__(self, session: Session, parent=None):
         super().__init__(parent)
         self._session = session
-        self._signals = dict(signals or {})
         self._selection = Selection.from_view(session)
         self._result: AttentionResult | None = None
         self.device = "cpu"
@@ -183,11 +155,6 @@ class SessionDocument(QObject):
     @property
     def selection(self) -> Selection:
         return self._selection
-
-    @property
-    def signals(self) -> dict:
-        """Reference signals of the preset (e.g. the sine preset's ``clean``), may be empty."""
-        return self._signals
 
     @property
     def needs(self) -> frozenset[str] | None:
@@ -278,17 +245,13 @@ class SessionDocument(QObject):
         if any(getattr(result, name) is None for name in wanted):
             self._recompute_timer.start()  # coalesces a burst of dock changes into one
 
-    def set_session(self, session: Session, signals=None) -> None:
+    def set_session(self, session: Session) -> None:
         """Replace the document (New, Open, a preset): clears undo history."""
         self.undo_stack.clear()
-        self._signals = dict(signals or {})
         self._set(session)
         view = Selection.from_view(session)
         self.set_selection(head=view.head, query=view.query, key=view.key)
         self.undo_stack.setClean()
-
-    def set_signals(self, signals) -> None:
-        self._signals = dict(signals or {})
 
     def refuse(self, reason: str) -> None:
         """Report a refused edit; nothing changes."""

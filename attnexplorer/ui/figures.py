@@ -464,33 +464,30 @@ def session_title(session) -> str:
     return f"attnexplorer — {name}: {session.n} tokens, d = {session.d}, {heads}"
 
 
-def export_figures(result, signals, out_dir, formats: list[str]) -> list[Path]:
-    """Headless figures for ``attnexplorer export --figures``.
+def export_figures(result, out_dir, formats: list[str]) -> list[Path]:
+    """Headless figures for ``attnexplorer export --figures``, drawn from ``result`` itself.
 
-    Builds a document and the panels on ``result.session`` offscreen, each laid out at
-    ``FIGURE_SIZE``, and writes ``out_dir/figures/<kind>.<fmt>`` for every panel that
-    applies to the session and has a plot, and ``out_dir/figures/dashboard.<fmt>``, for
-    every format in ``formats``. ``result`` also fixes the device and dtype the figures are
-    computed with. Returns the paths written, in that order.
+    Builds the panels on ``result`` offscreen (no document, nothing computed again), each
+    laid out at ``FIGURE_SIZE``, and writes ``out_dir/figures/<kind>.<fmt>`` for every panel
+    that applies to ``result.session`` and has a plot, and ``out_dir/figures/dashboard.<fmt>``,
+    for every format in ``formats``. Returns the paths written, in that order. ``result``
+    should hold every intermediate (``compute`` without ``keep``): a panel draws what it
+    finds.
     """
-    session = result.session
     wanted = [str(f).strip().lower() for f in formats if str(f).strip()]
     for f in wanted:
         _check_format(f, Path(f"figure.{f}"))
     if not wanted:
         return []
+    session = result.session
     ensure_app()
-    from .document import SessionDocument
     from .panels import make_panels
+    from .result_source import ResultSource
 
-    doc = SessionDocument(session, signals)
+    source = ResultSource(result)
     panels = []
     try:
-        if (result.device, result.dtype) != (doc.device, doc.dtype):
-            doc.set_compute_options(device=result.device, dtype=result.dtype)
-        if not doc.wait_idle(300.0):
-            raise FigureError("the computation for the figures did not finish")
-        panels = list(make_panels(doc))
+        panels = list(make_panels(source))
         shown = []
         for p in panels:
             if not p.applies_to(session):
@@ -526,7 +523,7 @@ def export_figures(result, signals, out_dir, formats: list[str]) -> list[Path]:
     finally:
         for p in panels:
             p.close()
+            p.dispose()
             p.deleteLater()
-        doc.shutdown()
-        doc.deleteLater()
+        source.deleteLater()
         QApplication.processEvents()

@@ -143,11 +143,11 @@ class SessionActions(QObject):
         self.path = None if path is None else Path(path).resolve()
         self.path_changed.emit(self.path)
 
-    def _replace(self, session: Session, signals=None, path: Path | None = None, modified: bool = False) -> None:
+    def _replace(self, session: Session, path: Path | None = None, modified: bool = False) -> None:
         """Switch the document to ``session`` (the caller has already asked about unsaved work)."""
         self.autosaver.discard()
         self._dirty_override = modified
-        self.document.set_session(session, signals)  # restores the saved view too
+        self.document.set_session(session)  # restores the saved view too
         self._set_path(path)
         self._update_modified()
         if modified:
@@ -185,18 +185,17 @@ class SessionActions(QObject):
                 return False
         try:
             if choice == BLANK:
-                session, signals = blank_session(), {}
+                session = blank_session()
             else:
                 from ..core.presets import build_preset
 
-                built = build_preset(choice, params)
-                session, signals = built.session, built.signals
+                session = build_preset(choice, params).session
         except AttnExplorerError as err:
             self.window.show_error("Cannot start a new session", str(err))
             return False
         if not self.confirm_discard():
             return False
-        self._replace(session, signals, path=None)
+        self._replace(session, path=None)
         return True
 
     def open_dialog(self) -> bool:
@@ -224,26 +223,10 @@ class SessionActions(QObject):
             return False
         if not self.confirm_discard():
             return False
-        self._replace(session, self._signals_for(session), path=path)
+        self._replace(session, path=path)
         self.settings.add_recent(path)
         self.settings.set_last_session(path)
         return True
-
-    @staticmethod
-    def _signals_for(session: Session) -> dict:
-        """A preset's reference signals (the sine's clean curve) are not stored in the file;
-        rebuild them from the recorded preset when its tokens still match."""
-        if session.preset is None:
-            return {}
-        try:
-            from ..core.presets import build_preset
-
-            built = build_preset(session.preset.name, dict(session.preset.params))
-        except (AttnExplorerError, TypeError):
-            return {}
-        if built.session.tokens != session.tokens:
-            return {}
-        return dict(built.signals)
 
     def restore(self, recovery) -> None:
         """Make a recovered session current, still unsaved, belonging to its original file.
@@ -254,7 +237,7 @@ class SessionActions(QObject):
         loses nothing); ``_replace`` would first discard, so it is not used here."""
         self.autosaver.take_over(recovery)
         self._dirty_override = True
-        self.document.set_session(recovery.session, self._signals_for(recovery.session))
+        self.document.set_session(recovery.session)
         self._set_path(recovery.original_path)
         self._update_modified()
         self.autosaver.schedule()

@@ -17,6 +17,7 @@ from attnexplorer.core.presets import (
     get_preset,
     list_presets,
     parse_assignments,
+    reference_curves,
 )
 from attnexplorer.core.presets import pronoun, sine
 from attnexplorer.core.session import Mask, Scale
@@ -159,48 +160,71 @@ def test_sine_scores_are_minus_squared_distance():
     assert (s.d, s.d_k, s.d_v, s.heads, s.n) == (4, 3, 1, 1, 60)
     assert s.mask == Mask("none") and s.scale == Scale("temperature", 0.004)
     r = compute(s, dtype="float64")
-    p = built.signals["position"]
+    p = reference_curves(s)["position"]
     np.testing.assert_allclose(r.scores[0], -((p[:, None] - p[None, :]) ** 2), rtol=0, atol=1e-14)
     assert r.scale_factor == pytest.approx(1 / 0.004)
     # Embeddings are [noisy, p, p², 1] and the value is the noisy sample.
-    np.testing.assert_array_equal(s.embeddings[:, 0], built.signals["noisy"])
+    np.testing.assert_array_equal(s.embeddings[:, 0], sine.samples(60, s.preset.params)["noisy"])
     np.testing.assert_array_equal(s.embeddings[:, 1], p)
     np.testing.assert_allclose(s.embeddings[:, 2], p**2)
     np.testing.assert_array_equal(s.embeddings[:, 3], 1.0)
-    np.testing.assert_array_equal(r.V[0, :, 0], built.signals["noisy"])
+    np.testing.assert_array_equal(r.V[0, :, 0], s.embeddings[:, 0])
 
 
-def test_sine_signals():
+def test_sine_reference_curves():
     built = build_preset("sine", {"N": 100})
-    sig = built.signals
-    assert set(sig) == {"position", "clean", "noisy"}
+    sig = reference_curves(built.session)
+    assert set(sig) == {"position", "clean"}
     assert sig["position"][0] == 0.0 and sig["position"][-1] == 1.0
     np.testing.assert_allclose(sig["clean"], np.sin(2 * np.pi * sig["position"]))
-    assert 0.2 < np.std(sig["noisy"] - sig["clean"]) < 0.4  # sigma = 0.3
+    noisy = built.session.embeddings[:, 0]
+    assert 0.2 < np.std(noisy - sig["clean"]) < 0.4  # sigma = 0.3
     assert built.session.tokens[:3] == ("x0", "x1", "x2") and built.session.n == 100
-    clean = build_preset("sine", {"sigma": 0}).signals
-    np.testing.assert_array_equal(clean["noisy"], clean["clean"])
+    quiet = build_preset("sine", {"sigma": 0}).session
+    np.testing.assert_array_equal(quiet.embeddings[:, 0], reference_curves(quiet)["clean"])
+
+
+def test_reference_curves_are_a_function_of_the_session_alone():
+    s = build_preset("sine", {"N": 20}).session
+    curves = reference_curves(s)
+    assert reference_curves(s) is curves  # cached
+    assert not curves["clean"].flags.writeable
+    # A session that comes back some other way (a file, an undo) gets the same curves.
+    from attnexplorer.io.session_file import session_from_dict, session_to_dict
+
+    again = session_from_dict(session_to_dict(s))
+    assert again is not s
+    np.testing.assert_array_equal(reference_curves(again)["clean"], curves["clean"])
+    # Samples keep their place on the curve when tokens move or are deleted.
+    moved = s.replace(tokens=s.tokens[::-1], embeddings=s.embeddings[::-1])
+    np.testing.assert_array_equal(reference_curves(moved)["position"], curves["position"][::-1])
+    # More samples continue the sine; a token that is no sample means no curves at all.
+    longer = build_preset("sine", {"N": 20}).session
+    assert len(reference_curves(longer.replace(tokens=longer.tokens[:-1] + ("x25",)))["clean"]) == 20
+    assert reference_curves(s.replace(tokens=("hello",) + s.tokens[1:])) == {}
+    assert reference_curves(build_preset("pronoun").session) == {}
+    assert reference_curves(s.replace(preset=None)) == {}
 
 
 def test_sine_tiny_tau_is_near_identity():
     built = build_preset("sine", {"tau": 1e-6})
     r = compute(built.session, dtype="float64")
     np.testing.assert_allclose(r.weights[0], np.eye(60), atol=1e-9)
-    np.testing.assert_allclose(r.output[:, 0], built.signals["noisy"], atol=1e-9)
+    np.testing.assert_allclose(r.output[:, 0], built.session.embeddings[:, 0], atol=1e-9)
 
 
 def test_sine_huge_tau_is_near_uniform():
     built = build_preset("sine", {"tau": 1000})
     r = compute(built.session, dtype="float64")
     np.testing.assert_allclose(r.weights[0], 1 / 60, rtol=2e-3)
-    noisy = built.signals["noisy"]
+    noisy = built.session.embeddings[:, 0]
     np.testing.assert_allclose(r.output[:, 0], noisy.mean(), atol=2e-3 * np.abs(noisy).max())
 
 
 def test_sine_default_tau_smooths():
     built = build_preset("sine")
     r = compute(built.session)  # the window's default float32
-    clean, noisy = built.signals["clean"], built.signals["noisy"]
+    clean, noisy = reference_curves(built.session)["clean"], built.session.embeddings[:, 0]
     assert _rmse(r.output[:, 0], clean) < 0.5 * _rmse(noisy, clean)
 
 
@@ -209,7 +233,7 @@ def test_sine_default_tau_smooths_for_typical_noise_draws():
     for seed in range(20):
         built = build_preset("sine", {"seed": seed})
         r = compute(built.session, dtype="float64")
-        clean, noisy = built.signals["clean"], built.signals["noisy"]
+        clean, noisy = reference_curves(built.session)["clean"], built.session.embeddings[:, 0]
         ratios.append(_rmse(r.output[:, 0], clean) / _rmse(noisy, clean))
     assert np.mean(ratios) < 0.5
     assert max(ratios) < 0.8
@@ -275,9 +299,10 @@ def test_descriptions_cite_their_walkthrough(name, seed_file):
 def test_deterministic_and_recorded(name):
     a, b = build_preset(name), build_preset(name)
     assert a.session == b.session
-    assert a.signals.keys() == b.signals.keys()
-    for key in a.signals:
-        np.testing.assert_array_equal(a.signals[key], b.signals[key])
+    ca, cb = reference_curves(a.session), reference_curves(b.session)
+    assert ca.keys() == cb.keys()
+    for key in ca:
+        np.testing.assert_array_equal(ca[key], cb[key])
     assert a.session.preset.name == name
     assert dict(a.session.preset.params) == get_preset(name).defaults()
 

@@ -29,7 +29,7 @@ def make_window(qtbot, dirs):
 
     def make(preset="dessert"):
         built = build_preset(preset)
-        doc = SessionDocument(built.session, built.signals)
+        doc = SessionDocument(built.session)
         window = MainWindow(doc, AppSettings())
         window.restore_answers = []
         window.ask_restore = lambda recovery: window.restore_answers.pop(0)
@@ -286,7 +286,7 @@ def test_a_failing_autosave_reports_and_never_raises(dirs, qtbot):
 
 def _big_document():
     built = build_preset("random", {"n": 2048, "d": 64, "heads": 1})  # above BACKGROUND_NUMBERS
-    return SessionDocument(built.session, built.signals)
+    return SessionDocument(built.session)
 
 
 def test_a_big_session_is_written_off_the_gui_thread(qtbot, dirs):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.presets import build_preset, reference_curves
 from attnexplorer.core.session import Mask, Scale
 from attnexplorer.ui.controls import ControlsPanel, toggle_blocked, toggle_padding
 from attnexplorer.ui.document import SessionDocument
@@ -12,7 +12,7 @@ from attnexplorer.ui.document import SessionDocument
 
 def open_preset(qtbot, name):
     built = build_preset(name)
-    doc = SessionDocument(built.session, built.signals)
+    doc = SessionDocument(built.session)
     panel = ControlsPanel(doc)
     qtbot.addWidget(panel)
     panel.resize(320, 600)
@@ -156,11 +156,11 @@ def test_preset_slider_drag_regenerates_live_and_merges(sine):
     assert len(set(seen_n)) == 3  # regenerated at every step of the drag
     assert doc.session.n == start_n + 20 == doc.session.preset.params["N"]
     assert doc.undo_stack.count() == steps + 1
-    assert len(doc.signals["clean"]) == doc.session.n
+    assert len(reference_curves(doc.session)["clean"]) == doc.session.n
     doc.undo_stack.undo()
     assert doc.session.n == start_n
     assert n_widget.value() == start_n
-    assert len(doc.signals["clean"]) == start_n  # the reference signals follow undo
+    assert len(reference_curves(doc.session)["clean"]) == start_n  # the reference curves follow undo
 
 
 def test_preset_spin_box_edit_is_its_own_step(sine):

@@ -309,7 +309,7 @@ def run_export_figures(tmp_path, preset, formats):
 
     built = build_preset(preset)
     result = compute(built.session)
-    written = figures.export_figures(result, built.signals, tmp_path, formats)
+    written = figures.export_figures(result, tmp_path, formats)
     return built, written
 
 
@@ -352,7 +352,7 @@ def test_export_figures_refuses_an_unknown_format_before_writing(qtbot, tmp_path
     with pytest.raises(figures.FigureError, match="'tiff'"):
         from attnexplorer.core.engine import compute
 
-        figures.export_figures(compute(make_session()), {}, tmp_path, ["png", "tiff"])
+        figures.export_figures(compute(make_session()), tmp_path, ["png", "tiff"])
     assert list(tmp_path.iterdir()) == []
 
 
@@ -398,7 +398,7 @@ def test_real_weights_panel_figure_matches_its_screen(qtbot):
     from attnexplorer.ui.panels import WeightsPanel
 
     built = build_preset("pronoun")
-    document = SessionDocument(built.session, built.signals)
+    document = SessionDocument(built.session)
     try:
         panel = shown(qtbot, WeightsPanel(document), size=(600, 460))
         screen = as_array(panel.canvas.grab().toImage())

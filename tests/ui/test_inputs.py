@@ -12,7 +12,7 @@ from attnexplorer.ui.inputs import InputsPanel
 @pytest.fixture
 def doc(qtbot):
     built = build_preset("dessert")
-    d = SessionDocument(built.session, built.signals)
+    d = SessionDocument(built.session)
     yield d
     d.shutdown()
 

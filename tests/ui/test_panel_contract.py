@@ -26,7 +26,7 @@ def test_short_titles_are_distinct():
 @pytest.mark.parametrize("preset", ["pronoun", "sine", "dessert"])
 def test_each_panel_draws_a_result_computed_with_only_its_needs(preset, qtbot):
     built = build_preset(preset, {})
-    document = SessionDocument(built.session, built.signals)
+    document = SessionDocument(built.session)
     try:
         full = document.result
         panels = make_panels(document)
@@ -65,7 +65,7 @@ def test_a_panel_tabbed_away_waits_and_catches_up_when_its_tab_is_raised(qtbot):
     from attnexplorer import bench
 
     built = build_preset("pronoun", {})
-    document, window = bench._window(built.session, built.signals)
+    document, window = bench._window(built.session)
     try:
         covered = [p for p in window.panels if p.isVisible() and not p.is_on_screen]
         if not covered:

@@ -12,7 +12,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import QGraphicsItem
 
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.presets import build_preset, reference_curves
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels import EmbeddingPanel, ExplainPanel, QueryPanel, SignalPanel
 from attnexplorer.ui.panels import theme
@@ -23,7 +23,7 @@ shown = partial(_shown, size=(460, 340))  # these charts need a little more room
 
 def preset_doc(name, **params):
     built = build_preset(name, params)
-    return SessionDocument(built.session, built.signals)
+    return SessionDocument(built.session)
 
 
 @pytest.fixture
@@ -95,9 +95,10 @@ def test_signal_plot_draws_clean_noisy_and_output(sine, qtbot):
     panel = shown(qtbot, SignalPanel(sine))
     assert panel.applies_to(sine.session)
     curves = panel.curves()
-    position = sine.signals["position"]
+    reference = reference_curves(sine.session)
+    position = reference["position"]
     np.testing.assert_allclose(curves["clean"][0], position)
-    np.testing.assert_allclose(curves["clean"][1], sine.signals["clean"])
+    np.testing.assert_allclose(curves["clean"][1], reference["clean"])
     np.testing.assert_allclose(curves["noisy"][1], sine.session.embeddings[:, 0])
     np.testing.assert_allclose(curves["output"][1], sine.result.output[:, 0])
     assert panel.clean.opts["pen"].style() == Qt.PenStyle.DashLine

@@ -71,7 +71,7 @@ def test_killed_app_offers_and_restores_its_unsaved_work(qtbot, tmp_path, monkey
     monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(config))
     monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(data))
     built = build_preset("dessert")
-    doc = SessionDocument(built.session, built.signals)
+    doc = SessionDocument(built.session)
     window = MainWindow(doc, AppSettings())
     qtbot.addWidget(window)
     offered = []

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 import pytest
 
 from attnexplorer.core.presets import build_preset
-from attnexplorer.io.session_file import load_session
+from attnexplorer.io.session_file import load_session, save_session
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.main_window import MainWindow
 from attnexplorer.ui.settings import AppSettings
@@ -47,7 +49,7 @@ def win(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
     built = build_preset("dessert")
-    doc = SessionDocument(built.session, built.signals)
+    doc = SessionDocument(built.session)
     window = MainWindow(doc, AppSettings())
     window.answers = Recorder(window)
     qtbot.addWidget(window)
@@ -236,3 +238,18 @@ def test_closing_with_unsaved_changes_asks(win, qtbot):
     assert win.isVisible()
     win.answers.unsaved = "discard"
     assert win.close()
+
+
+def test_an_opened_sine_session_draws_its_own_signal(win, tmp_path, qtbot):
+    # The reference curve comes from the opened session itself, not from whatever the window
+    # showed before (here the dessert preset), and the panel draws the result of that session.
+    sine = build_preset("sine", {"N": 90}).session
+    path = tmp_path / "sine.json"
+    save_session(sine, path)
+    assert win.actions.open_path(path)
+    assert win.document.wait_idle()
+    panel = next(p for p in win.panels if p.kind == "signal")
+    panel.refresh()
+    curves = panel.curves()
+    assert len(curves["clean"][0]) == len(curves["output"][0]) == 90
+    np.testing.assert_allclose(curves["clean"][1], np.sin(2 * np.pi * np.arange(90) / 89))

@@ -49,7 +49,7 @@ def make_window(qtbot, isolated):
 
     def make(preset="pronoun", settings=None, show=True):
         built = build_preset(preset)
-        doc = SessionDocument(built.session, built.signals)
+        doc = SessionDocument(built.session)
         window = MainWindow(doc, settings or AppSettings())
         _no_questions(window)
         qtbot.addWidget(window)
@@ -505,7 +505,7 @@ def test_a_preset_opens_on_the_query_it_carries(qtbot):
     from attnexplorer.ui.document import SessionDocument
 
     built = build_preset("pronoun")
-    doc = SessionDocument(built.session, built.signals)
+    doc = SessionDocument(built.session)
     try:
         assert (doc.selection.query, doc.selection.key) == (6, 1)
         doc.set_selection(query=0, key=None)

@@ -4,19 +4,26 @@ Each preset module defines one ``Preset``: its parameters (which the window show
 labelled sliders or spin boxes, and ``--set KEY=VALUE`` sets on the command line) and a
 ``build(params) -> BuiltPreset`` function. ``build_preset(name, params)`` parses and checks
 the parameters (``PresetError`` on an unknown name, an unknown parameter or a bad value) and
-returns the session, with ``session.preset`` recording the name and the full parameters,
-plus any reference signals the views can draw (the sine preset's clean signal).
+returns the session, with ``session.preset`` recording the name and the full parameters.
+
+A preset may also define reference curves (the sine preset's clean signal): data that is not
+part of the attention but that views and exports draw beside it. ``reference_curves(session)``
+derives them from the session alone (its preset record and tokens), cached, so a session
+that comes back by undo, from a file, from a crash recovery or on the command line gets the
+right curves with nothing kept in sync by hand.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass, field
+import types
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..errors import PresetError
+from ..errors import AttnExplorerError, PresetError
 from ..session import PresetRef, Session
 
 
@@ -69,10 +76,9 @@ class Param:
 
 @dataclass(frozen=True)
 class BuiltPreset:
-    """A preset's session plus named reference signals for the views (may be empty)."""
+    """A preset's session (``session.preset`` records the name and every parameter)."""
 
     session: Session
-    signals: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,10 @@ class Preset:
     # The preset's embedding generator: embeddings (n, d) for a token list under the given
     # parameters. The window's "preset generator" embedding source uses it for new tokens.
     embed: Callable[[tuple[str, ...], int, dict], np.ndarray] | None = None
+    # The preset's reference curves for a token list under the given parameters:
+    # {name: array with one value per token}, or {} where they do not apply (see
+    # ``reference_curves``).
+    curves: Callable[[tuple[str, ...], dict], Mapping[str, np.ndarray]] | None = None
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -124,7 +134,47 @@ def build_preset(name: str, params: Mapping[str, Any] | None = None) -> BuiltPre
         values[key] = preset.param(key).parse(value)
     built = preset.build(dict(values))
     session = built.session.replace(preset=PresetRef(name, dict(values)))
-    return BuiltPreset(session=session, signals=dict(built.signals))
+    return BuiltPreset(session=session)
+
+
+_NO_CURVES: Mapping[str, np.ndarray] = types.MappingProxyType({})
+
+
+def reference_curves(session: Session) -> Mapping[str, np.ndarray]:
+    """The reference curves of ``session``'s preset, one value per token, read-only; empty
+    when the session has no preset, its preset has none, or they do not fit its tokens.
+
+    For the sine preset: ``position`` (each sample's p in [0, 1]) and ``clean`` (sin 2πp).
+    A pure function of the session's preset record and tokens, cached on them.
+    """
+    ref = session.preset
+    if ref is None:
+        return _NO_CURVES
+    try:
+        params = tuple(sorted(ref.params.items()))
+        return _curves(ref.name, params, session.tokens)
+    except TypeError:  # a parameter value that cannot be a cache key is no preset's
+        return _NO_CURVES
+
+
+@functools.lru_cache(maxsize=16)
+def _curves(name: str, params: tuple, tokens: tuple[str, ...]) -> Mapping[str, np.ndarray]:
+    try:
+        preset = get_preset(name)
+        if preset.curves is None:
+            return _NO_CURVES
+        values = preset.defaults()
+        for key, value in params:
+            values[key] = preset.param(key).parse(value)
+        curves = preset.curves(tokens, values)
+    except AttnExplorerError:  # a file may record parameters the preset no longer accepts
+        return _NO_CURVES
+    out = {}
+    for key, value in curves.items():
+        array = np.array(value, dtype=np.float64)
+        array.flags.writeable = False
+        out[key] = array
+    return types.MappingProxyType(out)
 
 
 def parse_assignments(items: list[str]) -> dict[str, str]:

@@ -21,6 +21,7 @@ error of about 1e-7; that is harmless unless τ is that small too (use float64 t
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -54,7 +55,7 @@ def positions(n: int, samples: int) -> np.ndarray:
     return np.arange(n) / (samples - 1)
 
 
-def signals(n: int, params: dict) -> dict[str, np.ndarray]:
+def samples(n: int, params: dict) -> dict[str, np.ndarray]:
     """``position``, ``clean`` and ``noisy`` for the first ``n`` samples.
 
     The noise is drawn in order from ``numpy.random.default_rng(seed)``, so the first samples
@@ -74,7 +75,7 @@ def embed(tokens: tuple[str, ...], d: int, params: dict) -> np.ndarray:
     so the rows always fit the session the window is editing.
     """
     n = len(tokens)
-    sig = signals(n, params)
+    sig = samples(n, params)
     p = sig["position"]
     features = np.column_stack([sig["noisy"], p, p**2, np.ones(n)]) if n else np.zeros((0, 4))
     out = np.zeros((n, d))
@@ -84,6 +85,24 @@ def embed(tokens: tuple[str, ...], d: int, params: dict) -> np.ndarray:
 
 def tokens(n: int) -> tuple[str, ...]:
     return tuple(f"x{i}" for i in range(n))
+
+
+_SAMPLE = re.compile(r"x(\d{1,7})")
+
+
+def curves(words: tuple[str, ...], params: dict) -> dict[str, np.ndarray]:
+    """The clean sine under each token: token ``x<i>`` is sample i, at position
+    i / (N − 1). Tokens moved, deleted or added as samples (``x60`` …) keep their place on
+    the curve; a token that names no sample means the session is no longer a sampled
+    signal, and there are no curves ({})."""
+    indices = []
+    for word in words:
+        match = _SAMPLE.fullmatch(word)
+        if match is None:
+            return {}
+        indices.append(int(match[1]))
+    p = np.asarray(indices, dtype=np.float64) / (int(_get(params, "N")) - 1)
+    return {"position": p, "clean": np.sin(2.0 * np.pi * p)}
 
 
 def build(params: dict) -> BuiltPreset:
@@ -98,7 +117,7 @@ def build(params: dict) -> BuiltPreset:
         mask=Mask("none"),
         scale=Scale("temperature", float(_get(params, "tau"))),
     )
-    return BuiltPreset(session=session, signals=signals(n, params))
+    return BuiltPreset(session=session)
 
 
 PRESET = Preset(
@@ -120,4 +139,5 @@ PRESET = Preset(
     ),
     build=build,
     embed=embed,
+    curves=curves,
 )

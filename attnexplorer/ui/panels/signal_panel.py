@@ -6,11 +6,15 @@ marked, and its weight row is drawn faintly beneath (scaled to the plot) so one 
 which neighbours it averages. Its attention matrix is the Weights panel beside it.
 
 Where the numbers come from:
-- position: the preset's ``position`` signal, else the token index;
+- position: the preset's ``position`` reference curve, else the token index;
 - noisy input: the first embedding column (what W_V reads in the walkthrough), so editing
   an embedding moves its dot;
-- clean: the preset's ``clean`` signal (hidden when the token count no longer matches);
+- clean: the preset's ``clean`` reference curve (hidden when the tokens are no longer
+  samples);
 - output: the first column of the attention output.
+
+All of it comes from the result drawn and the session it was computed from
+(``core.presets.reference_curves``), never from a document's other state.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
+from ...core.presets import reference_curves
 from . import theme
 from .common import FigurePanel, clamp_selection
 
@@ -59,7 +64,7 @@ class SignalPanel(FigurePanel):
         self._x = np.zeros(0)
 
     def applies_to(self, session) -> bool:
-        return (session.preset is not None and session.preset.name == "sine") or "clean" in self.document.signals
+        return (session.preset is not None and session.preset.name == "sine") or "clean" in reference_curves(session)
 
     # -- reading (tests) ------------------------------------------------------------------------
     def curves(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -75,11 +80,11 @@ class SignalPanel(FigurePanel):
         if result is None or result.output is None:
             return
         n = result.n
-        signals = self.document.signals
-        position = signals.get("position")
+        curves = reference_curves(result.session)
+        position = curves.get("position")
         x = np.asarray(position, dtype=float) if position is not None and len(position) == n else np.arange(n, dtype=float)
         self._x = x
-        clean = signals.get("clean")
+        clean = curves.get("clean")
         if clean is not None and len(clean) == n:
             self.clean.setData(x, np.asarray(clean, dtype=float))
         else:

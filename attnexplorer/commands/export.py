@@ -1,0 +1,67 @@
+"""``attnexplorer export``: compute a preset or a session once, with no window, and write files.
+
+The matrices and ``session.json`` come from ``io.export_command``; figures, when asked for,
+are drawn by ``ui.figures`` from the very same result (no second compute). Everything is
+written to a staging folder first and moved into ``--out`` only when all of it succeeded.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from ..core.errors import AttnExplorerError
+from ..io.export_command import (
+    FIGURE_FORMATS,
+    MATRIX_FORMATS,
+    apply_overrides,
+    load_source,
+    parse_formats,
+    write_export,
+)
+
+
+def _figure_exporter():
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    try:
+        from ..ui.figures import export_figures
+    except ImportError as err:
+        raise AttnExplorerError(f"figure export needs PySide6 and pyqtgraph: {err}") from None
+    return export_figures
+
+
+def _summary(out: Path, stage: Path, written: list[Path]) -> str:
+    groups: dict[str, int] = {}
+    for p in written:
+        rel = Path(p).relative_to(stage)
+        key = rel.parts[0] + ("/" if len(rel.parts) > 1 else "")
+        groups[key] = groups.get(key, 0) + 1
+    parts = [f"{k} ({n} files)" if k.endswith("/") else k for k, n in groups.items()]
+    return f"wrote {len(written)} files to {out}: {', '.join(parts)}"
+
+
+def run_export(args) -> int:
+    """Run ``attnexplorer export`` for parsed ``args``; 0 on success.
+
+    Raises ``AttnExplorerError`` for any bad input (``cli.main`` prints it and exits 2);
+    in that case ``--out`` is left exactly as it was.
+    """
+    from ..core.engine import compute
+    from ..io.atomic import atomic_directory
+
+    matrices = parse_formats(args.matrices, MATRIX_FORMATS, "--matrices")
+    figures = parse_formats(getattr(args, "figures", ""), FIGURE_FORMATS, "--figures")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise AttnExplorerError(f"--out {out} is a file, not a folder")
+    export_figures = _figure_exporter() if figures else None  # fail before computing when Qt is missing
+    session = apply_overrides(load_source(args), args)
+    result = compute(session, device=args.device, dtype=args.dtype)
+    with atomic_directory(out) as stage:
+        written = write_export(stage, result, matrices)
+        if export_figures is not None:
+            written += [Path(p) for p in export_figures(result, stage, list(figures))]
+        summary = _summary(out, stage, written)
+    print(summary, file=sys.stdout)
+    return 0
