@@ -28,7 +28,7 @@ def main(argv):
 
     app = make_app()
     built = build_preset("dessert")
-    document = SessionDocument(built.session, built.signals)
+    document = SessionDocument(built.session)
     window = MainWindow(document, AppSettings())
     window.show()
     if argv[0] == "restore":

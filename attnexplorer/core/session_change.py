@@ -1,0 +1,78 @@
+"""What one edit changed between two sessions, kept small enough for a long undo history.
+
+An undo step that keeps both whole sessions keeps a whole copy of every array the edit
+touched: at 16 heads of 512 × 512 weights a one-cell edit of W_q would keep 32 MB. A
+``SessionChange`` keeps only the positions and values that differ (the whole array only when
+most of it changed or its shape did) and rebuilds either side from the other:
+
+    change = SessionChange(before, after)
+    change.undo(after) == before and change.redo(before) == after
+
+Arrays not touched by the edit are shared, as ``Session.replace`` shares them, and arrays
+rebuilt here go through ``session.with_flat_values`` (one copy, and the engine patches just
+the changed positions on its device).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .session import Session, derived_from, with_flat_values
+
+_ARRAYS = ("embeddings", "w_query", "w_key", "w_value", "w_out")
+_OTHERS = ("tokens", "mask", "scale", "preset", "extra")
+# Positions + old + new values cost 24 bytes per changed cell, a whole array 8 per cell:
+# beyond a third of the cells the whole array is the smaller record.
+_WHOLE_ABOVE = 1 / 3
+
+
+class SessionChange:
+    """The difference between ``before`` and ``after``, for undo (``undo``) and redo (``redo``)."""
+
+    __slots__ = ("_cells", "_whole", "_others", "nbytes")
+
+    def __init__(self, before: Session, after: Session):
+        self._cells: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._whole: dict[str, tuple] = {}
+        self._others: dict[str, tuple] = {}
+        size = 0
+        for name in _ARRAYS:
+            a, b = getattr(before, name), getattr(after, name)
+            if a is b:
+                continue
+            if a is not None and b is not None and a.shape == b.shape:
+                # An edit made with ``with_values`` says where it wrote: no need to compare.
+                known = derived_from(b)
+                if known is not None and known[0] is a:
+                    flat = known[1]
+                else:
+                    flat = np.flatnonzero(a.reshape(-1) != b.reshape(-1))
+                if flat.size == 0:
+                    continue
+                if flat.size <= _WHOLE_ABOVE * a.size:
+                    self._cells[name] = (flat, a.reshape(-1)[flat], b.reshape(-1)[flat])
+                    size += flat.nbytes * 3
+                    continue
+            # One side is always the session the document holds; the other is the cost.
+            self._whole[name] = (a, b)
+            size += max(0 if a is None else a.nbytes, 0 if b is None else b.nbytes)
+        for name in _OTHERS:
+            a, b = getattr(before, name), getattr(after, name)
+            if a is not b and a != b:
+                self._others[name] = (a, b)
+        self.nbytes = size
+
+    def _apply(self, session: Session, side: int) -> Session:
+        changes = {name: pair[side] for name, pair in self._whole.items()}
+        for name, (flat, old, new) in self._cells.items():
+            changes[name] = with_flat_values(getattr(session, name), flat, (old, new)[side])
+        changes.update({name: pair[side] for name, pair in self._others.items()})
+        return session.replace(**changes) if changes else session
+
+    def undo(self, after: Session) -> Session:
+        """The session before the edit, from the session after it."""
+        return self._apply(after, 0)
+
+    def redo(self, before: Session) -> Session:
+        """The session after the edit, from the session before it."""
+        return self._apply(before, 1)
