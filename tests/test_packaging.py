@@ -156,6 +156,35 @@ def test_paths_module_does_not_import_qt_or_torch():
     assert out.strip() == "[]"
 
 
+
+# -- the tested Pythons: pyproject, README and CI name the same ones ---------------------------
+
+def _tested_pythons() -> list[str]:
+    prefix = "Programming Language :: Python :: "
+    return [c[len(prefix):] for c in _pyproject()["project"]["classifiers"]
+            if c.startswith(prefix) and c[len(prefix):].count(".") == 1]
+
+
+def test_readme_and_requires_python_name_the_tested_pythons():
+    versions = _tested_pythons()
+    minors = [int(v.split(".")[1]) for v in versions]
+    assert versions and all(v.startswith("3.") for v in versions)
+    assert minors == list(range(minors[0], minors[-1] + 1)), "a run of minor versions, in order"
+    assert _pyproject()["project"]["requires-python"] == f">={versions[0]}"
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"Python {', '.join(versions[:-1])} or {versions[-1]}: CI runs the tests on each" in readme
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="CI's scripts are bash")
+def test_ci_tests_the_pythons_pyproject_lists():
+    proc = subprocess.run(["bash", str(ROOT / ".ci" / "pythons"), "--list"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    supported, *found = proc.stdout.splitlines()
+    assert supported.split() == _tested_pythons()
+    assert [line.split(":")[0] for line in found] == _tested_pythons()
+
+
 # -- build output stays out of git -------------------------------------------------------------
 
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="not a git checkout")
