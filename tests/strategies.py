@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 from attnexplorer.core.session import Mask, PresetRef, Scale, Session
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False, width=64)
-token = st.text(max_size=12)
+# Tokens may hold any text but control characters (refused by Session: README, "Session files").
+token = st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=12)
 # JSON-ready values a window might keep in ``extra``.
 plain = st.recursive(
     st.none() | st.booleans() | st.integers(-10**6, 10**6) | finite | st.text(max_size=8),
@@ -45,7 +46,8 @@ def sessions(draw, max_n=5, max_d=4, max_heads=3, with_extra=True):
     scale = Scale("temperature", draw(st.floats(1e-3, 1e3))) if scale_kind == "temperature" else Scale(scale_kind)
     preset = None
     if draw(st.booleans()):
-        preset = PresetRef(draw(st.text(min_size=1, max_size=8)),
+        # A known preset's parameters are checked against its sliders; other names are labels.
+        preset = PresetRef(draw(st.text(min_size=1, max_size=8).filter(lambda s: s not in ("pronoun", "dessert", "sine", "random"))),
                            draw(st.dictionaries(st.text(max_size=5), st.integers(-5, 5) | finite, max_size=3)))
     extra = draw(st.dictionaries(st.text(max_size=6).filter(lambda k: k not in (
         "format", "version", "tokens", "embeddings", "heads", "W_o", "mask", "scale", "preset")), plain, max_size=3)) \

@@ -102,7 +102,9 @@ def _largest_intermediate(session: Session, factor: float) -> float:
     k = r * _max_abs(session.w_key)
     v = r * _max_abs(session.w_value)
     score = session.d_k * q * k
-    bound = max(q, k, v, score, score * factor)
+    # The factor itself is a number in the dtype: 1/τ for a tiny τ overflows float32 even when
+    # every score is 0, and 0 × inf is NaN.
+    bound = max(q, k, v, score, score * factor, factor)
     if session.w_out is not None:
         bound = max(bound, session.heads * session.d_v * v * _max_abs(session.w_out))
     return bound

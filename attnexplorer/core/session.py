@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import math
+import re
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
@@ -54,8 +55,10 @@ class Mask:
         if self.kind not in ("none", "causal", "window", "padding", "custom"):
             raise SessionError(f"unknown mask kind {self.kind!r}", "mask")
         if self.kind == "window":
-            if not _is_whole(self.window) or self.window < 1:
-                raise SessionError(f"window must be a whole number >= 1, got {self.window!r}", "mask.window")
+            # Bounded like a file's: a window wider than the text is the causal mask, and a
+            # larger number than numpy's integers would overflow where the mask is made.
+            if not _is_whole(self.window) or not 1 <= self.window <= MAX_TOKENS:
+                raise SessionError(f"window must be a whole number in 1..{MAX_TOKENS}, got {self.window!r}", "mask.window")
             object.__setattr__(self, "window", int(self.window))
         try:
             padding = list(self.padding)
@@ -64,6 +67,8 @@ class Mask:
         for j in padding:
             if not _is_whole(j):
                 raise SessionError(f"padding positions must be whole numbers, got {j!r}", "mask.padding")
+            if not 0 <= j < MAX_TOKENS:
+                raise SessionError(f"padding position {j} is outside 0..{MAX_TOKENS - 1}", "mask.padding")
         object.__setattr__(self, "padding", tuple(sorted({int(j) for j in padding})))
         if self.kind == "custom":
             if self.blocked is None:
@@ -139,7 +144,11 @@ class Scale:
         if self.kind not in ("inv_sqrt_dk", "none", "temperature"):
             raise SessionError(f"unknown scale {self.kind!r}", "scale")
         t = self.temperature
-        if isinstance(t, bool) or not isinstance(t, (int, float, np.floating, np.integer)) or not math.isfinite(t) or t <= 0:
+        try:  # an int beyond float64 (10**400) is not a temperature either
+            finite = math.isfinite(t)
+        except (TypeError, OverflowError):
+            finite = False
+        if isinstance(t, bool) or not isinstance(t, (int, float, np.floating, np.integer)) or not finite or t <= 0:
             raise SessionError(f"temperature must be a finite number > 0, got {t!r}", "scale.temperature")
         if not math.isfinite(1.0 / t):  # a subnormal τ would make the factor inf
             raise SessionError(f"temperature {t!r} is too small", "scale.temperature")
@@ -172,10 +181,43 @@ class Scale:
 
 @dataclass(frozen=True)
 class PresetRef:
-    """Where a session came from: a preset's name and the parameters it was built with."""
+    """Where a session came from: a preset's name and the parameters it was built with.
+
+    For a preset this attnexplorer knows, every parameter must be one of its own and within
+    its bounds (the window shows them in its sliders; ``presets.check_params``), and is
+    stored as the checked number. Another name is kept as a label, with its parameters as
+    given (a session file still requires them to be plain JSON).
+    """
 
     name: str
     params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise SessionError(f"must be a preset's name, got {self.name!r}", "preset.name")
+        if not isinstance(self.params, collections.abc.Mapping):
+            raise SessionError(f"must be a mapping of parameter names to values, got {type(self.params).__name__}",
+                               "preset.params")
+        for key in self.params:
+            if not isinstance(key, str):
+                raise SessionError(f"has a key {key!r} that is not a string", "preset.params")
+        from .presets import check_params  # presets import this module
+
+        object.__setattr__(self, "params", check_params(self.name, self.params))
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def control_character(text: str) -> str | None:
+    """The first control character in ``text`` (C0, DEL or C1), or None.
+
+    Tokens may not hold them: NUL is lost in npz files and breaks CSV on Python 3.10, and
+    the others make invalid SVG and LaTeX or move a terminal's cursor. One rule, checked
+    where every token passes (``Session``), covers files, the window, presets and the API.
+    """
+    found = _CONTROL.search(text)
+    return None if found is None else found.group()
 
 
 def _is_whole(v) -> bool:
@@ -244,6 +286,10 @@ class Session:
                 raise SessionError(f"must be a string, got {type(t).__name__}", f"tokens[{i}]")
             if len(t) > MAX_TOKEN_CHARS:
                 raise SessionError(f"is longer than {MAX_TOKEN_CHARS} characters", f"tokens[{i}]")
+        if _CONTROL.search("".join(tokens)):  # one search per session, not one per token
+            i, bad = next((i, control_character(t)) for i, t in enumerate(tokens) if control_character(t))
+            raise SessionError(f"holds the control character U+{ord(bad):04X}; tokens may not hold "
+                               "control characters (tabs, line breaks, NUL, escapes)", f"tokens[{i}]")
         object.__setattr__(self, "tokens", tokens)
         n = len(tokens)
         if n < 1:
@@ -291,6 +337,9 @@ class Session:
             raise SessionError("must be a PresetRef or None", "preset")
         if not isinstance(self.extra, collections.abc.Mapping):
             raise SessionError(f"must be a mapping, got {type(self.extra).__name__}", "extra")
+        for key in self.extra:
+            if not isinstance(key, str):  # a session file's keys are strings; 1 would become "1"
+                raise SessionError(f"has a key {key!r} that is not a string", "extra")
         object.__setattr__(self, "extra", dict(self.extra))
 
     # -- sizes, in the walkthroughs' names ---------------------------------------------

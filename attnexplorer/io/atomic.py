@@ -66,6 +66,8 @@ def atomic_write_bytes(path, data: bytes) -> None:
     A new file gets the usual permissions (0666 less the umask); an existing file keeps its
     permission bits.
     """
+    if "\0" in os.fspath(path):
+        raise WriteError(f"cannot write {os.fspath(path)!r}: the file name holds a NUL character")
     path = Path(path)
     folder = path.parent
     tmp = folder / f".{path.name}.{secrets.token_hex(6)}.tmp"

@@ -80,15 +80,35 @@ def _rounded(v, digits: int) -> str:
     return "0." + "0" * digits if text == "-0." + "0" * digits else text  # no "-0.0000"
 
 
+# A cell a spreadsheet would run as a formula starts with one of these (OWASP, "CSV
+# injection"); a label starting so is written after a single quote, which spreadsheets show
+# as text and hide. Numbers are written as numbers (a minus sign is only ever a number's).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# Python 3.10's csv writer cannot write NUL at all and 3.11+ writes it raw; sessions refuse
+# control characters in tokens, and any other label shows them as their visible symbols
+# (U+2400 ␀ …), so no Python raises and every spreadsheet reads the same file.
+_CSV_CONTROL = {c: 0x2400 + c for c in range(0x20) if chr(c) not in "\t\n\r"}
+
+
+def csv_label(text: str) -> str:
+    """A label as its CSV cell: formula-like text behind a ``'``, NUL and other C0 controls
+    (but tab and line breaks, which CSV quotes) as their visible symbols."""
+    text = text.translate(_CSV_CONTROL)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
 def matrix_to_csv(array, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None) -> str:
     """CSV text; with labels, they are the header row and first column (corner cell empty).
 
-    Labels are quoted as CSV requires (a token may be "," or '"'); numbers are exact
-    (``repr``), booleans 1/0. ``read_matrix`` reads it back, labels or not.
+    Labels are quoted as CSV requires (a token may be "," or '"') and written as text a
+    spreadsheet will not run (``csv_label``: ``=SUM(A1)`` is written ``'=SUM(A1)``);
+    numbers are exact (``repr``), booleans 1/0. ``read_matrix`` reads it back, labels or not.
     """
     a = _as_2d(array)
     rows = _labels(row_labels, a.shape[0], "row")
     cols = _labels(col_labels, a.shape[1], "column")
+    rows = None if rows is None else [csv_label(t) for t in rows]
+    cols = None if cols is None else [csv_label(t) for t in cols]
     buf = io.StringIO()
     # "\r\n" as RFC 4180 says: the writer then quotes labels holding either line-break character.
     writer = csv.writer(buf, lineterminator="\r\n")

@@ -31,7 +31,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..core.errors import SessionError
-from ..core.session import MAX_DIM, MAX_HEADS, MAX_TOKEN_CHARS, MAX_TOKENS, Mask, PresetRef, Scale, Session
+from ..core.session import (MAX_DIM, MAX_HEADS, MAX_TOKEN_CHARS, MAX_TOKENS, Mask, PresetRef, Scale, Session,
+                             control_character)
 from .atomic import atomic_write_text
 
 FORMAT = "attnexplorer-session"
@@ -233,7 +234,10 @@ def _preset(value: Any, source: str) -> PresetRef | None:
     if not isinstance(params, dict):
         _fail(source, "preset.params", f"is {_describe(params)}, expected an object")
     _check_plain(params, source, "preset.params")
-    return PresetRef(name, dict(params))
+    try:  # a known preset's parameters are checked against its sliders' bounds
+        return PresetRef(name, dict(params))
+    except SessionError as err:
+        _fail(source, err.where, str(err).removeprefix(f"{err.where}: "))
 
 
 def session_from_dict(obj: Any, source: str = "session") -> Session:
@@ -268,6 +272,10 @@ def session_from_dict(obj: Any, source: str = "session") -> Session:
         _text(t, source, f"tokens[{i}]")
         if len(t) > MAX_TOKEN_CHARS:
             _fail(source, f"tokens[{i}]", f"is longer than {MAX_TOKEN_CHARS} characters")
+        bad = control_character(t)
+        if bad is not None:
+            _fail(source, f"tokens[{i}]", f"holds the control character U+{ord(bad):04X}; tokens may not hold "
+                  "control characters (tabs, line breaks, NUL, escapes)")
     n = len(tokens)
 
     x = _matrix(obj["embeddings"], source, "embeddings", n, "one per token", None, "", MAX_TOKENS)
@@ -410,15 +418,19 @@ def dumps_session(session: Session) -> str:
 
     Raises ``SessionError`` when ``session.extra`` holds something JSON cannot represent.
     """
+    # Checked before session_to_dict, whose conversion recurses: data nested 500 deep must be
+    # refused here, not end in a RecursionError.
+    checks = [(value, key) for key, value in session.extra.items() if key not in KNOWN_KEYS]
+    if session.preset is not None:
+        checks.append((dict(session.preset.params), "preset.params"))
+    for value, where in checks:
+        try:
+            _check_plain(value, "session", where)
+        except SessionError as err:
+            refusal = SessionError(f"cannot save: {str(err).removeprefix('session: ')}")
+            refusal.where = err.where
+            raise refusal from None
     obj = session_to_dict(session)
-    for key in obj:
-        if key not in KNOWN_KEYS:
-            try:
-                _check_plain(obj[key], "session", key)
-            except SessionError as err:
-                refusal = SessionError(f"cannot save: {str(err).removeprefix('session: ')}")
-                refusal.where = err.where
-                raise refusal from None
     for i, t in enumerate(session.tokens):
         try:
             t.encode("utf-8")
@@ -432,6 +444,24 @@ def dumps_session(session: Session) -> str:
 
 def _reject_constant(token: str) -> _NonFinite:
     return _NonFinite(token)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str):
+        self.key = key
+
+
+def _unique_keys(pairs: list) -> dict:
+    """JSON objects with each key once: with a repeated key json keeps the last silently, so
+    ``"format"`` written twice could pass for a session file."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return obj
 
 
 def loads_session(text: str | bytes, source: str = "session") -> Session:
@@ -450,7 +480,9 @@ def loads_session(text: str | bytes, source: str = "session") -> Session:
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        obj = json.loads(text, parse_constant=_reject_constant)
+        obj = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as err:
+        _fail(source, None, f"has the key {err.key[:40]!r} twice in one object; each key may appear once")
     except json.JSONDecodeError as err:
         truncated = err.pos >= len(text.rstrip()) or err.msg.startswith("Unterminated string")
         hint = " (the file looks truncated)" if truncated else ""
@@ -466,6 +498,8 @@ def loads_session(text: str | bytes, source: str = "session") -> Session:
 def load_session(path) -> Session:
     """Read and check a session file. Errors (``SessionError``) start with ``path`` as given."""
     source = str(path)
+    if "\0" in os.fspath(path):
+        _fail(source.replace("\0", "\\0"), None, "is not a file name: it holds a NUL character")
     try:
         size = os.stat(path).st_size
         if size > MAX_FILE_BYTES:

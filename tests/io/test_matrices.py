@@ -15,7 +15,7 @@ from attnexplorer.core.engine import compute
 from attnexplorer.core.session import Mask
 from attnexplorer.io import matrices as mx
 from attnexplorer.io.matrices import (
-    MatrixError, check_shape, labelled_matrices, matrix_to_csv, matrix_to_json, matrix_to_latex, matrix_to_markdown,
+    MatrixError, check_shape, csv_label, labelled_matrices, matrix_to_csv, matrix_to_json, matrix_to_latex, matrix_to_markdown,
     read_matrix, result_arrays, write_csv_bundle, write_json_bundle, write_npy, write_npz, write_table_bundle,
 )
 
@@ -30,8 +30,9 @@ def test_csv_round_trip_with_labels_is_exact(tmp_path_factory, a, data):
     cols = data.draw(st.lists(st.sampled_from(TRICKY) | st.text(max_size=5), min_size=a.shape[1], max_size=a.shape[1]))
     text = matrix_to_csv(a, rows, cols)
     parsed = list(csv.reader(io.StringIO(text, newline="")))
-    assert parsed[0] == [""] + cols  # a spreadsheet sees the tokens as the header...
-    assert [r[0] for r in parsed[1:]] == rows  # ...and the first column
+    # A spreadsheet sees the tokens as the header and the first column, as text (csv_label).
+    assert parsed[0] == [""] + [csv_label(c) for c in cols]
+    assert [r[0] for r in parsed[1:]] == [csv_label(r) for r in rows]
     path = tmp_path_factory.mktemp("csv") / "m.csv"
     path.write_bytes(text.encode("utf-8"))
     assert read_matrix(path).tobytes() == a.tobytes()

@@ -62,7 +62,7 @@ def test_snippet_imports_only_math_and_torch():
 
 
 def test_snippet_runs_as_a_script_without_attnexplorer(tmp_path):
-    s = small_session(w_out=True, tokens=("it's", '"q"', "\\", "ü", "a\nb"))
+    s = small_session(w_out=True, tokens=("it's", '"q"', "\\", "ü", "a b"))
     path = tmp_path / "snippet.py"
     path.write_text(session_to_torch_code(s) + "\nimport sys\nassert not any(m.startswith('attnexplorer') "
                     "for m in sys.modules)\nprint(repr(output.tolist()))\n", encoding="utf-8")

@@ -57,18 +57,21 @@ class Param:
             except ValueError:
                 kind = "a whole number" if self.kind == "int" else "a number"
                 raise PresetError(f"{where}: expected {kind}, got {value!r}") from None
-        elif isinstance(value, (int, float, np.integer, np.floating)):
+        elif isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, np.bool_):
             number = value
         else:
             raise PresetError(f"{where}: expected a number, got {type(value).__name__}")
+        if isinstance(number, (float, np.floating)) and not math.isfinite(number):
+            raise PresetError(f"{where}: expected a finite number, got {value!r}")
         if self.kind == "int":
-            if float(number) != int(number):
+            if isinstance(number, (float, np.floating)) and not float(number).is_integer():
                 raise PresetError(f"{where}: expected a whole number, got {value!r}")
             number = int(number)
         else:
-            number = float(number)
-            if not math.isfinite(number):
-                raise PresetError(f"{where}: expected a finite number, got {value!r}")
+            try:
+                number = float(number)
+            except OverflowError:  # an int beyond float64
+                raise PresetError(f"{where}: expected a finite number, got a number too large") from None
         if not self.minimum <= number <= self.maximum:
             raise PresetError(f"{where}: {number!r} is outside {self.show(self.minimum)}..{self.show(self.maximum)}")
         return number
@@ -175,6 +178,37 @@ def _curves(name: str, params: tuple, tokens: tuple[str, ...]) -> Mapping[str, n
         array.flags.writeable = False
         out[key] = array
     return types.MappingProxyType(out)
+
+
+def check_params(name: str, params: Mapping[str, Any]) -> dict:
+    """The parameters a session records for preset ``name``, checked as its sliders need them.
+
+    For a known preset every key must be one of its parameters and every value a number
+    within its bounds (``Param.parse``; text such as ``"64"`` is refused here, since files
+    and the API hold numbers); returns them as checked ints and floats. An unknown name is
+    a label only and its parameters are returned as given. Raises ``SessionError`` whose
+    ``where`` is ``preset.params.KEY``.
+    """
+    from ..errors import SessionError
+
+    presets = _registry()
+    if name not in presets:
+        return dict(params)
+    preset = presets[name]
+    known = {p.name: p for p in preset.params}
+    out = {}
+    for key, value in params.items():
+        where = f"preset.params.{key}"
+        param = known.get(key)
+        if param is None:
+            raise SessionError(f"is not a parameter of the {name} preset (parameters: {', '.join(known) or 'none'})", where)
+        if isinstance(value, str):
+            raise SessionError(f"is the text {value[:40]!r}, expected a number", where)
+        try:
+            out[key] = param.parse(value)
+        except PresetError as err:
+            raise SessionError(str(err).removeprefix(f"parameter {key}: "), where) from None
+    return out
 
 
 def parse_assignments(items: list[str]) -> dict[str, str]:
