@@ -16,6 +16,18 @@ from . import __version__
 SUBCOMMANDS = ("export", "presets", "bench")
 
 
+class UsageError(Exception):
+    """A command line argparse could not parse; ``main`` prints it as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line like every other error (argparse prints the
+    whole usage first, five lines for ``export``), naming where to read the usage."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
 def _add_source_args(p: argparse.ArgumentParser, required: bool) -> None:
     src = p.add_mutually_exclusive_group(required=required)
     src.add_argument("--preset", metavar="NAME", help="start from a preset (see `attnexplorer presets`)")
@@ -35,7 +47,7 @@ def _add_compute_args(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The launcher's parser (no subcommand: open the window)."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="attnexplorer",
         description="Explore transformer self-attention by hand. Commands: "
         "export (write matrices and figures with no window), presets (list presets), "
@@ -52,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_export_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="attnexplorer export",
         description="Compute a preset or a session with no window and write its matrices "
         "(and figures) to a folder.",
@@ -68,12 +80,12 @@ def build_export_parser() -> argparse.ArgumentParser:
 
 
 def build_presets_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="attnexplorer presets", description="List the presets and their parameters.")
+    p = _Parser(prog="attnexplorer presets", description="List the presets and their parameters.")
     return p
 
 
 def build_bench_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="attnexplorer bench",
+    p = _Parser(prog="attnexplorer bench",
                                 description="Measure engine, redraw and start-up speed headlessly.")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--quick", action="store_true", help="fewer sizes and repeats (for tests)")
@@ -117,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         from .ui.app import run_app
 
         return run_app(args)
-    except AttnExplorerError as err:
+    except (AttnExplorerError, UsageError) as err:
         return _fail(str(err))
     except KeyboardInterrupt:
         return 130

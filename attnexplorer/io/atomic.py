@@ -23,6 +23,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import time
 from pathlib import Path
 from typing import Iterator
@@ -68,7 +69,19 @@ def atomic_write_bytes(path, data: bytes) -> None:
     """
     if "\0" in os.fspath(path):
         raise WriteError(f"cannot write {os.fspath(path)!r}: the file name holds a NUL character")
-    path = Path(path)
+    shown = path = Path(path)
+    if path.is_symlink():
+        # Write through the link: renaming over the link itself would replace it with a plain
+        # file and leave the file it points to stale.
+        path = Path(os.path.realpath(path))
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = None  # a new file (or one we cannot see: the write below says why)
+    # A read-only file is the user saying "do not overwrite": refuse, although the folder's
+    # permissions (or being root) would let a rename replace it.
+    if mode is not None and stat.S_ISREG(mode) and not mode & 0o222:
+        raise WriteError(f"cannot write {shown}: the file is read-only")
     folder = path.parent
     tmp = folder / f".{path.name}.{secrets.token_hex(6)}.tmp"
     try:
@@ -190,6 +203,37 @@ def _remove_empty(folders: list[Path]) -> None:
             folder.rmdir()
 
 
+def _commit(moves: list[tuple[Path, Path]], backups: Path, created: list[Path]) -> None:
+    """Move every staged file into place, all or nothing.
+
+    Each file it replaces is first renamed into ``backups`` (in the staging folder, on the
+    same file system); if any rename fails (a sub-folder we may not write, a full disk), the
+    files already moved in are taken out again and the old ones put back, so ``--out`` is
+    left as it was. Folders made for new files are added to ``created`` (removed on failure).
+    """
+    backups.mkdir()
+    journal: list[list] = []  # [destination, its backup or None, whether the new file is in place]
+    try:
+        for i, (src, dst) in enumerate(moves):
+            created += _make_folder(dst.parent)
+            backup = None
+            if os.path.lexists(dst):
+                backup = backups / str(i)
+                os.replace(dst, backup)
+            journal.append([dst, backup, False])
+            os.replace(src, dst)
+            journal[-1][2] = True
+    except BaseException:
+        for dst, backup, placed in reversed(journal):
+            if placed:
+                with contextlib.suppress(OSError):
+                    os.unlink(dst)
+            if backup is not None:
+                with contextlib.suppress(OSError):
+                    os.replace(backup, dst)
+        raise
+
+
 @contextlib.contextmanager
 def atomic_directory(out_dir) -> Iterator[Path]:
     """Stage an export: ``with atomic_directory(out) as stage: write into stage``.
@@ -217,9 +261,7 @@ def atomic_directory(out_dir) -> Iterator[Path]:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        for src, dst in moves:
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(src, dst)
+        _commit(moves, stage / ".replaced", created)
         for folder in {dst.parent for _, dst in moves} | {out}:
             _fsync_folder(folder)
     except BaseException as err:

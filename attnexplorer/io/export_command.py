@@ -88,7 +88,9 @@ def parse_scale(text: str) -> Scale:
 
 def load_source(args):
     """The session named by ``--preset``/``--set`` or ``--session``."""
-    if getattr(args, "session", None):
+    if getattr(args, "session", None) is not None:
+        if not args.session:
+            raise AttnExplorerError("--session: the file name is empty")
         if args.params:
             raise AttnExplorerError("--set applies to presets only; edit the session file instead")
         from .session_file import load_session

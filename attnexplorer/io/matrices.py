@@ -21,6 +21,7 @@ import csv
 import io
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -444,9 +445,12 @@ def read_matrix(path) -> np.ndarray:
     if suffix not in (".csv", ".npy", ".tsv", ".txt"):
         raise MatrixError(f"{source}: cannot read {suffix or 'files without an extension'}; use .csv, .npy, .tsv or .txt")
     try:
-        size = os.stat(path).st_size
-    except OSError as err:
-        raise MatrixError(f"{source}: cannot be read: {err.strerror or err}") from None
+        info = os.stat(path)
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the name
+        raise MatrixError(f"{source}: cannot be read: {getattr(err, 'strerror', None) or err}") from None
+    if not stat.S_ISREG(info.st_mode):  # a named pipe would block the read forever
+        raise MatrixError(f"{source}: is not a regular file")
+    size = info.st_size
     if size > MAX_MATRIX_FILE_BYTES:
         raise MatrixError(f"{source}: is {size:,} bytes, more than the limit of {MAX_MATRIX_FILE_BYTES:,}")
     if suffix == ".npy":

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -495,13 +496,28 @@ def loads_session(text: str | bytes, source: str = "session") -> Session:
     return session_from_dict(obj, source)
 
 
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a plain file"
+
+
 def load_session(path) -> Session:
     """Read and check a session file. Errors (``SessionError``) start with ``path`` as given."""
     source = str(path)
     if "\0" in os.fspath(path):
         _fail(source.replace("\0", "\\0"), None, "is not a file name: it holds a NUL character")
     try:
-        size = os.stat(path).st_size
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):  # a named pipe would block the read forever
+            _fail(source, None, f"is not a regular file ({_file_kind(info.st_mode)}); a session is a .json file")
+        size = info.st_size
         if size > MAX_FILE_BYTES:
             _fail(source, None, f"is {size:,} bytes, more than the limit of {MAX_FILE_BYTES:,}")
         with open(path, "rb") as f:

@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..core.errors import AttnExplorerError, PresetError
+from ..core.errors import AttnExplorerError, PresetError, SessionError
 
 DEFAULT_PRESET = "pronoun"
 
@@ -45,6 +45,8 @@ def initial_session(args, settings):
     params = list(getattr(args, "params", None) or [])
     if params and not preset:
         raise PresetError("--set needs --preset NAME (a session file has no preset parameters)")
+    if session_file is not None and not session_file:
+        raise SessionError("the session file name is empty")
     if session_file and preset:
         raise PresetError("give either a session file or --preset, not both")
     if session_file:

@@ -279,7 +279,7 @@ def test_huge_file_refused_before_reading(tmp_path):
 def test_missing_and_unreadable(tmp_path):
     with pytest.raises(SessionError, match=r"nope.json: cannot be read: No such file or directory"):
         load_session(tmp_path / "nope.json")
-    with pytest.raises(SessionError, match=r"cannot be read: Is a directory"):
+    with pytest.raises(SessionError, match=r"is not a regular file \(a folder\)"):
         load_session(tmp_path)
 
 
