@@ -22,6 +22,7 @@ import numpy as np
 from .attention import INTERMEDIATES, AttentionInputs, AttentionOverflow, attend, split_projections
 from .device_inputs import cannot_overflow, device_tensor, projection_weights
 from .errors import EngineError
+from .memory import check_memory
 from .session import Session
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -257,6 +258,7 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     unknown = wanted - _EVERYTHING
     if unknown:
         raise EngineError(f"unknown intermediate(s): {', '.join(sorted(unknown))}; choose from {', '.join(INTERMEDIATES)}")
+    check_memory(session, dtype, device)  # refuse what cannot fit before allocating any of it
     mask_np, blocked_rows_np, any_blocked = _mask_and_blocked_rows(session)
     factor = session.scale.factor(session.d_k)
     # Decided from the inputs before any work: when nothing can overflow, the result need not

@@ -67,6 +67,13 @@ def atomic_write_bytes(path, data: bytes) -> None:
     A new file gets the usual permissions (0666 less the umask); an existing file keeps its
     permission bits.
     """
+    atomic_write_with(path, lambda f: f.write(data))
+
+
+def atomic_write_with(path, write) -> None:
+    """``atomic_write_bytes`` for a file written piece by piece: ``write(f)`` gets the open
+    binary temporary file, so a large file never has to be held in memory whole. An
+    exception from ``write`` removes the temporary file and passes through unchanged."""
     if "\0" in os.fspath(path):
         raise WriteError(f"cannot write {os.fspath(path)!r}: the file name holds a NUL character")
     shown = path = Path(path)
@@ -91,7 +98,7 @@ def atomic_write_bytes(path, data: bytes) -> None:
     lock_fd(fd)  # held until closed: see remove_stale_temporaries
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         with contextlib.suppress(OSError):

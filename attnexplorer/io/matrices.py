@@ -29,7 +29,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..core.errors import AttnExplorerError
-from .atomic import atomic_write_bytes, atomic_write_text
+from .atomic import atomic_write_text, atomic_write_with
 
 # A matrix file larger than this is refused before it is read (the largest session matrix,
 # 8192 × 1024 float64, is 64 MiB as NPY and about 200 MB as CSV).
@@ -315,19 +315,16 @@ def _check_savable(arrays: dict[str, np.ndarray]) -> None:
 
 
 def write_npz(path, arrays: dict[str, np.ndarray]) -> None:
-    """All ``arrays`` in one uncompressed ``.npz`` (``np.load(path)`` reads it, no pickle)."""
+    """All ``arrays`` in one uncompressed ``.npz`` (``np.load(path)`` reads it, no pickle),
+    written straight to the file (no second copy of every array in memory)."""
     _check_savable(arrays)
-    buf = io.BytesIO()
-    np.savez(buf, allow_pickle=False, **{k: np.asarray(v) for k, v in arrays.items()})
-    atomic_write_bytes(path, buf.getvalue())
+    atomic_write_with(path, lambda f: np.savez(f, allow_pickle=False, **{k: np.asarray(v) for k, v in arrays.items()}))
 
 
 def write_npy(path, array) -> None:
     """One array as ``.npy`` (no pickle)."""
     _check_savable({Path(path).stem: array})
-    buf = io.BytesIO()
-    np.save(buf, np.asarray(array), allow_pickle=False)
-    atomic_write_bytes(path, buf.getvalue())
+    atomic_write_with(path, lambda f: np.save(f, np.asarray(array), allow_pickle=False))
 
 
 def write_npy_bundle(out_dir, arrays: dict[str, np.ndarray]) -> list[Path]:
@@ -341,22 +338,45 @@ def write_npy_bundle(out_dir, arrays: dict[str, np.ndarray]) -> list[Path]:
     return paths
 
 
+def _json_array(a: np.ndarray, write) -> None:
+    """``json.dumps(a.tolist())``, handed to ``write`` one innermost row at a time: the whole
+    list of Python floats of a 4,096-token result is about ten times the array's size."""
+    if a.ndim <= 1:
+        write(json.dumps(a.tolist(), ensure_ascii=False, allow_nan=False))
+        return
+    write("[")
+    for i in range(a.shape[0]):
+        if i:
+            write(", ")
+        _json_array(a[i], write)
+    write("]")
+
+
+def _write_arrays_json(arrays: dict[str, np.ndarray], write) -> None:
+    write("{\n")
+    for i, (name, a) in enumerate(arrays.items()):
+        write((",\n" if i else "") + f"  {json.dumps(name)}: ")
+        _json_array(np.asarray(a), write)
+    write("\n}\n")
+
+
 def arrays_to_json(arrays: dict[str, np.ndarray]) -> str:
     """``{"tokens": [...], "X": [[...]], ...}``: one key per array, numbers exact, masks as booleans."""
-    lines = []
-    for name, a in arrays.items():
-        value = np.asarray(a).tolist()
-        lines.append(f"  {json.dumps(name)}: {json.dumps(value, ensure_ascii=False, allow_nan=False)}")
-    return "{\n" + ",\n".join(lines) + "\n}\n"
+    parts: list[str] = []
+    _write_arrays_json(arrays, parts.append)
+    return "".join(parts)
 
 
 def write_json_bundle(path, arrays: dict[str, np.ndarray]) -> None:
-    """``arrays_to_json`` written atomically to ``path`` (attention.json)."""
+    """``arrays_to_json`` written atomically to ``path`` (attention.json), row by row: memory
+    stays near the arrays' own size however large they are."""
+    def write(f):
+        _write_arrays_json(arrays, lambda text: f.write(text.encode("utf-8")))
+
     try:
-        text = arrays_to_json(arrays)
+        atomic_write_with(path, write)
     except ValueError as err:  # allow_nan=False: the engine never makes NaN, but say so if it did
         raise MatrixError(f"cannot write {path}: {err}") from None
-    atomic_write_text(path, text)
 
 
 # -- matrices in ------------------------------------------------------------------------

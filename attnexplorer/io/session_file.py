@@ -161,30 +161,63 @@ def _whole(value: Any, source: str, where: str, lo: int, hi: int) -> int:
     return value
 
 
+def _path_text(path) -> str:
+    """A lazy path ``(parent, key)`` as text: ``view.rows[3].name``."""
+    parts = []
+    while isinstance(path, tuple):
+        path, key = path
+        parts.append(f"[{key}]" if isinstance(key, int) else f".{key}")
+    return path + "".join(reversed(parts))
+
+
+def _check_leaf(v: Any, source: str, path) -> None:
+    if isinstance(v, _NonFinite):
+        _fail(source, _path_text(path), f"is {v.token}; every number must be finite")
+    if type(v) is float and not math.isfinite(v):
+        _fail(source, _path_text(path), f"is {v!r}; every number must be finite")
+    if isinstance(v, str):
+        if not v.isascii():
+            _text(v, source, _path_text(path))
+    elif v is not None and not isinstance(v, (bool, int, float)):
+        _fail(source, _path_text(path), f"is a Python {type(v).__name__}, which a session file cannot hold")
+
+
+_PLAIN_SCALARS = frozenset((int, bool, type(None)))
+
+
 def _check_plain(value: Any, source: str, where: str) -> None:
-    """Extra keys and preset params: JSON values, finite, at most MAX_NESTING deep."""
+    """Extra keys and preset params: JSON values, finite, at most MAX_NESTING deep.
+
+    Iterative, and cheap per element: a file may hold millions of numbers under an extra key,
+    so a path is made only for a container or for the element that fails (a string per
+    element took gigabytes).
+    """
     stack = [(value, where, 0)]
     while stack:
         v, path, depth = stack.pop()
-        if depth > MAX_NESTING:
-            _fail(source, path, f"nests deeper than {MAX_NESTING} levels")
-        if isinstance(v, _NonFinite):
-            _fail(source, path, f"is {v.token}; every number must be finite")
-        if type(v) is float and not math.isfinite(v):
-            _fail(source, path, f"is {v!r}; every number must be finite")
         if isinstance(v, dict):
-            for k, item in v.items():
-                if not isinstance(k, str):
-                    _fail(source, path, f"has a key {k!r} that is not a string")
-                _text(k, source, path)
-                stack.append((item, f"{path}.{k}", depth + 1))
+            for key in v:
+                if not isinstance(key, str):
+                    _fail(source, _path_text(path), f"has a key {key!r} that is not a string")
+                if not key.isascii():
+                    _text(key, source, _path_text(path))
+            items = v.items()
         elif isinstance(v, (list, tuple)):
-            for i, item in enumerate(v):
-                stack.append((item, f"{path}[{i}]", depth + 1))
-        elif isinstance(v, str):
-            _text(v, source, path)
-        elif v is not None and not isinstance(v, (bool, int, float)):
-            _fail(source, path, f"is a Python {type(v).__name__}, which a session file cannot hold")
+            items = enumerate(v)
+        else:
+            _check_leaf(v, source, path)
+            continue
+        if v and depth >= MAX_NESTING:
+            first = next(iter(v)) if isinstance(v, dict) else 0
+            _fail(source, _path_text((path, first)), f"nests deeper than {MAX_NESTING} levels")
+        for key, item in items:
+            kind = type(item)
+            if kind in _PLAIN_SCALARS or (kind is float and math.isfinite(item)):
+                continue
+            if isinstance(item, (dict, list, tuple)):
+                stack.append((item, (path, key), depth + 1))
+            else:
+                _check_leaf(item, source, (path, key))
 
 
 def _mask(value: Any, n: int, source: str) -> Mask:

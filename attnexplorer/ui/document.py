@@ -113,6 +113,9 @@ class SessionDocument(QObject):
         self._busy = False
         self._pending = None
         self.last_compute_ms = 0.0
+        # Why the current session has no result (None once one is published): a window made
+        # after the document's first compute failed still has to say why it is blank.
+        self.last_error: str | None = None
         self._needs: frozenset[str] | None = None  # None: everything
         self._posted: Callable[[], None] | None = None
         self._post_timer = QTimer(self)
@@ -323,6 +326,7 @@ class SessionDocument(QObject):
             self._start(pending)
 
     def _publish(self, result: AttentionResult) -> None:
+        self.last_error = None
         self._result = result
         self.last_compute_ms = result.compute_ms
         self.result_changed.emit(result)
@@ -331,9 +335,11 @@ class SessionDocument(QObject):
         if self.device != "cpu":
             failed = self.device
             self.device = "cpu"
-            self.compute_failed.emit(f"{error}; falling back to the CPU (was {failed})")
+            self.last_error = f"{error}; falling back to the CPU (was {failed})"
+            self.compute_failed.emit(self.last_error)
             self.recompute()
         else:
+            self.last_error = error
             self.compute_failed.emit(error)
 
     def wait_idle(self, timeout_s: float = 10.0) -> bool:

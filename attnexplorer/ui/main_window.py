@@ -110,6 +110,9 @@ class MainWindow(QMainWindow):
         document.message.connect(self._on_message)
         document.compute_failed.connect(self._on_compute_failed)
         self.actions.autosaver.failed.connect(self._on_message)
+        if document.last_error is not None:  # the first compute failed before we listened
+            QTimer.singleShot(0, lambda: self._on_compute_failed(document.last_error)
+                              if document.last_error is not None else None)
 
         self._arrange_default()
         self.resize(self._default_size())

@@ -1,0 +1,62 @@
+"""How much memory a computation needs, estimated from the session's shapes before any work.
+
+A session within the file bounds (8,192 tokens × 64 heads) asks for about 70 GB: each head
+has n×n scores, scaled scores, masked scores and weights. Rather than let the machine swap or
+the process die with a MemoryError, ``compute`` refuses a session whose estimate is above
+``memory_limit()``, naming both sizes; the window and ``attnexplorer export`` both call
+``compute``, so they refuse the same sessions.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import EngineError
+
+# Used where the machine's memory cannot be read (e.g. Windows without sysconf).
+FALLBACK_LIMIT = 8 * 1024**3
+# The n×n matrices per head the engine holds at its peak: scores, scaled, masked, weights.
+SQUARE_BUFFERS = 4
+
+_ITEM_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def memory_limit() -> int:
+    """Half of this machine's physical memory: the rest is for the window, the exported files
+    and everything else running."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return FALLBACK_LIMIT
+    return total // 2 if total > 0 else FALLBACK_LIMIT
+
+
+def compute_bytes(heads: int, n: int, d: int, d_k: int, d_v: int, dtype: str, device: str = "cpu") -> int:
+    """An upper estimate of the bytes a computation of these shapes holds at its peak.
+
+    The n×n buffers dominate; half types and other devices add float32 host copies of the
+    three n×n results (numpy has no bfloat16; a GPU's results are copied to the host).
+    """
+    item = _ITEM_BYTES.get(dtype, 8)
+    square = heads * n * n
+    total = square * SQUARE_BUFFERS * item + n * n  # and the boolean n×n mask
+    if item == 2 or not str(device).startswith("cpu"):
+        total += square * 3 * 4
+    total += n * (d + heads * (2 * d_k + 2 * d_v)) * max(item, 4) * 2  # projections, outputs
+    return total
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 1e9:.1f} GB" if nbytes >= 1e8 else f"{nbytes / 1e6:.0f} MB"
+
+
+def check_memory(session, dtype: str, device: str = "cpu", limit: int | None = None) -> None:
+    """Raise EngineError when computing ``session`` would need more than ``limit`` bytes
+    (default ``memory_limit()``)."""
+    limit = memory_limit() if limit is None else limit
+    need = compute_bytes(session.heads, session.n, session.d, session.d_k, session.d_v, dtype, device)
+    if need > limit:
+        raise EngineError(
+            f"this session needs about {_size(need)} of memory to compute ({session.heads} heads × "
+            f"{session.n:,} × {session.n:,} attention matrices in {dtype}), more than the limit of "
+            f"{_size(limit)} (half of this machine's memory); use fewer tokens or heads")
