@@ -52,6 +52,8 @@ def run_export(args) -> int:
 
     matrices = parse_formats(args.matrices, MATRIX_FORMATS, "--matrices")
     figures = parse_formats(getattr(args, "figures", ""), FIGURE_FORMATS, "--figures")
+    if "\0" in args.out:  # not from a shell, but main() takes any list of strings
+        raise AttnExplorerError("--out: the folder name holds a NUL character")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise AttnExplorerError(f"--out {out} is a file, not a folder")

@@ -77,7 +77,11 @@ def atomic_write_with(path, write) -> None:
     if "\0" in os.fspath(path):
         raise WriteError(f"cannot write {os.fspath(path)!r}: the file name holds a NUL character")
     shown = path = Path(path)
-    if path.is_symlink():
+    try:
+        link = path.is_symlink()
+    except OSError:  # e.g. a name too long: the open below says so as a WriteError
+        link = False
+    if link:
         # Write through the link: renaming over the link itself would replace it with a plain
         # file and leave the file it points to stale.
         path = Path(os.path.realpath(path))

@@ -146,3 +146,8 @@ def test_usage_error_in_a_real_process_is_one_line():
                        text=True, timeout=60)
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.count("\n") == 1 and "expected one argument" in p.stderr
+
+
+def test_nul_in_out_is_one_line(tmp_path, capsys):
+    rc = main(["export", "--preset", "pronoun", "--out", str(tmp_path / "a\x00b")])
+    assert "NUL" in one_error_line(capsys, rc)

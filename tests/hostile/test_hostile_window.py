@@ -32,8 +32,8 @@ class Answers:
         window.show_warning = lambda title, text: self.log.append(("warning", text))
 
 
-def make_window(qtbot, session, signals=None):
-    doc = SessionDocument(session, signals)
+def make_window(qtbot, session):
+    doc = SessionDocument(session)
     window = MainWindow(doc, AppSettings())
     window.answers = Answers(window)
     qtbot.addWidget(window)
@@ -49,8 +49,7 @@ def env(tmp_path, monkeypatch):
 
 @pytest.fixture
 def win(qtbot, env):
-    built = build_preset("pronoun")
-    window = make_window(qtbot, built.session, built.signals)
+    window = make_window(qtbot, build_preset("pronoun").session)
     yield window
     window.actions.autosaver.discard()
     window.document.shutdown()
