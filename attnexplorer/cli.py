@@ -1,4 +1,5 @@
-"""Command line: ``attnexplorer [SESSION | --preset NAME]``, ``export``, ``presets``, ``bench``.
+"""Command line: ``attnexplorer [SESSION | --preset NAME]``, ``export``, ``presets``, ``bench``,
+``import-model``.
 
 Only argparse is imported at module level so that ``attnexplorer --help`` is instant; each
 command imports what it needs (torch, Qt) when it runs. Every user-facing problem is an
@@ -13,7 +14,7 @@ import sys
 
 from . import __version__
 
-SUBCOMMANDS = ("export", "presets", "bench")
+SUBCOMMANDS = ("export", "presets", "bench", "import-model")
 
 
 class UsageError(Exception):
@@ -51,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="attnexplorer",
         description="Explore transformer self-attention by hand. Commands: "
         "export (write matrices and figures with no window), presets (list presets), "
-        "bench (measure speed). Run `attnexplorer COMMAND --help` for each.",
+        "bench (measure speed), import-model (a real model's layer as a session). Run `attnexplorer COMMAND --help` for each.",
     )
     p.add_argument("session_file", nargs="?", metavar="SESSION", help="a session file to open")
     p.add_argument("--preset", metavar="NAME", help="open a preset, e.g. pronoun, dessert, sine, random")
@@ -93,6 +94,20 @@ def build_bench_parser() -> argparse.ArgumentParser:
     return p
 
 
+def build_import_model_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="attnexplorer import-model",
+        description="Run a real model on a text and write one layer's attention as a session file "
+        "(version 2), exact to the model's own numbers. Nothing is downloaded.",
+    )
+    p.add_argument("model", metavar="MODEL",
+                   help="minilm, smollm2, a folder in Hugging Face layout or a .gguf file")
+    p.add_argument("--text", required=True, help="the text the model reads")
+    p.add_argument("--layer", type=int, default=0, help="the layer to import (default 0)")
+    p.add_argument("--out", required=True, metavar="FILE.json", help="the session file to write")
+    return p
+
+
 def _fail(message: str) -> int:
     print(f"attnexplorer: {message}", file=sys.stderr)
     return 2
@@ -115,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
 
                 print(describe_presets())
                 return 0
+            if command == "import-model":
+                from .commands.import_model import run_import_model
+
+                return run_import_model(build_import_model_parser().parse_args(rest))
             if command == "bench":
                 from .bench import run_bench
 

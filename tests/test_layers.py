@@ -6,6 +6,7 @@ tool and sees lazy imports inside functions too):
 
 - ``core``: Qt-free and file-free: imports nothing from ``io``, ``ui`` or the commands.
 - ``io``: Qt-free: imports ``core`` and ``io`` only.
+- ``models``: real models as inputs; Qt-free, imports ``core`` and ``io`` (and torch/transformers).
 - ``ui``: the only importer of Qt; never imports the commands above it.
 - the top floor (``cli``, ``commands``, ``bench``, ``selftest``) may import everything.
 """
@@ -26,6 +27,8 @@ TOP = ("attnexplorer.cli", "attnexplorer.commands", "attnexplorer.bench", "attne
 RULES = {
     "attnexplorer.core": (("attnexplorer.io", "attnexplorer.ui", *TOP), True),
     "attnexplorer.io": (("attnexplorer.ui", *TOP), True),
+    # real models are an input, like io: Qt-free, below the window and the commands
+    "attnexplorer.models": (("attnexplorer.ui", *TOP), True),
     "attnexplorer.ui": (TOP, False),
 }
 

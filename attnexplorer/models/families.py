@@ -1,0 +1,215 @@
+"""The three supported families and how each one's layer becomes a version-2 session.
+
+Each family says how to find its layers, which module's output is "the attention before the
+residual add", and how to turn one layer's weights into the session's ``x @ W`` convention:
+
+- ``nn.Linear`` (BERT, Llama) stores out × in, so ``W = weight.T``; GPT-2's ``Conv1D`` already
+  stores in × out and fuses q|k|v in ``c_attn`` (columns 0:d, d:2d, 2d:3d).
+- A head's block of columns is ``h·d_k … (h+1)·d_k``, as the models split their projections.
+- Llama's K/V projections have ``num_key_value_heads`` heads that query heads share in order
+  (query head h uses K/V head h // (H / H_kv)), which is the session's ``kv_heads``.
+
+What the session takes as its embeddings, and why (the pipeline is E → + P → norm → X):
+
+- **BERT, layer 0**: E = word embedding + token-type embedding 0 (the model adds these two
+  first), P = the position table's first n rows, norm = the embedding LayerNorm. BERT is
+  post-LN: the LayerNorm that produces layer 0's input is the embeddings' own, so E, P and the
+  norm are the model's and X is exactly what layer 0's attention reads.
+- **BERT, layer L > 0**: E = the hidden state entering layer L (already normalised by layer
+  L−1's output LayerNorm), no positions, no norm: X = E.
+- **GPT-2, layer 0**: E = token embeddings (wte), P = wpe's first n rows, norm = the block's
+  ln_1 (pre-LN). **Layer L > 0**: E = the residual stream entering block L, norm = ln_1.
+- **Llama**: E = the residual stream entering layer L, norm = its input RMSNorm, positions =
+  RoPE (θ from the config, all head dimensions rotated, the rotate-half layout Hugging Face
+  uses, offset 0). GGUF files store q/k rows permuted for llama.cpp's interleaved layout;
+  transformers undoes that on load, so the weights here are already in the half layout.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .sources import ModelError
+
+SUPPORTED = "BERT-like encoders (bert), GPT-2 (gpt2) and Llama-like decoders (llama)"
+
+
+def _np(t: Any) -> np.ndarray:
+    return t.detach().to("cpu").float().numpy()
+
+
+def _cols(w: np.ndarray, h: int, size: int) -> np.ndarray:
+    return w[:, h * size:(h + 1) * size]
+
+
+def _vec(b: Any, h: int, size: int) -> list | None:
+    if b is None:
+        return None
+    return _np(b)[h * size:(h + 1) * size]
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    decoder: bool
+    layers: Callable[[Any], Any]
+    hook_module: Callable[[Any], Any]   # the module whose output is the attention before the residual
+    check: Callable[[Any], None]
+    parts: Callable[[Any, Any, "object", int], dict]
+
+
+def num_heads(config: Any) -> int:
+    return int(config.num_attention_heads)
+
+
+def head_dim(config: Any) -> int:
+    explicit = getattr(config, "head_dim", None)
+    return int(explicit) if explicit else int(config.hidden_size) // num_heads(config)
+
+
+def max_positions(config: Any) -> int:
+    for name in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, name, None)
+        if value:
+            return int(value)
+    raise ModelError("the model's config gives no maximum number of positions")
+
+
+# ---- BERT ----------------------------------------------------------------------------------
+
+def _bert_check(config: Any) -> None:
+    kind = getattr(config, "position_embedding_type", "absolute")
+    if kind not in (None, "absolute"):
+        raise ModelError(f"this BERT uses {kind} position embeddings; only absolute ones can be expressed")
+    if getattr(config, "is_decoder", False):
+        raise ModelError("this BERT is configured as a decoder; only BERT encoders are supported")
+
+
+def _bert_parts(model: Any, config: Any, run: Any, layer: int) -> dict:
+    block = model.encoder.layer[layer]
+    sa = block.attention.self
+    H, dk = num_heads(config), head_dim(config)
+    n = len(run.ids)
+    if layer == 0:
+        emb = model.embeddings
+        ids = run.ids_tensor()
+        e = emb.word_embeddings.weight[ids] + emb.token_type_embeddings.weight[0]
+        embeddings = _np(e)
+        positions = {"kind": "learned", "table": _np(emb.position_embeddings.weight[:n])}
+        ln = emb.LayerNorm
+        norm = {"kind": "layer", "weight": _np(ln.weight), "bias": _np(ln.bias), "eps": float(ln.eps)}
+    else:
+        embeddings, positions, norm = run.layer_inputs[layer], None, None
+    wq, wk, wv = (_np(m.weight).T for m in (sa.query, sa.key, sa.value))
+    heads = [{"W_q": _cols(wq, h, dk), "b_q": _vec(sa.query.bias, h, dk),
+              "W_k": _cols(wk, h, dk), "b_k": _vec(sa.key.bias, h, dk),
+              "W_v": _cols(wv, h, dk), "b_v": _vec(sa.value.bias, h, dk)} for h in range(H)]
+    dense = block.attention.output.dense
+    return {"embeddings": embeddings, "positions": positions, "norm": norm, "heads": heads,
+            "kv_heads": None, "W_o": _np(dense.weight).T, "b_o": _np(dense.bias) if dense.bias is not None else None,
+            "mask": "none", "scale": "inv_sqrt_dk"}
+
+
+# ---- GPT-2 ---------------------------------------------------------------------------------
+
+def _gpt2_check(config: Any) -> None:
+    if getattr(config, "add_cross_attention", False):
+        raise ModelError("this GPT-2 has cross-attention layers; only self-attention models are supported")
+
+
+def _gpt2_scale(config: Any, layer: int, dk: int):
+    scale = math.sqrt(dk) if getattr(config, "scale_attn_weights", True) else 1.0
+    if getattr(config, "scale_attn_by_inverse_layer_idx", False):
+        scale *= layer + 1
+    if scale == math.sqrt(dk):
+        return "inv_sqrt_dk"
+    return "none" if scale == 1.0 else {"temperature": scale}
+
+
+def _gpt2_parts(model: Any, config: Any, run: Any, layer: int) -> dict:
+    block = model.h[layer]
+    attn = block.attn
+    H, dk = num_heads(config), head_dim(config)
+    d = int(config.hidden_size)
+    n = len(run.ids)
+    if layer == 0:
+        embeddings = _np(model.wte.weight[run.ids_tensor()])
+        positions = {"kind": "learned", "table": _np(model.wpe.weight[:n])}
+    else:
+        embeddings, positions = run.layer_inputs[layer], None
+    ln = block.ln_1
+    norm = {"kind": "layer", "weight": _np(ln.weight), "bias": _np(ln.bias), "eps": float(ln.eps)}
+    w, b = _np(attn.c_attn.weight), _np(attn.c_attn.bias)   # Conv1D: in × out, q|k|v fused
+    wq, wk, wv = w[:, :d], w[:, d:2 * d], w[:, 2 * d:]
+    bq, bk, bv = b[:d], b[d:2 * d], b[2 * d:]
+    heads = [{"W_q": _cols(wq, h, dk), "b_q": bq[h * dk:(h + 1) * dk],
+              "W_k": _cols(wk, h, dk), "b_k": bk[h * dk:(h + 1) * dk],
+              "W_v": _cols(wv, h, dk), "b_v": bv[h * dk:(h + 1) * dk]} for h in range(H)]
+    return {"embeddings": embeddings, "positions": positions, "norm": norm, "heads": heads,
+            "kv_heads": None, "W_o": _np(attn.c_proj.weight), "b_o": _np(attn.c_proj.bias),
+            "mask": "causal", "scale": _gpt2_scale(config, layer, dk)}
+
+
+# ---- Llama ---------------------------------------------------------------------------------
+
+def rope_theta(config: Any) -> float:
+    params = getattr(config, "rope_parameters", None) or {}
+    scaling = getattr(config, "rope_scaling", None) or {}
+    kind = params.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
+    if kind != "default":
+        raise ModelError(f"this model scales RoPE ({kind}); only plain RoPE can be expressed")
+    theta = params.get("rope_theta", getattr(config, "rope_theta", None))
+    if theta is None:
+        raise ModelError("the model's config gives no RoPE θ (rope_theta)")
+    return float(theta)
+
+
+def _llama_check(config: Any) -> None:
+    rope_theta(config)
+    if float(getattr(config, "partial_rotary_factor", 1.0) or 1.0) != 1.0:
+        raise ModelError("this model rotates only part of each head; only full RoPE is supported")
+    if num_heads(config) % int(config.num_key_value_heads or num_heads(config)):
+        raise ModelError("its key/value heads do not divide its query heads")
+
+
+def _llama_parts(model: Any, config: Any, run: Any, layer: int) -> dict:
+    block = model.layers[layer]
+    at = block.self_attn
+    H, hd = num_heads(config), head_dim(config)
+    Hkv = int(config.num_key_value_heads or H)
+    rms = block.input_layernorm
+    eps = getattr(rms, "variance_epsilon", None) or getattr(rms, "eps", None)
+    norm = {"kind": "rms", "weight": _np(rms.weight), "eps": float(eps)}
+    positions = {"kind": "rope", "theta": rope_theta(config), "dims": hd, "layout": "half", "offset": 0}
+    wq, wk, wv = (_np(m.weight).T for m in (at.q_proj, at.k_proj, at.v_proj))
+    heads = [{"W_q": _cols(wq, h, hd), "b_q": _vec(at.q_proj.bias, h, hd)} for h in range(H)]
+    kv = [{"W_k": _cols(wk, g, hd), "b_k": _vec(at.k_proj.bias, g, hd),
+           "W_v": _cols(wv, g, hd), "b_v": _vec(at.v_proj.bias, g, hd)} for g in range(Hkv)]
+    scaling = float(getattr(at, "scaling", hd ** -0.5))
+    scale = "inv_sqrt_dk" if math.isclose(scaling, hd ** -0.5, rel_tol=1e-12) else {"temperature": 1.0 / scaling}
+    o = at.o_proj
+    return {"embeddings": run.layer_inputs[layer], "positions": positions, "norm": norm, "heads": heads,
+            "kv_heads": kv, "W_o": _np(o.weight).T, "b_o": _np(o.bias) if o.bias is not None else None,
+            "mask": "causal", "scale": scale}
+
+
+FAMILIES = {
+    "bert": Family("bert", False, lambda m: m.encoder.layer, lambda blk: blk.attention.output.dense,
+                   _bert_check, _bert_parts),
+    "gpt2": Family("gpt2", True, lambda m: m.h, lambda blk: blk.attn, _gpt2_check, _gpt2_parts),
+    "llama": Family("llama", True, lambda m: m.layers, lambda blk: blk.self_attn, _llama_check, _llama_parts),
+}
+
+
+def family_for(config: Any) -> Family:
+    """The family of a transformers config, or ModelError naming the supported ones."""
+    kind = getattr(config, "model_type", None)
+    if kind not in FAMILIES:
+        raise ModelError(f"model type {kind!r} is not supported: attnexplorer opens {SUPPORTED}")
+    family = FAMILIES[kind]
+    family.check(config)
+    return family

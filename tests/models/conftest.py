@@ -1,0 +1,119 @@
+"""Models for the import tests, each built or loaded once per test session.
+
+Tiny BERT, GPT-2 and Llama models are made from a config with every parameter drawn at random
+(biases and norm weights included, so that a bias read from the wrong place shows), each with a
+small tokenizer trained here, and saved in Hugging Face layout: nothing is downloaded. The
+packaged MiniLM and SmolLM2 are loaded once each; SmolLM2's dequantised cache goes to a
+temporary folder, so the first load really dequantises.
+"""
+
+import os
+
+import pytest
+
+
+WORDS = ("the dog fetched ball and she was happy life is short eat dessert first "
+         "a cat sat on mat attention reads every token").split()
+TEXT = "The dog fetched the ball and she was happy"
+
+
+def _randomise(model, seed, scale=0.5):
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * scale)
+
+
+def _bytelevel_tokenizer(special):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=[special], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([" ".join(WORDS), TEXT, TEXT.lower()], trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=special, bos_token=special, unk_token=special)
+
+
+def _save(folder, model, tokenizer):
+    model.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory):
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(WORDS) - {"fetched"}) + ["fetch", "##ed"]
+    tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    config = BertConfig(vocab_size=len(vocab), hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                        intermediate_size=40, max_position_embeddings=20)
+    model = BertModel(config)
+    _randomise(model, 1)
+    return _save(folder, model, tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2(tmp_path_factory):
+    from transformers import GPT2Config, GPT2Model
+
+    folder = tmp_path_factory.mktemp("tiny-gpt2")
+    tokenizer = _bytelevel_tokenizer("<|endoftext|>")
+    config = GPT2Config(vocab_size=len(tokenizer), n_embd=24, n_layer=2, n_head=4, n_positions=32)
+    model = GPT2Model(config)
+    _randomise(model, 2)
+    return _save(folder, model, tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory):
+    from transformers import LlamaConfig, LlamaModel
+
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    tokenizer = _bytelevel_tokenizer("<s>")
+    # 4 query heads sharing 2 K/V heads, biases on, θ away from the default: every Llama part shows.
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64,
+                         attention_bias=True, rope_theta=500.0)
+    model = LlamaModel(config)
+    _randomise(model, 3)
+    # the RMSNorm weights near 1 keep the random stream in float32's comfortable range
+    import torch
+
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.input_layernorm.weight.add_(1.0)
+    return _save(folder, model, tokenizer)
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory):
+    """A fresh, empty cache folder for the whole test session (the user's is never touched)."""
+    folder = tmp_path_factory.mktemp("model-cache")
+    old = os.environ.get("ATTNEXPLORER_CACHE_DIR")
+    os.environ["ATTNEXPLORER_CACHE_DIR"] = str(folder)
+    yield folder
+    if old is None:
+        os.environ.pop("ATTNEXPLORER_CACHE_DIR", None)
+    else:
+        os.environ["ATTNEXPLORER_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    from attnexplorer.models import load_model
+
+    return load_model("minilm")
+
+
+@pytest.fixture(scope="session")
+def smollm2(model_cache):
+    from attnexplorer.models import load_model
+
+    return load_model("smollm2")
