@@ -1,0 +1,369 @@
+"""Fitting a head: gradient descent on W_q and W_k toward a target attention pattern.
+
+The weights are made by ``attention.attend``, the very function ``engine.compute`` runs for the
+window, here with autograd on; the loss is the mean over query rows of KL(target ‖ weights), and
+its gradient is torch's autograd through that code. So what is trained is what is shown.
+
+``Fitter`` runs one optimiser step per ``step()`` and owns the stopping rules:
+
+- converged: max |weights − target| ≤ ``tolerance`` on every trained row;
+- diverged: the loss (or a gradient) is NaN or infinite, or the loss grew 100× over its start:
+  the fit stops and keeps the last weights whose loss was good;
+- plateau: the best loss improved by less than 0.1 % over the last ``PLATEAU_STEPS`` steps
+  while the target is not matched: the fit stops and ``explain_plateau`` says why it may be
+  out of reach (weight on masked cells, tokens that share an embedding, too few dimensions);
+- done: the number of steps asked for ran.
+
+It is Qt-free and runs on whatever thread calls it (the window's worker, the CLI's loop).
+torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from ..attention import AttentionInputs, attend, join_projections
+from ..engine import resolve
+from ..errors import AttnExplorerError
+from ..session import Session
+from .targets import Target
+
+OPTIMIZERS = ("adam", "sgd")
+# Chosen so that the previous-token fit of a random n = 8, d = 8, d_k = 4 head converges well
+# inside 500 steps (tests/core/test_fit.py); SGD needs a larger step because KL gradients of a
+# sharp target are small once the weights are close (2.0 already overshot into saturation).
+DEFAULT_LR = {"adam": 0.05, "sgd": 1.0}
+TRAINABLE = ("q", "k", "biases")
+FIT_DTYPES = ("float32", "float64")
+MAX_STEPS = 1_000_000
+PLATEAU_STEPS = 150
+DIVERGENCE_GROWTH = 100.0
+SMALL_PROBLEM = 1 << 16  # heads × n × n at or below which a CPU fit runs on one thread
+
+
+class FitError(AttnExplorerError):
+    """A fit that cannot start as asked (bad target, learning rate, steps, what trains)."""
+
+
+@dataclass(frozen=True)
+class FitProgress:
+    """Where a fit stands after a step. ``status``: running, converged, diverged, plateau, done."""
+
+    step: int
+    loss: float
+    max_error: float
+    best_loss: float
+    status: str = "running"
+    message: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.status != "running"
+
+
+def bias_names(session: Session) -> tuple[str, str] | None:
+    """The session's query/key bias fields when it has them (they come with the real-heads stages)."""
+    for names in (("b_query", "b_key"), ("bias_query", "bias_key")):
+        if all(hasattr(session, a) for a in names):
+            return names
+    return None
+
+
+def check_settings(session: Session, train, optimizer: str, lr, steps, dtype: str = "float32") -> tuple:
+    """Validate what trains, the optimiser, the learning rate and the steps; returns them normalised."""
+    train = tuple(dict.fromkeys(str(t).strip().lower() for t in train))
+    if not train:
+        raise FitError("nothing to train: choose q, k and/or biases")
+    for t in train:
+        if t not in TRAINABLE:
+            raise FitError(f"cannot train {t!r}; choose from q, k, biases (W_v and W_o are left alone)")
+    if "biases" in train and bias_names(session) is None:
+        raise FitError("this session's heads have no query/key biases to train")
+    optimizer = str(optimizer).strip().lower()
+    if optimizer not in OPTIMIZERS:
+        raise FitError(f"unknown optimizer {optimizer!r}; choose adam or sgd")
+    if lr is None:
+        lr = DEFAULT_LR[optimizer]
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not (0 < lr < math.inf):
+        raise FitError(f"the learning rate must be a number > 0, got {lr!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
+        raise FitError(f"steps must be a whole number from 1 to {MAX_STEPS:,}, got {steps!r}")
+    if dtype not in FIT_DTYPES:
+        raise FitError(f"fitting runs in float32 or float64, not {dtype}")
+    return train, optimizer, float(lr), steps
+
+
+class Fitter:
+    """One fit of ``session``'s heads toward ``targets`` ({head: Target}); see the module.
+
+    Raises ``FitError`` (or ``EngineError`` for the device) before any work when asked the
+    impossible. ``step()`` advances by one optimiser step and returns a ``FitProgress``;
+    ``session()`` is the session with the weights reached (the last good ones after a
+    divergence), which is what stopping at any point keeps.
+    """
+
+    def __init__(self, session: Session, targets: Mapping[int, Target], train=("q", "k"), optimizer: str = "adam",
+                 lr: float | None = None, steps: int = 500, device: str = "cpu", dtype: str = "float32",
+                 tolerance: float = 1e-3):
+        import torch
+
+        if not targets:
+            raise FitError("no target given")
+        for h in targets:
+            if not (isinstance(h, int) and 0 <= h < session.heads):
+                raise FitError(f"head {h!r} does not exist; the session has heads 0..{session.heads - 1}")
+        self.train, self.optimizer_name, self.lr, self.steps = check_settings(session, train, optimizer, lr, steps, dtype)
+        dev, tdtype = resolve(device, dtype)
+        self._torch, self._dev, self._tdtype = torch, dev, tdtype
+        self.start_session = session
+        self.heads = tuple(sorted(targets))
+        self.targets = {h: targets[h] for h in self.heads}
+        self.tolerance = float(tolerance)
+        t = lambda a: torch.tensor(np.asarray(a), dtype=tdtype, device=dev)  # noqa: E731
+        self._params = {"q": t(session.w_query).requires_grad_("q" in self.train),
+                        "k": t(session.w_key).requires_grad_("k" in self.train)}
+        names = bias_names(session) if "biases" in self.train else None
+        if names:
+            self._params["bq"] = t(getattr(session, names[0])).requires_grad_()
+            self._params["bk"] = t(getattr(session, names[1])).requires_grad_()
+        self._trained = [p for p in self._params.values() if p.requires_grad]
+        mask = session.mask.matrix(session.n)
+        blocked_rows = mask.all(axis=1)
+        self._fixed = dict(x=t(session.embeddings), w_value=t(session.w_value), heads=session.heads,
+                           d_k=session.d_k, d_v=session.d_v, factor=session.scale.factor(session.d_k),
+                           mask=torch.tensor(mask, device=dev) if mask.any() else None,
+                           blocked_rows=torch.tensor(blocked_rows, device=dev) if blocked_rows.any() else None)
+        # Heads without a target keep their weights: their gradient is zeroed before each step
+        # (Adam and plain SGD then never move them, as their moments stay 0).
+        self._frozen_heads = torch.tensor([h not in self.targets for h in range(session.heads)], device=dev)
+        # Targets for every head, zero for heads without one: their rows add nothing to the loss
+        # and no gradient (selecting the trained heads instead costs a scatter in backward).
+        zeros = np.zeros((session.n, session.n))
+        empty_rows = np.zeros(session.n, dtype=bool)
+        reach = np.stack([self.targets[h].reachable if h in self.targets else zeros for h in range(session.heads)])
+        rows = np.stack([self.targets[h].rows if h in self.targets else empty_rows for h in range(session.heads)])
+        self._reach = t(reach)
+        self._target = t(np.stack([self.targets[h].matrix if h in self.targets else zeros for h in range(session.heads)]))
+        self._rows = torch.tensor(rows, device=dev)
+        self._count = float(rows.sum())
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self._entropy_part = float(np.where(reach > 0, reach * np.log(np.where(reach > 0, reach, 1.0)), 0.0).sum())
+        self._tiny = torch.finfo(tdtype).tiny
+        self._unreachable = any(t.best_max_error > 0 for t in self.targets.values())
+        self._single_thread = dev.type == "cpu" and session.heads * session.n * session.n <= SMALL_PROBLEM
+        opt = torch.optim.Adam if self.optimizer_name == "adam" else torch.optim.SGD
+        self._opt = opt(self._trained, lr=self.lr)
+        self.step_count = 0
+        self._good = {k: v.detach().clone() for k, v in self._params.items()}
+        self._best = {k: v.detach().clone() for k, v in self._params.items()}
+        self._first_loss: float | None = None
+        self.best_loss = math.inf
+        self._history: list[float] = []  # best loss after each step, for the plateau rule
+        self.last: FitProgress | None = None
+
+    # -- the arithmetic ---------------------------------------------------------------------
+    def _inputs(self) -> AttentionInputs:
+        f = self._fixed
+        # Biases enter through the same engine stage once the engine has it; until then a
+        # session cannot carry them (check_settings refuses "biases").
+        return AttentionInputs(x=f["x"], w_qkv=join_projections(self._params["q"], self._params["k"], f["w_value"]),
+                               heads=f["heads"], d_k=f["d_k"], d_v=f["d_v"], factor=f["factor"],
+                               mask=f["mask"], blocked_rows=f["blocked_rows"])
+
+    def _forward(self):
+        """(loss, weights of every head) from the engine's own function."""
+        weights = attend(self._inputs(), wanted=frozenset({"weights"}))["weights"]
+        log_w = weights.clamp_min(self._tiny).log()  # a weight that underflowed to 0 stays finite
+        cross = (self._reach * log_w).sum()
+        return (self._entropy_part - cross) / self._count, weights
+
+    def _max_error(self, weights, against=None) -> float:
+        """max |weights − target| over the rows that count (heads with a target, open rows)."""
+        against = self._target if against is None else against
+        diff = (weights.detach() - against).abs().amax(dim=-1)
+        return float(diff.masked_fill(~self._rows, 0.0).max())
+
+    def loss_and_max_error(self) -> tuple[float, float]:
+        """The loss and max |weights − target| of the weights now (no step taken)."""
+        with self._torch.no_grad():
+            loss, weights = self._forward()
+        return float(loss), self._max_error(weights)
+
+    def gradient(self) -> dict:
+        """d loss / d parameter at the weights now, by autograd, as float64 host arrays (no step)."""
+        for p in self._trained:
+            p.grad = None
+        loss, _ = self._forward()
+        loss.backward()
+        names = {"q": "W_q", "k": "W_k", "bq": "b_q", "bk": "b_k"}
+        out = {names[k]: v.grad.detach().to("cpu", self._torch.float64).numpy().copy()
+               for k, v in self._params.items() if v.requires_grad}
+        for p in self._trained:
+            p.grad = None
+        return out
+
+    # -- stepping ---------------------------------------------------------------------------
+    def step(self) -> FitProgress:
+        """One optimiser step; after a finished progress, returns it again without stepping."""
+        if self.last is not None and self.last.finished:
+            return self.last
+        if not self._single_thread:
+            return self._step()
+        # A small problem runs on one thread: waking a second one for each of a step's dozen
+        # tiny kernels cost ten times the arithmetic here (46 ms against 3 ms a step at n = 16
+        # on a busy 2-core machine). torch's thread count is global, so it is put back after.
+        threads = self._torch.get_num_threads()
+        self._torch.set_num_threads(1)
+        try:
+            return self._step()
+        finally:
+            self._torch.set_num_threads(threads)
+
+    def _step(self) -> FitProgress:
+        torch = self._torch
+        self._opt.zero_grad(set_to_none=True)
+        loss_t, weights = self._forward()
+        loss = float(loss_t.detach())
+        max_error = self._max_error(weights)
+        if self._first_loss is None:
+            self._first_loss = loss
+        if not math.isfinite(loss) or loss > DIVERGENCE_GROWTH * max(self._first_loss, 1e-3):
+            return self._diverged(loss)
+        # These weights are good: they are what a stop or a later divergence keeps.
+        for k, v in self._params.items():
+            self._good[k].copy_(v.detach())
+        if loss < self.best_loss:
+            self.best_loss = loss
+            for k, v in self._params.items():
+                self._best[k].copy_(v.detach())
+        reach_error = max_error if not self._unreachable else self._max_error(weights, self._reach)
+        if reach_error <= self.tolerance:
+            if self._unreachable:
+                # All that the mask lets the head do is done; the rest of the target is out of reach.
+                return self._finish(loss, max_error, "plateau", self.explain_plateau(loss, max_error))
+            return self._finish(loss, max_error, "converged",
+                                f"matched the target: max |weights − target| = {max_error:.2g} after {self.step_count} steps")
+        loss_t.backward()
+        for p in self._trained:
+            if not bool(torch.isfinite(p.grad).all()):
+                return self._diverged(math.nan, what="a gradient")
+            if p.dim() >= 1 and p.shape[0] == len(self._frozen_heads):
+                p.grad[self._frozen_heads] = 0.0
+        self._opt.step()
+        self.step_count += 1
+        self._history.append(self.best_loss)
+        if len(self._history) > PLATEAU_STEPS:
+            before = self._history[-PLATEAU_STEPS - 1]
+            if self.best_loss > before - 1e-3 * abs(before) and self.best_loss > 1e-9:
+                self._restore(self._best)  # the best reached, which the message reports
+                loss, max_error = self.loss_and_max_error()
+                return self._finish(loss, max_error, "plateau", self.explain_plateau(loss, max_error))
+        if self.step_count >= self.steps:
+            loss, max_error = self.loss_and_max_error()
+            return self._finish(loss, max_error, "done", f"{self.step_count} steps: loss {loss:.3g}, "
+                                f"max |weights − target| = {max_error:.2g}")
+        self.last = FitProgress(self.step_count, loss, max_error, self.best_loss)
+        return self.last
+
+    def _restore(self, saved=None):
+        """Put ``saved`` (default: the last good weights) back into the parameters and ``_good``."""
+        saved = self._good if saved is None else saved
+        with self._torch.no_grad():
+            for k, v in self._params.items():
+                v.copy_(saved[k])
+                self._good[k].copy_(saved[k])
+
+    def _finish(self, loss, max_error, status, message) -> FitProgress:
+        self.best_loss = min(self.best_loss, loss)
+        self.last = FitProgress(self.step_count, loss, max_error, self.best_loss, status, message)
+        return self.last
+
+    def _diverged(self, loss: float, what: str = "the loss") -> FitProgress:
+        self._restore()
+        good_loss, max_error = self.loss_and_max_error()
+        if math.isfinite(loss):
+            why = f"the loss grew from {self._first_loss:.3g} to {loss:.3g} (more than {DIVERGENCE_GROWTH:g}×)"
+        else:
+            why = f"{what} became NaN or infinite"
+        message = (f"the fit diverged at step {self.step_count}: {why}; stopped and kept the last good weights "
+                   f"(loss {good_loss:.3g}); try a learning rate below {self.lr:g}")
+        return self._finish(good_loss, max_error, "diverged", message)
+
+    def run(self, on_progress=None, should_stop=None) -> FitProgress:
+        """Step until the fit finishes or ``should_stop()`` says so; ``on_progress(p)`` after each step."""
+        progress = self.last
+        while progress is None or not progress.finished:
+            if should_stop is not None and should_stop():
+                break
+            progress = self.step()
+            if on_progress is not None:
+                on_progress(progress)
+        return progress
+
+    # -- results ----------------------------------------------------------------------------
+    def session(self) -> Session:
+        """The session with the weights reached (the last good ones)."""
+        s = self.start_session
+        fitted = np.array([h in self.targets for h in range(s.heads)])[:, None, None]
+
+        def reached(key, original):
+            # Heads without a target keep their exact float64 values (a float32 fit would round them).
+            return np.where(fitted, self._good[key].detach().to("cpu", self._torch.float64).numpy(), original)
+
+        changes = {}
+        if "q" in self.train:
+            changes["w_query"] = reached("q", s.w_query)
+        if "k" in self.train:
+            changes["w_key"] = reached("k", s.w_key)
+        names = bias_names(s)
+        if names and "bq" in self._good:
+            for key, name in zip(("bq", "bk"), names):
+                original = getattr(s, name)
+                changes[name] = np.where(fitted.reshape((-1,) + (1,) * (original.ndim - 1)), self._good[key].detach()
+                                         .to("cpu", self._torch.float64).numpy(), original)
+        return self.start_session.replace(**changes)
+
+    def explain_plateau(self, loss: float, max_error: float) -> str:
+        """Why the loss stopped falling short of the target, as one message."""
+        s = self.start_session
+        reasons = []
+        for h, target in self.targets.items():
+            if target.best_max_error > self.tolerance:
+                reasons.append(f"head {h}'s target puts weight on masked cells, so max |weights − target| "
+                               f"cannot go below {target.best_max_error:.3g}")
+            reasons += _shared_embeddings(s, target)
+        rank = min(s.d, s.d_k)
+        if not reasons and rank < s.n - 1:
+            reasons.append(f"the scores X·W_q·(X·W_k)ᵀ have rank at most min(d, d_k) = {rank} for {s.n} tokens; "
+                           "the pattern may need more dimensions")
+        if not reasons:
+            reasons.append(f"the learning rate ({self.lr:g}) may be too small or too large for this target")
+        return (f"the fit cannot match the target: the best reached is max |weights − target| = {max_error:.2g} "
+                f"(loss {self.best_loss:.3g}) after {self.step_count} steps: " + "; ".join(dict.fromkeys(reasons)))
+
+
+def _shared_embeddings(s: Session, target: Target) -> list[str]:
+    """Tokens with the same embedding get the same query and key: a target that treats them
+    differently cannot be matched by any W_q, W_k."""
+    out = []
+    x = s.embeddings
+    blocked = s.mask.matrix(s.n)
+    for i in range(s.n):
+        for j in range(i + 1, s.n):
+            if not np.array_equal(x[i], x[j]):
+                continue
+            same_mask = np.array_equal(blocked[i], blocked[j])
+            if same_mask and target.rows[i] and target.rows[j] and not np.allclose(target.reachable[i], target.reachable[j], atol=1e-6):
+                out.append(f"tokens {i} {s.tokens[i]!r} and {j} {s.tokens[j]!r} share an embedding, so one query, "
+                           "but their target rows differ")
+            both = ~blocked[:, i] & ~blocked[:, j] & target.rows
+            if both.any() and not np.allclose(target.reachable[both, i], target.reachable[both, j], atol=1e-6):
+                out.append(f"keys {i} {s.tokens[i]!r} and {j} {s.tokens[j]!r} share an embedding, so every query "
+                           "scores them alike, but the target weighs them differently")
+            if len(out) >= 2:
+                return out
+    return out
