@@ -1,4 +1,4 @@
-"""Command line: ``attnexplorer [SESSION | --preset NAME]``, ``export``, ``presets``, ``bench``,
+"""Command line: ``attnexplorer [SESSION | --preset NAME]``, ``export``, ``fit``, ``presets``, ``bench``,
 ``import-model``.
 
 Only argparse is imported at module level so that ``attnexplorer --help`` is instant; each
@@ -14,7 +14,7 @@ import sys
 
 from . import __version__
 
-SUBCOMMANDS = ("export", "presets", "bench", "import-model")
+SUBCOMMANDS = ("export", "fit", "presets", "bench", "import-model")
 
 
 class UsageError(Exception):
@@ -51,8 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="attnexplorer",
         description="Explore transformer self-attention by hand. Commands: "
-        "export (write matrices and figures with no window), presets (list presets), "
-        "bench (measure speed), import-model (a real model's layer as a session). Run `attnexplorer COMMAND --help` for each.",
+        "export (write matrices and figures with no window), fit (learn W_q, W_k toward a target pattern), "
+        "presets (list presets), bench (measure speed), import-model (a real model's layer as a session). "
+        "Run `attnexplorer COMMAND --help` for each.",
     )
     p.add_argument("session_file", nargs="?", metavar="SESSION", help="a session file to open")
     p.add_argument("--preset", metavar="NAME", help="open a preset, e.g. pronoun, dessert, sine, random")
@@ -76,6 +77,27 @@ def build_export_parser() -> argparse.ArgumentParser:
                    help="comma-separated: npz, npy, csv, json, tex, md (default: npz,json)")
     p.add_argument("--figures", default="", metavar="FORMATS",
                    help="comma-separated: png, svg, pdf (default: none)")
+    _add_compute_args(p)
+    return p
+
+
+def build_fit_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="attnexplorer fit",
+        description="Learn W_q and W_k of a head toward a target attention pattern (gradient descent "
+        "on the mean KL(target || weights) over query rows) and write the fitted session.",
+    )
+    _add_source_args(p, required=True)
+    p.add_argument("--target", required=True, metavar="TARGET",
+                   help="previous-token, first-token, self, uniform, window:W, head:H, or a .npy/.csv n×n matrix")
+    p.add_argument("--head", metavar="H", help="the head to fit, or 'all' for one target per head "
+                   "(default: the head the session was saved with selected, else 0)")
+    p.add_argument("--train", default="q,k", metavar="WHAT", help="comma-separated: q, k, biases (default: q,k)")
+    p.add_argument("--optimizer", default="adam", help="adam (default) or sgd")
+    p.add_argument("--lr", default=None, metavar="X",
+                   help="learning rate (default: 0.05 for adam, 1.0 for sgd)")
+    p.add_argument("--steps", default="500", metavar="N", help="the most steps (default 500)")
+    p.add_argument("--out", required=True, metavar="FITTED.json", help="the fitted session file to write")
     _add_compute_args(p)
     return p
 
@@ -124,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
                 from .commands.export import run_export
 
                 return run_export(build_export_parser().parse_args(rest))
+            if command == "fit":
+                from .io.fit_command import run_fit
+
+                return run_fit(build_fit_parser().parse_args(rest))
             if command == "presets":
                 build_presets_parser().parse_args(rest)
                 from .core.presets import describe_presets
