@@ -93,6 +93,40 @@ class _Worker(QObject):
             self.done.emit(generation, None, f"the engine failed: {err}")
 
 
+class LiveEdit:
+    """An edit shown while it happens (a fit): every ``show`` makes the new session current
+    without an undo step of its own, and the whole edit is ONE undo step, from the session
+    before ``SessionDocument.live_edit`` to the last one shown.
+
+    The step is pushed when the live edit begins, so undo, redo and other edits stay ordinary
+    undo-stack business. ``attached`` turns False as soon as anything else changes the
+    session (an edit, an undo, a new file): from then on ``show`` does nothing, and the
+    step keeps what was shown last.
+    """
+
+    def __init__(self, doc: "SessionDocument", text: str):
+        self._doc = doc
+        self.before = doc.session
+        self._command = _EditCommand(doc, self.before, self.before, text, None)
+        doc.undo_stack.push(self._command)
+        self._index = doc.undo_stack.index()
+        self._shown = doc.session
+
+    @property
+    def attached(self) -> bool:
+        doc = self._doc
+        return doc.session is self._shown and doc.undo_stack.index() == self._index
+
+    def show(self, session: Session) -> bool:
+        """Make ``session`` current as part of this step; False (nothing done) once detached."""
+        if not self.attached:
+            return False
+        self._command.after = session
+        self._shown = session
+        self._doc._set(session)
+        return True
+
+
 class SessionDocument(QObject):
     session_changed = Signal(object)
     result_changed = Signal(object)
@@ -218,6 +252,12 @@ class SessionDocument(QObject):
         if session == self._session:
             return
         self.undo_stack.push(_EditCommand(self, self._session, session, text, merge_key))
+
+    def live_edit(self, text: str) -> LiveEdit:
+        """Begin an edit shown as it happens (see ``LiveEdit``): one undo step named ``text``."""
+        if self._posted is not None:
+            self.flush()
+        return LiveEdit(self, text)
 
     def edit_later(self, apply: Callable[[], None]) -> None:
         """Run ``apply`` (which makes an edit) at the next turn of the event loop, replacing

@@ -6,8 +6,9 @@ result panel (``panels.make_panels``) on the right, named ``dock-<panel.kind>`` 
 document publishes, and its File actions live in ``SessionActions``.
 
 Tests and ``run_app`` may rely on:
-- ``window.document``, ``window.actions`` (SessionActions), ``window.panels``,
-  ``window.docks`` (kind → QDockWidget, including "inputs" and "controls"), the menu actions
+- ``window.document``, ``window.actions`` (SessionActions), ``window.panels``, ``window.fit``
+  (the Fit dock's widget), ``window.docks`` (kind → QDockWidget, including "inputs", "controls"
+  and "fit"), the menu actions
   ``undo_action``, ``redo_action``, ``reset_layout_action``, ``export_matrices_action`` …;
 - the questions it asks (``ask_unsaved``, ``ask_open_path``, ``ask_save_path``,
   ``ask_new_choice``, ``ask_restore``, ``show_error``) are plain methods to monkeypatch;
@@ -78,6 +79,9 @@ class MainWindow(QMainWindow):
             from .controls import ControlsPanel
 
             controls = ControlsPanel(document)
+        from .fit_dock import FitDock
+
+        self.fit = FitDock(document)
         if panels is None:
             from .panels import make_panels
 
@@ -90,6 +94,7 @@ class MainWindow(QMainWindow):
         # Tables and sliders scroll rather than push the window past a 1280×800 screen.
         self._add_dock("inputs", "Inputs", _scrolling(inputs))
         self._add_dock("controls", "Controls", _scrolling(controls))
+        self._add_dock("fit", "Fit", self.fit)  # no scroll area: its plots take the height it gets
         for panel in self.panels:
             # The tab shows the short title (long ones were cut to "Queries …"); the View menu
             # and the tooltip the full one.
@@ -146,6 +151,10 @@ class MainWindow(QMainWindow):
         self.addDockWidget(left, self.docks["inputs"])
         self.addDockWidget(left, self.docks["controls"])
         self.splitDockWidget(self.docks["inputs"], self.docks["controls"], Qt.Orientation.Vertical)
+        # The Fit dock is a tab behind Controls: a click brings it forward, and its heatmap and
+        # loss curve get the whole left column's width.
+        self.tabifyDockWidget(self.docks["controls"], self.docks["fit"])
+        self.docks["controls"].raise_()
         kinds = [p.kind for p in self.panels]
         main = [k for k in MAIN_KINDS if k in kinds] or kinds[:1]
         detail = [k for k in DETAIL_KINDS if k in kinds and k not in main]
@@ -581,6 +590,7 @@ class MainWindow(QMainWindow):
         if not self.actions.confirm_discard():
             event.ignore()
             return
+        self.fit.runner.shutdown()  # the weights reached so far stay in the session
         self.save_settings()
         self.actions.autosaver.discard()
         event.accept()

@@ -309,6 +309,17 @@ class _CellImage(pg.ImageItem):
             ev.accept()
             self._view._clicked(*cell)
 
+    def mouseDragEvent(self, ev):
+        # Only a view that draws on its cells takes drags; the others leave them to the
+        # ViewBox, which pans.
+        on_drag = self._view.on_drag
+        if on_drag is None or ev.button() != Qt.MouseButton.LeftButton:
+            ev.ignore()
+            return
+        ev.accept()
+        cell = self._cell(ev.pos())
+        on_drag(cell, ev.isStart(), ev.isFinish())
+
 
 class MatrixView(pg.PlotItem):
     """A heatmap of one matrix with everything a reader needs to read it.
@@ -318,11 +329,14 @@ class MatrixView(pg.PlotItem):
     - ``on_hover(text)`` receives the read-out for the cell under the mouse ("" on leave).
     - ``on_click(row, col)`` is called when a cell is clicked.
     - ``colorbar=False`` leaves the colour bar out (panels that share one bar).
+    - ``on_drag(cell, start, finish)``, when set, receives a left-button drag over the cells
+      (``cell`` is (row, col) or None off the matrix) instead of the view panning.
     """
 
     def __init__(self, title: str | None, *, signed: bool = True, row_name: str = "query", col_name: str = "key",
                  colorbar: bool = True, on_click: Callable[[int, int], None] | None = None,
-                 on_hover: Callable[[str], None] | None = None):
+                 on_hover: Callable[[str], None] | None = None,
+                 on_drag: Callable[[tuple[int, int] | None, bool, bool], None] | None = None):
         self.row_axis = TokenAxis("left")
         self.col_axis = TokenAxis("bottom")
         # No context menus: ours is the panel's; pyqtgraph's would only be built to be hidden.
@@ -342,6 +356,7 @@ class MatrixView(pg.PlotItem):
         self.col_name = col_name
         self.on_click = on_click
         self.on_hover = on_hover
+        self.on_drag = on_drag
         self.lut = theme.DIVERGING_LUT if signed else theme.SEQUENTIAL_LUT
         self.setLabel("left", row_name)
         self.setLabel("bottom", col_name)

@@ -1,0 +1,201 @@
+"""Running a fit off the GUI thread, with the window following at screen rate.
+
+``FitRunner(document).start(fitter, text)`` steps the ``core.fit.Fitter`` on a worker thread.
+The worker never touches Qt objects of the GUI: after each step it records the loss, and at
+most every ``FRAME_S`` it leaves a snapshot (the session with the weights reached) in a
+one-place mailbox, replacing one not yet taken. A GUI timer at the same rate takes whatever
+is there, so stale snapshots are dropped, never queued, and the GUI is never asked to draw
+faster than the screen. Each snapshot is shown through one ``LiveEdit``: the whole fit is one
+undo step, and Stop keeps the weights reached.
+
+Anything else that changes the session meanwhile (an edit, an undo, opening a file) detaches
+the live edit: the fit stops, keeping in its undo step what was shown until then.
+
+Signals (GUI thread): ``progressed(FitProgress)``, ``finished(FitProgress)``,
+``state_changed(str)``: ``idle``, ``running`` or ``paused``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from PySide6.QtCore import QObject, QThread, QTimer, Signal
+
+FRAME_S = 1 / 30
+
+
+class _Mailbox:
+    """What the worker leaves for the GUI: the newest snapshot, the loss points since the last
+    take, the newest progress; guarded by a lock held only for a few assignments."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.session = None
+        self.points: list[tuple[int, float, float]] = []
+        self.progress = None
+        self.final = False
+
+    def take(self):
+        with self.lock:
+            out = (self.session, self.points, self.progress, self.final)
+            self.session, self.points = None, []
+            return out
+
+
+class _FitThread(QThread):
+    def __init__(self, fitter, mailbox: _Mailbox):
+        super().__init__()
+        self.setObjectName("attnexplorer-fit")
+        self.fitter = fitter
+        self.mailbox = mailbox
+        self.stop_requested = threading.Event()
+        self.running = threading.Event()
+        self.running.set()
+        self.error: str | None = None
+
+    def run(self):
+        fitter, box = self.fitter, self.mailbox
+        last_snapshot = 0.0
+        progress = None
+        try:
+            while not self.stop_requested.is_set():
+                if not self.running.is_set():
+                    self.running.wait(0.05)  # paused: look at the stop flag now and then
+                    continue
+                progress = fitter.step()
+                point = (progress.step, progress.loss, progress.max_error)
+                now = time.monotonic()
+                snapshot = fitter.session() if progress.finished or now - last_snapshot >= FRAME_S else None
+                with box.lock:
+                    box.points.append(point)
+                    box.progress = progress
+                    if snapshot is not None:
+                        box.session = snapshot
+                if snapshot is not None:
+                    last_snapshot = now
+                if progress.finished:
+                    break
+        except Exception as err:  # a torch failure must end the fit, not the thread silently
+            self.error = f"the fit failed: {str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__}"
+        final = fitter.session() if progress is None or not progress.finished else None
+        with box.lock:
+            if final is not None:
+                box.session = final
+            box.final = True
+
+
+class FitRunner(QObject):
+    progressed = Signal(object)
+    finished = Signal(object)
+    state_changed = Signal(str)
+
+    def __init__(self, document, parent=None):
+        super().__init__(parent)
+        self.document = document
+        self.history: list[tuple[int, float, float]] = []
+        self.last = None  # the newest FitProgress
+        self.fitter = None
+        self.message = ""
+        self._thread: _FitThread | None = None
+        self._box: _Mailbox | None = None
+        self._live = None
+        self._timer = QTimer(self)
+        self._timer.setInterval(int(FRAME_S * 1000))
+        self._timer.timeout.connect(self._on_frame)
+        self.state = "idle"
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start(self, fitter, text: str) -> None:
+        """Start ``fitter`` on the worker thread; the fit is one undo step named ``text``."""
+        if self._thread is not None:
+            raise RuntimeError("a fit is already running")
+        self.fitter = fitter
+        self.history = []
+        self.last = None
+        self.message = ""
+        self._box = _Mailbox()
+        self._live = self.document.live_edit(text)
+        self._thread = _FitThread(fitter, self._box)
+        self._thread.start()
+        self._timer.start()
+        self._set_state("running")
+
+    def pause(self) -> None:
+        if self._thread is not None and self.state == "running":
+            self._thread.running.clear()
+            self._set_state("paused")
+
+    def resume(self) -> None:
+        if self._thread is not None and self.state == "paused":
+            self._thread.running.set()
+            self._set_state("running")
+
+    def stop(self) -> None:
+        """Stop after the current step; the weights reached stay (shown by the next frame)."""
+        if self._thread is not None:
+            self._thread.stop_requested.set()
+            self._thread.running.set()
+
+    def wait(self, timeout_s: float = 30.0) -> bool:
+        """Process frames until the fit has finished (tests, closing the window)."""
+        from PySide6.QtCore import QCoreApplication
+
+        end = time.monotonic() + timeout_s
+        while self._thread is not None:
+            QCoreApplication.processEvents()
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.002)
+        return True
+
+    def shutdown(self) -> None:
+        """Stop and join the worker (the window is closing); nothing more is shown."""
+        if self._thread is not None:
+            self._thread.stop_requested.set()
+            self._thread.running.set()
+            self._thread.wait(10000)
+            self._thread = None
+            self._timer.stop()
+            self._set_state("idle")
+
+    # -- the GUI side ------------------------------------------------------------------------
+    def _set_state(self, state: str) -> None:
+        if state != self.state:
+            self.state = state
+            self.state_changed.emit(state)
+
+    def _on_frame(self) -> None:
+        if self._box is None:
+            return
+        session, points, progress, final = self._box.take()
+        self.history.extend(points)
+        if session is not None and not self._live.show(session):
+            if not final:
+                # Something else changed the session: the fit ends where it was last shown.
+                self.message = "the fit stopped: the session was changed while it ran"
+                self.stop()
+        if progress is not None:
+            self.last = progress
+            self.progressed.emit(progress)
+        if final:
+            self._finish()
+
+    def _finish(self) -> None:
+        self._timer.stop()
+        thread, self._thread = self._thread, None
+        thread.wait()
+        progress = self.last
+        if thread.error:
+            self.message = thread.error
+        elif not self.message:
+            if progress is not None and progress.finished:
+                self.message = progress.message
+            else:
+                step = progress.step if progress is not None else 0
+                self.message = f"stopped at step {step}; the weights reached are kept"
+        self._set_state("idle")
+        self.finished.emit(progress)

@@ -1,0 +1,228 @@
+"""The Fit dock in the real main window: a live fit, one undo step, pause/stop, drawing, refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QEvent, QPointF, Qt
+from PySide6.QtGui import QMouseEvent
+from PySide6.QtWidgets import QApplication
+
+from attnexplorer.core.presets import build_preset, parse_assignments
+from attnexplorer.core.session import Mask
+from attnexplorer.ui.document import SessionDocument
+from attnexplorer.ui.main_window import MainWindow
+from attnexplorer.ui.settings import AppSettings
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path
+
+
+@pytest.fixture
+def make_window(qtbot, isolated):
+    made = []
+
+    def make(n=8, d=8, d_k=4, heads=1, mask="causal", seed=0):
+        s = build_preset("random", parse_assignments([f"n={n}", f"d={d}", f"d_k={d_k}", f"heads={heads}",
+                                                      f"seed={seed}"])).session.replace(mask=Mask(mask))
+        doc = SessionDocument(s)
+        window = MainWindow(doc, AppSettings())
+        window.ask_unsaved = lambda: "discard"
+        qtbot.addWidget(window)
+        window.resize(1280, 800)
+        window.show()
+        qtbot.waitExposed(window)
+        window.docks["fit"].raise_()
+        made.append(window)
+        return window
+
+    yield make
+    for window in made:
+        window.fit.runner.shutdown()
+        window.actions.autosaver.discard()
+        window.document.shutdown()
+
+
+def previous_token(n):
+    t = np.zeros((n, n))
+    t[np.arange(n), np.maximum(np.arange(n) - 1, 0)] = 1.0
+    return t
+
+
+def test_a_fit_in_the_window_matches_the_target_and_is_one_undo_step(make_window, isolated):
+    window = make_window()
+    doc, fit = window.document, window.fit
+    start = doc.session
+    frames = []
+    doc.result_changed.connect(lambda r: frames.append(r))
+    assert fit.target_kind == "previous-token"
+    assert fit.start()
+    assert fit.runner.wait(120)
+    assert fit.runner.last.status == "converged"
+    assert "matched the target" in fit.report
+    shown = doc.result.weights[0]
+    assert np.abs(shown - previous_token(8)).max() < 0.01
+    # The panels followed: more than the final result was drawn, and the weights panel shows it.
+    assert len(frames) >= 2
+    weights_panel = next(p for p in window.panels if p.kind == "weights")
+    np.testing.assert_array_equal(weights_panel.view.data, shown)
+    # The loss curve holds every step, falling, on a log axis.
+    xs, ys = fit.loss_curve.getData()
+    assert len(fit.runner.history) == fit.runner.last.step + 1
+    assert fit.runner.history[-1][1] < fit.runner.history[0][1] / 100
+    assert fit.loss_plot.getPlotItem().ctrl.logYCheck.isChecked()
+    assert "max |weights − target|" in fit.status_label.text()
+    # One undo step, back to the exact start, and redo to the fit.
+    assert doc.undo_stack.count() == 1 and doc.undo_stack.text(0).startswith("Fit head 0")
+    fitted = doc.session
+    doc.undo_stack.undo()
+    assert doc.session is start
+    doc.undo_stack.redo()
+    assert doc.session is fitted
+    isolated.joinpath("shots").mkdir(exist_ok=True)
+    assert window.grab().save(str(isolated / "shots" / "fit.png"))
+
+
+def _slow_fit(fit, steps=100000):
+    """A fit that cannot finish soon: SGD with a small step toward the first token."""
+    fit.target_combo.setCurrentIndex(fit.target_combo.findData("first-token"))
+    fit.optimizer_combo.setCurrentIndex(fit.optimizer_combo.findData("sgd"))
+    fit.lr_spin.setValue(0.0001)
+    fit.steps_spin.setValue(steps)
+
+
+def _wait_for_steps(qtbot, fit, count):
+    qtbot.waitUntil(lambda: fit.runner.last is not None and fit.runner.last.step >= count, timeout=60000)
+
+
+def test_pause_resume_and_stop_keep_the_weights_reached(make_window, qtbot):
+    window = make_window()
+    doc, fit = window.document, window.fit
+    start = doc.session
+    _slow_fit(fit)
+    assert fit.start()
+    assert not fit.start_button.isEnabled() and fit.stop_button.isEnabled()
+    assert not fit.lr_spin.isEnabled()  # settings are fixed while it runs
+    _wait_for_steps(qtbot, fit, 5)
+    fit.pause_button.click()
+    assert fit.runner.state == "paused" and fit.pause_button.text() == "Resume"
+    qtbot.wait(150)  # let the step in flight land
+    paused_at = fit.runner.last.step
+    qtbot.wait(300)
+    assert fit.runner.last.step == paused_at
+    fit.pause_button.click()
+    assert fit.runner.state == "running"
+    _wait_for_steps(qtbot, fit, paused_at + 5)
+    fit.stop_button.click()
+    assert fit.runner.wait(30)
+    assert fit.runner.state == "idle" and fit.start_button.isEnabled()
+    assert "stopped at step" in fit.report
+    reached = fit.runner.fitter.session()
+    np.testing.assert_array_equal(doc.session.w_query, reached.w_query)
+    assert not np.array_equal(doc.session.w_query, start.w_query)
+    assert doc.undo_stack.count() == 1
+    doc.undo_stack.undo()
+    assert doc.session is start
+
+
+def test_an_edit_during_a_fit_stops_it_and_keeps_both_undo_steps(make_window, qtbot):
+    window = make_window()
+    doc, fit = window.document, window.fit
+    start = doc.session
+    _slow_fit(fit)
+    assert fit.start()
+    _wait_for_steps(qtbot, fit, 3)
+    qtbot.waitUntil(lambda: doc.session is not start, timeout=10000)  # a frame was shown
+    x = doc.session.embeddings.copy()
+    x[0, 0] = 5.0
+    doc.edit(doc.session.replace(embeddings=x), "Edit X")
+    assert fit.runner.wait(30)
+    assert "changed while it ran" in fit.report
+    assert doc.session.embeddings[0, 0] == 5.0  # the edit stays; the fit did not overwrite it
+    assert doc.undo_stack.count() == 2
+    doc.undo_stack.undo()
+    doc.undo_stack.undo()
+    assert doc.session is start
+
+
+def _press_move_release(canvas, points):
+    """A real left-button drag through ``points`` (viewport coordinates)."""
+    viewport = canvas.viewport()
+    first = points[0]
+
+    def send(kind, pos, button, buttons):
+        p = QPointF(pos)
+        event = QMouseEvent(kind, p, viewport.mapToGlobal(p), button, buttons, Qt.KeyboardModifier.NoModifier)
+        QApplication.sendEvent(viewport, event)
+
+    send(QEvent.Type.MouseButtonPress, first, Qt.MouseButton.LeftButton, Qt.MouseButton.LeftButton)
+    for p in points[1:]:
+        send(QEvent.Type.MouseMove, p, Qt.MouseButton.NoButton, Qt.MouseButton.LeftButton)
+    send(QEvent.Type.MouseButtonRelease, points[-1], Qt.MouseButton.LeftButton, Qt.MouseButton.NoButton)
+
+
+def _cell_centre(fit, row, col):
+    scene = fit.view.vb.mapViewToScene(QPointF(col + 0.5, row + 0.5))
+    return fit.canvas.mapFromScene(scene)
+
+
+def test_drawing_a_target_by_dragging_then_fitting_it(make_window, qtbot):
+    window = make_window(n=6, d=6, d_k=3)
+    doc, fit = window.document, window.fit
+    QApplication.processEvents()
+    # A stroke along row 5 over keys 1..3: that row becomes uniform over them.
+    _press_move_release(fit.canvas, [_cell_centre(fit, 5, c) for c in (1, 1.5, 2, 2.5, 3)])
+    assert fit.target_kind == "custom"
+    target = fit.shown_target.matrix
+    np.testing.assert_allclose(target[5], [0, 1 / 3, 1 / 3, 1 / 3, 0, 0])
+    np.testing.assert_allclose(target[:5], previous_token(6)[:5])  # the rest is the target drawn from
+    np.testing.assert_allclose(target.sum(axis=1), 1.0)
+    # A masked cell cannot be drawn on.
+    assert not fit.paint_cell(1, 4, new_stroke=True)
+    assert "masked" in fit.report
+    np.testing.assert_array_equal(fit.shown_target.matrix, target)
+    fit.steps_spin.setValue(2000)
+    assert fit.start()
+    assert fit.runner.wait(120)
+    assert fit.runner.last.status == "converged", fit.report
+    assert np.abs(doc.result.weights[0] - target).max() < 0.01
+
+
+def test_refusals_are_one_line_and_start_nothing(make_window, tmp_path):
+    window = make_window(heads=2)
+    doc, fit = window.document, window.fit
+    fit.target_combo.setCurrentIndex(fit.target_combo.findData("head"))
+    fit.param_spin.setValue(0)  # the selected head itself
+    assert "is the head being fitted" in fit.report and fit.shown_target is None
+    assert not fit.start()
+    assert doc.undo_stack.count() == 0 and not fit.runner.running
+    fit.param_spin.setValue(1)
+    assert fit.shown_target is not None and fit.report == ""
+    fit.train_q.setChecked(False)
+    fit.train_k.setChecked(False)
+    assert not fit.start() and fit.report == "nothing to train: choose q, k and/or biases"
+    assert not fit.train_b.isEnabled()  # the session has no biases to train
+    np.save(tmp_path / "small.npy", np.eye(3))
+    assert not fit.import_file(tmp_path / "small.npy")
+    assert "must be 8×8" in fit.report
+    np.save(tmp_path / "t.npy", np.tril(np.ones((8, 8))))
+    assert fit.import_file(tmp_path / "t.npy")
+    assert fit.target_kind == "custom"
+    np.testing.assert_allclose(fit.shown_target.matrix[3], [0.25] * 4 + [0] * 4)
+    assert doc.undo_stack.count() == 0
+
+
+def test_one_target_per_head(make_window):
+    window = make_window(heads=2, seed=4)
+    doc, fit = window.document, window.fit
+    fit.target_combo.setCurrentIndex(fit.target_combo.findData("self"))
+    fit.scope_combo.setCurrentIndex(fit.scope_combo.findData("all"))
+    assert fit.start()
+    assert fit.runner.wait(120)
+    assert fit.runner.last.status == "converged", fit.report
+    assert np.abs(doc.result.weights - np.eye(8)).max() < 0.01
+    assert doc.undo_stack.count() == 1 and doc.undo_stack.text(0).startswith("Fit heads 0, 1")
