@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 return run_export(build_export_parser().parse_args(rest))
             if command == "fit":
-                from .io.fit_command import run_fit
+                from .commands.fit import run_fit
 
                 return run_fit(build_fit_parser().parse_args(rest))
             if command == "presets":

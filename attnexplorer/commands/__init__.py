@@ -2,6 +2,7 @@
 
 ``attnexplorer export`` computes with the engine, writes matrices with ``io`` and, when asked,
 draws figures with ``ui`` from the same result; ``import-model`` opens a real model
-(``models``) and writes a layer as a session (``io``). Nothing below this floor imports it (the
-layer test in ``tests/test_layers.py`` checks every import).
+(``models``) and writes a layer as a session (``io``); ``fit`` trains a head with ``core.fit``
+on a session or preset read by ``io`` and writes the fitted session. Nothing below this floor
+imports it (the layer test in ``tests/test_layers.py`` checks every import).
 """

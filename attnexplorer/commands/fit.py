@@ -50,7 +50,7 @@ def read_targets(session, spec: str, heads: list[int], device: str) -> dict:
     from ..core.fit import check_target, target_for
 
     if Path(spec).suffix.lower() in MATRIX_SUFFIXES:
-        from .matrices import read_matrix
+        from ..io.matrices import read_matrix
 
         matrix = read_matrix(spec)
         return {h: check_target(session, matrix, source=spec) for h in heads}
@@ -108,12 +108,12 @@ class ProgressBar:
 def run_fit(args) -> int:
     """Run ``attnexplorer fit`` for parsed ``args``; 0 when fitted (any way it ended), 130 on Ctrl+C."""
     from ..core.fit import Fitter
-    from .export_command import apply_overrides, load_source
-    from .session_file import save_session
+    from ..io.export_command import apply_overrides, load_source
+    from ..io.session_file import save_session
 
     out = Path(args.out)
     check_out(out)
-    session, _ = load_source(args)
+    session = load_source(args)
     session = apply_overrides(session, args)
     heads = parse_heads(args.head, session)
     targets = read_targets(session, args.target, heads, args.device)
