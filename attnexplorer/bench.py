@@ -17,6 +17,9 @@ same run, so a busy machine slows both sides alike):
 - ``large``: n = 4,096 tokens, 4 heads, in a fresh process: the longest time the GUI thread
   was blocked while a computation ran (target ≤ 50 ms), the longest block overall (the redraw
   included), and the peak memory of the process (target < 2 GB).
+- ``fit_steps``, ``fit_gui``: fitting a head, steps per second at n = 16 with no window
+  (target ≥ 200) and the GUI's longest block during a fit at n = 512 (target ≤ 50 ms); see
+  ``commands/fit_bench.py``.
 - ``startup``: a fresh ``attnexplorer --preset pronoun`` to its first painted window, against
   ``python -c "import torch, PySide6.QtWidgets, pyqtgraph"`` to its imports done (neither
   counts the interpreter's exit). Target: ≤ 0.7 s more.
@@ -453,6 +456,10 @@ def collect(quick: bool = False, device: str | None = None) -> dict:
         results["heatmap"] = bench_heatmap([16, 64, 256, 512], repeats=7)
         results["large"] = bench_large(4096, 4)
         results["startup"] = bench_startup(3)
+    from .commands.fit_bench import bench_fit_gui, bench_fit_steps
+
+    results["fit_steps"] = bench_fit_steps(steps=100 if quick else 300, repeats=1 if quick else 3)
+    results["fit_gui"] = bench_fit_gui(128 if quick else 512, seconds=1.0 if quick else 3.0)
     results["seconds"] = time.perf_counter() - started
     return results
 
@@ -507,6 +514,10 @@ def format_report(r: dict) -> str:
     else:
         out.append(f"Start-up to a painted window: {s['app_s']:.2f} s vs {s['baseline_s']:.2f} s for the imports alone "
                    f"= +{s['extra_s']:.2f} s (target ≤ +0.7 s){_mark(s['met'])}")
+    if "fit_steps" in r:
+        from .commands.fit_bench import format_fit
+
+        out += format_fit(r, _mark)
     out.append("")
     out.append(f"({r['seconds']:.0f} s in all)")
     return "\n".join(out)

@@ -14,6 +14,8 @@ HEATMAP_FIELDS = {"n", "pyqtgraph_ms", "pyqtgraph_first_ms", "matplotlib_ms", "s
 LARGE_FIELDS = {"n", "heads", "first_window_ms", "edit_to_drawn_ms", "compute_ms",
                 "max_block_while_computing_ms", "max_block_ms", "peak_mb", "met"}
 STARTUP_FIELDS = {"baseline_s", "app_s", "extra_s", "target_extra_s", "met"}
+FIT_STEPS_FIELDS = {"n", "d", "steps", "steps_per_s", "target_per_s", "met"}
+FIT_GUI_FIELDS = {"n", "seconds", "steps", "steps_per_s", "frames_per_s", "max_block_ms", "target_block_ms", "met"}
 
 
 def test_bench_json_has_the_documented_fields():
@@ -33,6 +35,9 @@ def test_bench_json_has_the_documented_fields():
     assert LARGE_FIELDS <= set(data["large"]), data["large"]
     assert STARTUP_FIELDS <= set(data["startup"]), data["startup"]
     assert data["startup"]["app_s"] > 0
+    assert FIT_STEPS_FIELDS <= set(data["fit_steps"]) and data["fit_steps"]["steps_per_s"] > 0
+    assert FIT_GUI_FIELDS <= set(data["fit_gui"]), data["fit_gui"]
+    assert data["fit_gui"]["steps"] > 0 and data["fit_gui"]["frames_per_s"] > 0  # the window followed the fit
 
 
 def test_bench_text_report_names_every_section():
@@ -48,9 +53,13 @@ def test_bench_text_report_names_every_section():
                      "met": True}],
         "large": {"n": 4096, "error": "boom"},
         "startup": {"app_s": 2.0, "baseline_s": 1.5, "extra_s": 0.5, "met": True},
+        "fit_steps": {"n": 16, "d": 16, "steps_per_s": 250.0, "met": True},
+        "fit_gui": {"n": 512, "steps_per_s": 40.0, "frames_per_s": 30.0, "max_block_ms": 20.0, "met": True},
         "seconds": 1.0,
     })
-    for words in ("Engine vs bare torch", "Edit → every visible panel", "Dragging the sine", "matplotlib",
+    for words in ("Fit a head (Adam, previous token, causal), CPU, no window: n = 16, d = 16: 250 steps/s",
+                  "Fit in the window, n = 512, d = 64: 40 steps/s while the window drew 30 frames/s",
+                  "Engine vs bare torch", "Edit → every visible panel", "Dragging the sine", "matplotlib",
                   "Large session n = 4096: FAILED: boom", "Start-up"):
         assert words in report
 

@@ -303,7 +303,8 @@ class FitDock(QWidget):
         try:
             targets = self.targets()
             fitter = Fitter(doc.session, targets, train=self.train(), optimizer=self.optimizer_combo.currentData(),
-                            lr=self.lr_spin.value(), steps=self.steps_spin.value(), device=doc.device, dtype=dtype)
+                            lr=self.lr_spin.value(), steps=self.steps_spin.value(), device=doc.device, dtype=dtype,
+                            single_thread=True)
         except AttnExplorerError as err:
             self._report(str(err))
             return False

@@ -1,0 +1,113 @@
+"""The fit rows of ``attnexplorer bench``.
+
+- ``fit_steps``: optimisation steps per second of ``core.fit.Fitter`` (Adam, previous-token
+  target, causal mask) at n = 16, d = 16, on the CPU, with no window. Target: ≥ 200.
+- ``fit_gui``: a fit at n = 512 in the real main window for a few seconds: the longest time
+  the GUI thread was blocked (a 5 ms timer measures the gaps between its ticks; target
+  ≤ 50 ms), how many frames the window drew meanwhile, and the steps per second the worker
+  made while the window followed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+TARGETS = {"fit_steps_per_s": 200.0, "fit_block_ms": 50.0}
+
+
+def _session(n: int, d: int, d_k: int, seed: int = 0):
+    from ..core.presets import build_preset
+    from ..core.session import Mask
+
+    built = build_preset("random", {"n": n, "d": d, "d_k": d_k, "d_v": d_k, "heads": 1, "seed": seed})
+    return built.session.replace(mask=Mask("causal"))
+
+
+def bench_fit_steps(n: int = 16, d: int = 16, steps: int = 300, repeats: int = 3) -> dict:
+    """Steps per second (median of ``repeats`` runs of ``steps`` steps, after a warm-up)."""
+    from ..core.fit import Fitter, target_for
+
+    session = _session(n, d, d)
+    target = {0: target_for(session, "previous-token")}
+    rates, cpu_rates = [], []
+    for r in range(repeats + 1):
+        # tolerance 0: never "converged", so every run makes all its steps.
+        fitter = Fitter(session, target, steps=steps, tolerance=0.0)
+        start, cpu_start = time.perf_counter(), time.thread_time()
+        for _ in range(steps):
+            if fitter.step().finished:
+                break
+        elapsed, cpu = time.perf_counter() - start, time.thread_time() - cpu_start
+        if r:  # the first run is the warm-up (kernels, allocator)
+            rates.append(fitter.step_count / elapsed)
+            cpu_rates.append(fitter.step_count / max(cpu, 1e-9))
+    rate = float(statistics.median(rates))
+    # Per second of this thread's own CPU time too: on a shared machine the wall clock also
+    # counts the time other processes held the core (a step runs on one thread).
+    return {"n": n, "d": d, "d_k": d, "steps": steps, "repeats": repeats, "steps_per_s": rate,
+            "steps_per_cpu_s": float(statistics.median(cpu_rates)),
+            "target_per_s": TARGETS["fit_steps_per_s"], "met": rate >= TARGETS["fit_steps_per_s"]}
+
+
+def bench_fit_gui(n: int = 512, seconds: float = 3.0) -> dict:
+    """A fit at ``n`` tokens in the 1280×800 main window for ``seconds``, the GUI's longest block."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from ..bench import _app, _close, _window
+
+    _app()
+    document, window = _window(_session(n, 64, 16))
+    document.wait_idle(60.0)
+    fit = window.fit
+    fit.steps_spin.setValue(1_000_000)
+    frames = {"count": 0}
+    document.result_changed.connect(lambda _r: frames.__setitem__("count", frames["count"] + 1))
+    gaps = {"max": 0.0}
+    state = {"last": time.perf_counter()}
+
+    def tick():
+        now = time.perf_counter()
+        if fit.runner.running:
+            gaps["max"] = max(gaps["max"], (now - state["last"]) * 1000.0)
+        state["last"] = now
+
+    timer = QTimer()
+    timer.setInterval(5)
+    timer.timeout.connect(tick)
+    timer.start()
+    if not fit.start():
+        timer.stop()
+        _close(document, window)
+        return {"n": n, "error": fit.report}
+    start = time.perf_counter()
+    state["last"] = start
+    while time.perf_counter() - start < seconds and fit.runner.running:
+        QApplication.processEvents()
+        time.sleep(0.001)
+    elapsed = time.perf_counter() - start
+    steps = fit.runner.last.step if fit.runner.last is not None else 0
+    fit.runner.stop()
+    fit.runner.wait(30.0)
+    timer.stop()
+    _close(document, window)
+    block = gaps["max"]
+    return {"n": n, "seconds": elapsed, "steps": steps, "steps_per_s": steps / elapsed,
+            "frames_per_s": frames["count"] / elapsed, "max_block_ms": block,
+            "target_block_ms": TARGETS["fit_block_ms"], "met": block <= TARGETS["fit_block_ms"]}
+
+
+def format_fit(r: dict, mark) -> list[str]:
+    """The report's lines for the two fit rows (``mark(met)`` writes ok / MISSED)."""
+    s, g = r["fit_steps"], r["fit_gui"]
+    out = ["", f"Fit a head (Adam, previous token, causal), CPU, no window: n = {s['n']}, d = {s['d']}: "
+               f"{s['steps_per_s']:.0f} steps/s (target ≥ 200){mark(s['met'])}"
+               + (f", {s['steps_per_cpu_s']:.0f} per CPU second" if "steps_per_cpu_s" in s else "")]
+    if "error" in g:
+        out.append(f"Fit in the window, n = {g['n']}: FAILED: {g['error']}")
+    else:
+        out.append(f"Fit in the window, n = {g['n']}, d = 64: {g['steps_per_s']:.0f} steps/s while the window drew "
+                   f"{g['frames_per_s']:.0f} frames/s; longest GUI block {g['max_block_ms']:.0f} ms "
+                   f"(target ≤ 50){mark(g['met'])}")
+    return out
