@@ -44,6 +44,7 @@ class FitDock(QWidget):
         self.runner = FitRunner(document, self)
         self._custom: np.ndarray | None = None  # the drawn/imported matrix (n×n)
         self._stroke: dict[int, set[int]] = {}  # row → the columns the current stroke touched
+        self._last_cell: tuple[int, int] | None = None
         self.shown_target = None  # the validated Target drawn in the heatmap, or None
         self.report = ""
 
@@ -260,8 +261,15 @@ class FitDock(QWidget):
     def _on_drag(self, cell, start: bool, finish: bool) -> None:
         if start:
             self._stroke = {}
-        if cell is not None:
-            self.paint_cell(*cell)
+            self._last_cell = None
+        if cell is None:
+            self._last_cell = None
+            return
+        # Mouse moves arrive a few pixels apart, and fewer when the machine is busy: every cell
+        # on the line from the previous one is part of the stroke.
+        for r, c in _cells_between(self._last_cell or cell, cell):
+            self.paint_cell(r, c)
+        self._last_cell = cell
 
     def _on_hover(self, text: str) -> None:
         self.view.setToolTip(text)
@@ -356,3 +364,12 @@ class FitDock(QWidget):
     def _report(self, text: str) -> None:
         self.report = text
         self.report_label.setText(text)
+
+
+def _cells_between(a: tuple[int, int], b: tuple[int, int]) -> list[tuple[int, int]]:
+    """The cells on the straight line from cell ``a`` to cell ``b``, both included."""
+    steps = max(abs(b[0] - a[0]), abs(b[1] - a[1]))
+    if steps == 0:
+        return [b]
+    return list(dict.fromkeys((round(a[0] + (b[0] - a[0]) * t / steps), round(a[1] + (b[1] - a[1]) * t / steps))
+                              for t in range(steps + 1)))

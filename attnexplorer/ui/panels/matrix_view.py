@@ -317,8 +317,9 @@ class _CellImage(pg.ImageItem):
             ev.ignore()
             return
         ev.accept()
-        cell = self._cell(ev.pos())
-        on_drag(cell, ev.isStart(), ev.isFinish())
+        if ev.isStart():  # the drag is recognised a few pixels on: it began where the button went down
+            on_drag(self._cell(ev.buttonDownPos()), True, False)
+        on_drag(self._cell(ev.pos()), False, ev.isFinish())
 
 
 class MatrixView(pg.PlotItem):
