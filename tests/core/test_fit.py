@@ -208,3 +208,16 @@ def test_bad_heads_are_refused():
         Fitter(s, {3: target_for(s, "self")})
     with pytest.raises(FitError, match="no target"):
         Fitter(s, {})
+
+
+def test_a_session_the_fit_would_compute_differently_from_the_engine_is_refused(monkeypatch):
+    # Stands in for an engine stage the fit's inputs do not carry: here the mask is dropped.
+    import dataclasses
+
+    from attnexplorer.core.fit import trainer
+
+    real = trainer.Fitter._inputs
+    monkeypatch.setattr(trainer.Fitter, "_inputs", lambda self: dataclasses.replace(real(self), mask=None, blocked_rows=None))
+    s = random_session()
+    with pytest.raises(FitError, match="differ from what the window shows"):
+        Fitter(s, {0: target_for(s, "previous-token")})

@@ -169,6 +169,7 @@ class Fitter:
             self._opt = opt(self._trained, lr=self.lr, fused=True)
         except (RuntimeError, TypeError, ValueError):
             self._opt = opt(self._trained, lr=self.lr)
+        self._check_same_as_engine(session, device, dtype)
         self.step_count = 0
         self._good = {k: v.detach().clone() for k, v in self._params.items()}
         self._best = {k: v.detach().clone() for k, v in self._params.items()}
@@ -176,6 +177,19 @@ class Fitter:
         self.best_loss = math.inf
         self._history: list[float] = []  # best loss after each step, for the plateau rule
         self.last: FitProgress | None = None
+
+    def _check_same_as_engine(self, session: Session, device: str, dtype: str) -> None:
+        """Refuse a session whose weights the fit's inputs would not reproduce: a stage the engine
+        has (a bias, a positional scheme, ...) that these inputs do not pass on yet would make
+        the fit train something other than what the window shows."""
+        from ..engine import compute
+
+        shown = compute(session, device=device, dtype=dtype, keep=("weights",)).weights
+        with self._torch.no_grad():
+            mine = attend(self._inputs(), wanted=frozenset({"weights"}))["weights"].to("cpu").numpy()
+        if not np.allclose(mine, shown, rtol=0, atol=1e-5 if dtype == "float64" else 1e-3):
+            raise FitError("this session uses an attention stage that fitting does not support yet "
+                           "(its weights differ from what the window shows)")
 
     # -- the arithmetic ---------------------------------------------------------------------
     def _inputs(self) -> AttentionInputs:
