@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSpinBox,
-    QVBoxLayout, QWidget,
+    QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFrame, QGridLayout, QHBoxLayout, QLabel, QPlainTextEdit,
+    QPushButton, QSizePolicy, QSpinBox, QVBoxLayout, QWidget,
 )
 
 from ..core.errors import AttnExplorerError
@@ -98,11 +97,20 @@ class FitDock(QWidget):
         self.loss_plot.getPlotItem().setClipToView(True)
         self.loss_plot.getPlotItem().setDownsampling(auto=True, mode="peak")
         self.loss_plot.setTitle("loss, log scale", size="9pt")
+        # No word-wrapped QLabel in this dock: a label that wraps gives the dock a height-for-width,
+        # and the scroll area around the dock then sizes it to its preferred height, not the
+        # height there is, pushing the plots out of view. The report (a plateau's reasons can
+        # run to three lines) is a small read-only text box instead.
         self.status_label = QLabel("step 0")
-        self.status_label.setWordWrap(True)
-        self.report_label = QLabel("")
-        self.report_label.setWordWrap(True)
-        self.report_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # Its text must not set the dock's width (a long figure is cut, the tooltip explains).
+        self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        for combo in (self.target_combo, self.scope_combo, self.optimizer_combo):
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(8)
+        self.report_label = QPlainTextEdit()
+        self.report_label.setReadOnly(True)
+        self.report_label.setFixedHeight(3 * self.report_label.fontMetrics().lineSpacing() + 12)
+        self.report_label.setFrameShape(QFrame.Shape.NoFrame)
 
         # Compact rows, then the target and the loss curve side by side: the dock shares the
         # left column with the inputs, so height is what it has least of.
@@ -132,7 +140,6 @@ class FitDock(QWidget):
         controls = QHBoxLayout()
         for b in (self.start_button, self.pause_button, self.stop_button):
             controls.addWidget(b)
-        controls.addWidget(self.status_label, 1)
         plots = QHBoxLayout()
         plots.addWidget(self.canvas, 1)
         plots.addWidget(self.loss_plot, 1)
@@ -140,6 +147,7 @@ class FitDock(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(grid)
         layout.addLayout(controls)
+        layout.addWidget(self.status_label)
         layout.addLayout(plots, 1)
         layout.addWidget(self.report_label)
 
@@ -334,8 +342,10 @@ class FitDock(QWidget):
             steps = np.fromiter((p[0] for p in history), float, len(history))
             losses = np.fromiter((max(p[1], 1e-12) for p in history), float, len(history))
             self.loss_curve.setData(steps, losses)
-        self.status_label.setText(f"step {progress.step} / {self.runner.fitter.steps} · loss {progress.loss:.4g} · "
-                                  f"max |weights − target| {progress.max_error:.3g}")
+        self.status_label.setText(f"step {progress.step}/{self.runner.fitter.steps} · loss {progress.loss:.3g} · "
+                                  f"max |w − t| {progress.max_error:.2g}")
+        self.status_label.setToolTip("loss: mean over query rows of KL(target ‖ weights); "
+                                     "max |w − t|: the largest |weights − target| of any cell")
 
     def _on_finished(self, progress) -> None:
         if progress is not None:
@@ -363,7 +373,7 @@ class FitDock(QWidget):
 
     def _report(self, text: str) -> None:
         self.report = text
-        self.report_label.setText(text)
+        self.report_label.setPlainText(text)
 
 
 def _cells_between(a: tuple[int, int], b: tuple[int, int]) -> list[tuple[int, int]]:

@@ -94,7 +94,7 @@ class MainWindow(QMainWindow):
         # Tables and sliders scroll rather than push the window past a 1280×800 screen.
         self._add_dock("inputs", "Inputs", _scrolling(inputs))
         self._add_dock("controls", "Controls", _scrolling(controls))
-        self._add_dock("fit", "Fit", self.fit)  # no scroll area: its plots take the height it gets
+        self._add_dock("fit", "Fit", _scrolling(self.fit))
         for panel in self.panels:
             # The tab shows the short title (long ones were cut to "Queries …"); the View menu
             # and the tooltip the full one.

@@ -75,7 +75,7 @@ def test_a_fit_in_the_window_matches_the_target_and_is_one_undo_step(make_window
     assert len(fit.runner.history) == fit.runner.last.step + 1
     assert fit.runner.history[-1][1] < fit.runner.history[0][1] / 100
     assert fit.loss_plot.getPlotItem().ctrl.logYCheck.isChecked()
-    assert "max |weights − target|" in fit.status_label.text()
+    assert "max |w − t|" in fit.status_label.text()
     # One undo step, back to the exact start, and redo to the fit.
     assert doc.undo_stack.count() == 1 and doc.undo_stack.text(0).startswith("Fit head 0")
     fitted = doc.session
