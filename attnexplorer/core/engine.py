@@ -254,6 +254,12 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     if not isinstance(session, Session):
         raise EngineError(f"compute() needs a Session, got {type(session).__name__}")
     dev, tdtype = resolve(device, dtype)
+    staged = [name for name, value in (("biases", (session.b_query, session.b_key, session.b_value, session.b_out) != (None,) * 4),
+                                       ("norm", session.norm is not None), ("positions", session.positions is not None),
+                                       ("grouped K/V heads", session.kv_heads != session.heads),
+                                       ("a source", session.source is not None)) if value]
+    if staged:  # the session model is ahead of the engine for one commit: never a silently wrong result
+        raise EngineError(f"this engine does not compute {', '.join(staged)} yet")
     wanted = _EVERYTHING if keep is None else set(keep)
     unknown = wanted - _EVERYTHING
     if unknown:

@@ -23,6 +23,7 @@ from typing import Any, Literal, Mapping
 import numpy as np
 
 from .errors import SessionError
+from .stages import Norm, Positions, Source
 
 # Documented bounds (README, "Session files"). They keep a hostile or mistaken file from
 # asking for gigabytes, while leaving room for the 4,096-token sessions we promise.
@@ -81,40 +82,46 @@ class Mask:
             if raw.dtype.kind not in "biuf" or (raw.dtype.kind != "b" and not np.isin(raw, (0, 1)).all()):
                 raise SessionError("blocked must hold only 0/1 or true/false", "mask.blocked")
             b = raw.astype(bool)  # astype copies: later changes to the caller's array do not leak in
-            if b.ndim != 2 or b.shape[0] != b.shape[1]:
-                raise SessionError(f"blocked must be a square matrix, got shape {b.shape}", "mask.blocked")
+            if b.ndim != 2:
+                raise SessionError(f"blocked must be a matrix, got shape {b.shape}", "mask.blocked")
             b.flags.writeable = False
             object.__setattr__(self, "blocked", b)
 
-    def matrix(self, n: int) -> np.ndarray:
-        """A new, writable n×n boolean mask, True = blocked.
+    def matrix(self, n: int, n_k: int | None = None) -> np.ndarray:
+        """A new, writable n×n_k boolean mask, True = blocked (n_k = n for self-attention).
 
         Raises SessionError when the mask does not fit ``n`` tokens (see ``check``).
         """
-        self.check(n)
+        self.check(n, n_k)
         i = np.arange(n)
         if self.kind == "none":
-            return np.zeros((n, n), dtype=bool)
+            return np.zeros((n, n if n_k is None else n_k), dtype=bool)
         if self.kind == "causal":
             return i[None, :] > i[:, None]
         if self.kind == "window":
             return (i[None, :] > i[:, None]) | (i[None, :] <= i[:, None] - self.window)
         if self.kind == "padding":
-            m = np.zeros((n, n), dtype=bool)
+            m = np.zeros((n, n if n_k is None else n_k), dtype=bool)
             m[:, list(self.padding)] = True
             return m
         return np.array(self.blocked, dtype=bool)
 
-    def check(self, n: int) -> None:
-        """Raise SessionError when this mask does not fit ``n`` tokens."""
+    def check(self, n: int, n_k: int | None = None) -> None:
+        """Raise SessionError when this mask does not fit ``n`` tokens (queries) and ``n_k``
+        keys: a source sequence's length in cross-attention, None for self-attention."""
         if not _is_whole(n) or n < 1:
             raise SessionError(f"needs a whole number of tokens >= 1, got {n!r}", "mask")
+        if n_k is not None and self.kind in ("causal", "window"):
+            raise SessionError(f"{self.kind} needs one sequence (query i sees keys up to i), but with a source "
+                               "the keys are another sequence; use none, padding or a custom mask", "mask")
+        keys = n if n_k is None else n_k
         if self.kind == "padding":
-            bad = [j for j in self.padding if j < 0 or j >= n]
+            bad = [j for j in self.padding if j < 0 or j >= keys]
             if bad:
-                raise SessionError(f"padding position {bad[0]} is outside 0..{n - 1}", "mask.padding")
-        if self.kind == "custom" and self.blocked.shape != (n, n):
-            raise SessionError(f"blocked is {self.blocked.shape[0]}×{self.blocked.shape[1]}, expected {n}×{n} (one row and column per token)", "mask.blocked")
+                raise SessionError(f"padding position {bad[0]} is outside 0..{keys - 1}", "mask.padding")
+        if self.kind == "custom" and self.blocked.shape != (n, keys):
+            what = "one row and column per token" if n_k is None else "a row per token, a column per source token"
+            raise SessionError(f"blocked is {self.blocked.shape[0]}×{self.blocked.shape[1]}, expected {n}×{keys} ({what})", "mask.blocked")
 
     def __eq__(self, other):
         if not isinstance(other, Mask):
@@ -273,6 +280,16 @@ class Session:
     scale: Scale = field(default_factory=Scale)
     preset: PresetRef | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # The stages of a real head (core/stages.py). None means absent: a zero bias, no
+    # positions, no norm, self-attention. w_key/w_value (and b_key/b_value) may have fewer
+    # heads than w_query (grouped-query attention).
+    b_query: np.ndarray | None = None  # (H, d_k)
+    b_key: np.ndarray | None = None  # (H_kv, d_k)
+    b_value: np.ndarray | None = None  # (H_kv, d_v)
+    b_out: np.ndarray | None = None  # (d_out,)
+    norm: Norm | None = None
+    positions: Positions | None = None
+    source: Source | None = None
 
     def __post_init__(self):
         if isinstance(self.tokens, (str, bytes)):
@@ -305,14 +322,24 @@ class Session:
         d = x.shape[1]
         if not 1 <= d <= MAX_DIM:
             raise SessionError(f"width {d} is outside 1..{MAX_DIM}", "embeddings")
+        source = self.source
+        if source is not None:
+            source = _checked_source(source)
+            object.__setattr__(self, "source", source)
         h = wq.shape[0]
         if not 1 <= h <= MAX_HEADS:
             raise SessionError(f"{h} heads is outside 1..{MAX_HEADS}", "heads")
-        for name, w in (("W_q", wq), ("W_k", wk), ("W_v", wv)):
-            if w.shape[0] != h:
-                raise SessionError(f"has {w.shape[0]} heads, expected {h}", name)
-            if w.shape[1] != d:
-                raise SessionError(f"has {w.shape[1]} rows, expected {d} (the embedding width)", name)
+        h_kv = wk.shape[0]
+        if h_kv < 1 or h % h_kv:
+            raise SessionError(f"{h_kv} does not divide {h} query heads", "kv_heads")
+        # Keys and values are made from the source's rows in cross-attention.
+        d_in, d_in_why = (d, "the embedding width") if source is None else (source.d, "the source embedding width")
+        for name, w, heads, rows, rows_why in (("W_q", wq, h, d, "the embedding width"), ("W_k", wk, h_kv, d_in, d_in_why),
+                                               ("W_v", wv, h_kv, d_in, d_in_why)):
+            if w.shape[0] != heads:
+                raise SessionError(f"has {w.shape[0]} heads, expected {heads}", name)
+            if w.shape[1] != rows:
+                raise SessionError(f"has {w.shape[1]} rows, expected {rows} ({rows_why})", name)
             if not 1 <= w.shape[2] <= MAX_DIM:
                 raise SessionError(f"width {w.shape[2]} is outside 1..{MAX_DIM}", name)
         if wk.shape[2] != wq.shape[2]:
@@ -328,11 +355,12 @@ class Session:
             if not 1 <= wo.shape[1] <= MAX_DIM:
                 raise SessionError(f"width {wo.shape[1]} is outside 1..{MAX_DIM}", "W_o")
             object.__setattr__(self, "w_out", wo)
+        self._check_stages(h, h_kv, d, wq.shape[2], wv.shape[2])
         if not isinstance(self.mask, Mask):
             raise SessionError("must be a Mask", "mask")
         if not isinstance(self.scale, Scale):
             raise SessionError("must be a Scale", "scale")
-        self.mask.check(n)
+        self.mask.check(n, None if source is None else source.n)
         if self.preset is not None and not isinstance(self.preset, PresetRef):
             raise SessionError("must be a PresetRef or None", "preset")
         if not isinstance(self.extra, collections.abc.Mapping):
@@ -341,6 +369,41 @@ class Session:
             if not isinstance(key, str):  # a session file's keys are strings; 1 would become "1"
                 raise SessionError(f"has a key {key!r} that is not a string", "extra")
         object.__setattr__(self, "extra", dict(self.extra))
+
+    def _check_stages(self, h: int, h_kv: int, d: int, d_k: int, d_v: int) -> None:
+        """Biases, norm and positions against the sizes (see core/stages.py)."""
+        for field_name, name, rows, width, width_name in (
+                ("b_query", "b_q", h, d_k, "d_k"), ("b_key", "b_k", h_kv, d_k, "d_k"), ("b_value", "b_v", h_kv, d_v, "d_v")):
+            b = getattr(self, field_name)
+            if b is None:
+                continue
+            b = _frozen_matrix(b, name, 2)
+            if b.shape[0] != rows:
+                raise SessionError(f"has {b.shape[0]} heads, expected {rows}", name)
+            if b.shape[1] != width:
+                raise SessionError(f"has {b.shape[1]} numbers per head, expected {width_name} = {width}", name)
+            object.__setattr__(self, field_name, b)
+        if self.b_out is not None:
+            b = _frozen_matrix(self.b_out, "b_o", 1)
+            d_out = h * d_v if self.w_out is None else self.w_out.shape[1]
+            if self.w_out is None:
+                raise SessionError("an output bias needs W_o", "b_o")
+            if b.shape[0] != d_out:
+                raise SessionError(f"has {b.shape[0]} numbers, expected d_out = {d_out} (the columns of W_o)", "b_o")
+            object.__setattr__(self, "b_out", b)
+        if self.norm is not None:
+            if not isinstance(self.norm, Norm):
+                raise SessionError("must be a Norm or None", "norm")
+            self.norm.check(d)
+        p = self.positions
+        if p is not None:
+            if not isinstance(p, Positions):
+                raise SessionError("must be a Positions or None", "positions")
+            if self.source is not None and p.kind in ("rope", "alibi"):
+                raise SessionError(f"{p.kind} encodes the distance between a query and a key in one sequence, but with "
+                                   "a source the keys are another sequence; use sinusoidal or learned positions, or none",
+                                   "positions")
+            p.check(self.n, d, d_k, h)
 
     # -- sizes, in the walkthroughs' names ---------------------------------------------
     @property
@@ -362,6 +425,29 @@ class Session:
     @property
     def heads(self) -> int:
         return self.w_query.shape[0]
+
+    @property
+    def kv_heads(self) -> int:
+        """The number of key/value heads: ``heads`` unless grouped-query attention."""
+        return self.w_key.shape[0]
+
+    @property
+    def kv_head_of(self) -> np.ndarray:
+        """Query head h uses K/V head h // (H / H_kv): (H,) ints."""
+        return np.arange(self.heads) // (self.heads // self.kv_heads)
+
+    @property
+    def n_keys(self) -> int:
+        """How many keys each query sees: the source's length in cross-attention, else n."""
+        return self.n if self.source is None else self.source.n
+
+    @property
+    def key_tokens(self) -> tuple[str, ...]:
+        return self.tokens if self.source is None else self.source.tokens
+
+    @property
+    def d_out(self) -> int:
+        return self.heads * self.d_v if self.w_out is None else self.w_out.shape[1]
 
     def replace(self, **changes) -> "Session":
         """A new, validated session with some fields changed."""
@@ -386,6 +472,41 @@ class Session:
             and self.mask == other.mask
             and self.scale == other.scale
             and self.preset == other.preset
+            and all(same(getattr(self, f), getattr(other, f)) for f in ("b_query", "b_key", "b_value", "b_out"))
+            and self.norm == other.norm
+            and self.positions == other.positions
+            and self.source == other.source
         )
 
     __hash__ = None
+
+
+def _checked_source(source) -> Source:
+    """``source`` with its tokens and embeddings checked as the session's own are."""
+    if not isinstance(source, Source):
+        raise SessionError("must be a Source or None", "source")
+    if isinstance(source.tokens, (str, bytes)):
+        raise SessionError("must be a list of strings, not one string", "source.tokens")
+    try:
+        tokens = tuple(source.tokens)
+    except TypeError:
+        raise SessionError(f"must be a list of strings, got {type(source.tokens).__name__}", "source.tokens") from None
+    for i, t in enumerate(tokens):
+        if not isinstance(t, str):
+            raise SessionError(f"must be a string, got {type(t).__name__}", f"source.tokens[{i}]")
+        if len(t) > MAX_TOKEN_CHARS:
+            raise SessionError(f"is longer than {MAX_TOKEN_CHARS} characters", f"source.tokens[{i}]")
+        bad = control_character(t)
+        if bad is not None:  # the same rule as the session's own tokens
+            raise SessionError(f"holds the control character U+{ord(bad):04X}; tokens may not hold "
+                               "control characters (tabs, line breaks, NUL, escapes)", f"source.tokens[{i}]")
+    if not 1 <= len(tokens) <= MAX_TOKENS:
+        raise SessionError(f"has {len(tokens)} tokens, expected 1..{MAX_TOKENS}", "source.tokens")
+    x = _frozen_matrix(source.embeddings, "source.embeddings", 2)
+    if x.shape[0] != len(tokens):
+        raise SessionError(f"has {x.shape[0]} rows, expected {len(tokens)} (one per source token)", "source.embeddings")
+    if not 1 <= x.shape[1] <= MAX_DIM:
+        raise SessionError(f"width {x.shape[1]} is outside 1..{MAX_DIM}", "source.embeddings")
+    if tokens is source.tokens and x is source.embeddings:
+        return source
+    return Source(tokens, x)

@@ -1,19 +1,32 @@
-"""Session files: JSON, version 1, checked to the last number before anything is built.
+"""Session files: JSON, version 2 (version 1 still read), checked to the last number before
+anything is built.
 
 The format (README, "Session files")::
 
-    {"format": "attnexplorer-session", "version": 1,
+    {"format": "attnexplorer-session", "version": 2,
      "tokens": ["Life", "is", ...],
      "embeddings": [[0.33, -0.17, -0.30], ...],                 # n rows of d numbers
      "heads": [{"W_q": [[...]], "W_k": [[...]], "W_v": [[...]]}, ...],   # x @ W: d rows each
      "W_o": null,                                               # or (H·d_v) rows of d_out
      "mask": "none" | "causal" | {"window": w} | {"padding": [j, ...]} | {"blocked": [[0, 1, ...], ...]},
      "scale": "inv_sqrt_dk" | "none" | {"temperature": t},
-     "preset": null | {"name": "sine", "params": {"tau": 0.02}}}
+     "preset": null | {"name": "sine", "params": {"tau": 0.02}},
+     # version 2 adds the stages of a real head (core/stages.py), each optional:
+     "positions": null | {"kind": "sinusoidal", "base": 10000} | {"kind": "learned", "table": [[...]]}
+                | {"kind": "rope", "theta": 10000, "dims": r, "layout": "half" | "interleaved", "offset": 0}
+                | {"kind": "alibi", "slopes": null | [s_0, ...]},
+     "norm": null | {"kind": "layer", "weight": [...], "bias": [...], "eps": 1e-5} | {"kind": "rms", "weight": [...], "eps": 1e-6},
+     # heads[h] may also carry "b_q", "b_k", "b_v" (null or a list); with "kv_heads" given,
+     # heads carry only W_q and b_q and kv_heads[g] carries W_k, b_k, W_v, b_v
+     "kv_heads": null | [{"W_k": ..., "b_k": ..., "W_v": ..., "b_v": ...}, ...],
+     "source": null | {"tokens": [...], "embeddings": [[...]]},
+     "b_o": null | [...]}
 
 ``tokens``, ``embeddings`` and ``heads`` are required; ``W_o``, ``mask``, ``scale`` and
-``preset`` default to null, "none", "inv_sqrt_dk" and null. Any other top-level key is kept
-in ``Session.extra`` and written back unchanged (the window keeps its view state there).
+``preset`` default to null, "none", "inv_sqrt_dk" and null, and the version-2 keys to null.
+Any other top-level key is kept in ``Session.extra`` and written back unchanged (the window
+keeps its view state there); in a version-1 file that includes the version-2 names, which
+version 1 did not know, so a version-1 file means what it always meant.
 
 Loading never executes anything (plain ``json``, no pickle, no eval) and raises nothing but
 ``SessionError``, whose message starts with the file name and names the exact place:
@@ -34,17 +47,19 @@ import numpy as np
 from ..core.errors import SessionError
 from ..core.session import (MAX_DIM, MAX_HEADS, MAX_TOKEN_CHARS, MAX_TOKENS, Mask, PresetRef, Scale, Session,
                              control_character)
+from ..core.stages import MAX_OFFSET, Norm, Positions, Source
 from .atomic import atomic_write_text
 
 FORMAT = "attnexplorer-session"
-VERSION = 1
+VERSION = 2
 # Refused before parsing: enough for 4,096 tokens × 1,024 dimensions written out in full,
 # small enough that a hostile file cannot make the loader allocate gigabytes.
 MAX_FILE_BYTES = 256 * 1024 * 1024
 # The deepest nesting allowed inside extra keys and preset parameters (view state is shallow).
 MAX_NESTING = 64
 
-KNOWN_KEYS = ("format", "version", "tokens", "embeddings", "heads", "W_o", "mask", "scale", "preset")
+KNOWN_KEYS_V1 = ("format", "version", "tokens", "embeddings", "heads", "W_o", "mask", "scale", "preset")
+KNOWN_KEYS = KNOWN_KEYS_V1 + ("positions", "norm", "kv_heads", "source", "b_o")
 
 
 class _NonFinite:
@@ -220,7 +235,9 @@ def _check_plain(value: Any, source: str, where: str) -> None:
                 _check_leaf(item, source, (path, key))
 
 
-def _mask(value: Any, n: int, source: str) -> Mask:
+def _mask(value: Any, n: int, source: str, n_k: int | None = None) -> Mask:
+    """The mask, checked against n queries and n_k keys (a source's length; None: n)."""
+    keys, key_why = (n, "token") if n_k is None else (n_k, "source token")
     if isinstance(value, str):
         if value in ("none", "causal"):
             return Mask(value)
@@ -236,8 +253,8 @@ def _mask(value: Any, n: int, source: str) -> Mask:
     if kind == "padding":
         if not isinstance(arg, list):
             _fail(source, "mask.padding", f"is {_describe(arg)}, expected a list of token positions")
-        return Mask("padding", padding=tuple(_whole(j, source, f"mask.padding[{i}]", 0, n - 1) for i, j in enumerate(arg)))
-    blocked = _matrix(arg, source, "mask.blocked", n, "one row per token", n, "one column per token",
+        return Mask("padding", padding=tuple(_whole(j, source, f"mask.padding[{i}]", 0, keys - 1) for i, j in enumerate(arg)))
+    blocked = _matrix(arg, source, "mask.blocked", n, "one row per token", keys, f"one column per {key_why}",
                       MAX_TOKENS, bits=True)
     return Mask("custom", blocked=blocked.astype(bool))
 
@@ -297,70 +314,241 @@ def session_from_dict(obj: Any, source: str = "session") -> Session:
         if key not in obj:
             _fail(source, None, f"has no \"{key}\"")
 
-    tokens = obj["tokens"]
-    if not isinstance(tokens, list):
-        _fail(source, "tokens", f"is {_describe(tokens)}, expected a list of strings")
-    if not 1 <= len(tokens) <= MAX_TOKENS:
-        _fail(source, "tokens", f"has {len(tokens)} tokens, expected 1..{MAX_TOKENS}")
-    for i, t in enumerate(tokens):
-        _text(t, source, f"tokens[{i}]")
-        if len(t) > MAX_TOKEN_CHARS:
-            _fail(source, f"tokens[{i}]", f"is longer than {MAX_TOKEN_CHARS} characters")
-        bad = control_character(t)
-        if bad is not None:
-            _fail(source, f"tokens[{i}]", f"holds the control character U+{ord(bad):04X}; tokens may not hold "
-                  "control characters (tabs, line breaks, NUL, escapes)")
+    tokens = _tokens(obj["tokens"], source, "tokens")
     n = len(tokens)
-
     x = _matrix(obj["embeddings"], source, "embeddings", n, "one per token", None, "", MAX_TOKENS)
     d = x.shape[1]
+    v2 = version >= 2
+    src = _source(obj.get("source"), source) if v2 else None
+    kv = obj.get("kv_heads") if v2 else None
+    wq, bq, wk, bk, wv, bv = _heads(obj["heads"], kv, d, src, source, v2)
 
-    heads = obj["heads"]
+    h, d_v = len(wq), wv[0].shape[1]
+    w_out = obj.get("W_o")
+    if w_out is not None:
+        w_out = _matrix(w_out, source, "W_o", h * d_v, "heads × d_v", None, "", h * d_v)
+    b_out = None
+    if v2 and obj.get("b_o") is not None:
+        if w_out is None:
+            _fail(source, "b_o", "is given, but there is no W_o for it to follow")
+        b_out = _vector(obj["b_o"], source, "b_o", w_out.shape[1], "d_out")
+
+    mask = _mask(obj.get("mask", "none"), n, source, None if src is None else src.n)
+    scale = _scale(obj.get("scale", "inv_sqrt_dk"), source)
+    preset = _preset(obj.get("preset"), source)
+    norm = _norm(obj.get("norm"), d, source) if v2 else None
+    positions = _positions(obj.get("positions"), source) if v2 else None
+
+    known = KNOWN_KEYS if v2 else KNOWN_KEYS_V1
+    extra = {k: v for k, v in obj.items() if k not in known}
+    for key, value in extra.items():
+        _check_plain(value, source, key)
+
+    def stacked(parts):
+        return None if all(b is None for b in parts) else np.stack(
+            [np.zeros(parts_width(parts)) if b is None else b for b in parts])
+
+    def parts_width(parts):
+        return next(b.shape[0] for b in parts if b is not None)
+
+    try:
+        return Session(tokens=tuple(tokens), embeddings=x, w_query=np.stack(wq), w_key=np.stack(wk),
+                       w_value=np.stack(wv), w_out=w_out, mask=mask, scale=scale, preset=preset, extra=extra,
+                       b_query=stacked(bq), b_key=stacked(bk), b_value=stacked(bv), b_out=b_out,
+                       norm=norm, positions=positions, source=src)
+    except SessionError as err:
+        # What depends on several fields (positions.dims against d_k, the ALiBi slopes against
+        # the heads, a causal mask with a source) is checked by Session; say it the file's way.
+        where = err.where
+        message = str(err)
+        if where and message.startswith(f"{where}: "):
+            message = message[len(where) + 2:]
+        _fail(source, where, message)
+
+
+def _tokens(tokens: Any, source: str, where: str) -> list[str]:
+    if not isinstance(tokens, list):
+        _fail(source, where, f"is {_describe(tokens)}, expected a list of strings")
+    if not 1 <= len(tokens) <= MAX_TOKENS:
+        _fail(source, where, f"has {len(tokens)} tokens, expected 1..{MAX_TOKENS}")
+    for i, t in enumerate(tokens):
+        _text(t, source, f"{where}[{i}]")
+        if len(t) > MAX_TOKEN_CHARS:
+            _fail(source, f"{where}[{i}]", f"is longer than {MAX_TOKEN_CHARS} characters")
+        bad = control_character(t)
+        if bad is not None:
+            _fail(source, f"{where}[{i}]", f"holds the control character U+{ord(bad):04X}; tokens may not hold "
+                  "control characters (tabs, line breaks, NUL, escapes)")
+    return tokens
+
+
+def _vector(value: Any, source: str, where: str, size: int | None, size_why: str) -> np.ndarray:
+    """A checked 1-D float64 array: a list of ``size`` finite numbers (any 1..MAX_DIM when None)."""
+    if not isinstance(value, list):
+        _fail(source, where, f"is {_describe(value)}, expected a list of numbers")
+    if size is not None and len(value) != size:
+        _fail(source, where, f"has {len(value)} numbers, expected {size_why} = {size}")
+    if not 1 <= len(value) <= MAX_DIM:
+        _fail(source, where, f"has {len(value)} numbers, expected 1..{MAX_DIM}")
+    return np.array([_number(v, source, f"{where}[{i}]") for i, v in enumerate(value)], dtype=np.float64)
+
+
+def _object(value: Any, source: str, where: str, allowed: tuple[str, ...], expected: str) -> dict:
+    if not isinstance(value, dict):
+        _fail(source, where, f"is {_describe(value)}, expected {expected}")
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        names = ", ".join(f'"{k}"' for k in allowed)
+        _fail(source, where, f"has an unknown key {unknown[0]!r} (expected {names})")
+    return value
+
+
+def _source(value: Any, source: str) -> Source | None:
+    if value is None:
+        return None
+    obj = _object(value, source, "source", ("tokens", "embeddings"),
+                  "null or {\"tokens\": [...], \"embeddings\": [[...]]}")
+    for key in ("tokens", "embeddings"):
+        if key not in obj:
+            _fail(source, "source", f"has no \"{key}\"")
+    tokens = _tokens(obj["tokens"], source, "source.tokens")
+    x = _matrix(obj["embeddings"], source, "source.embeddings", len(tokens), "one per source token", None, "",
+                MAX_TOKENS)
+    return Source(tuple(tokens), x)
+
+
+def _heads(heads: Any, kv: Any, d: int, src: Source | None, source: str, v2: bool):
+    """Per-head W_q, b_q, and per-K/V-head W_k, b_k, W_v, b_v, each checked where it stands."""
     if not isinstance(heads, list):
         _fail(source, "heads", f"is {_describe(heads)}, expected a list of {{\"W_q\", \"W_k\", \"W_v\"}} objects")
     if not 1 <= len(heads) <= MAX_HEADS:
         _fail(source, "heads", f"has {len(heads)} heads, expected 1..{MAX_HEADS}")
-    wq, wk, wv = [], [], []
+    if kv is not None:
+        if not isinstance(kv, list):
+            _fail(source, "kv_heads", f"is {_describe(kv)}, expected null or a list of {{\"W_k\", \"W_v\"}} objects")
+        if not kv or len(heads) % len(kv):
+            # Written "kv_heads: 3 …" as Session says it: "kv_heads 3" would read as a count.
+            err = SessionError(f"{source}: kv_heads: {len(kv)} does not divide {len(heads)} query heads")
+            err.where = "kv_heads"
+            raise err
+    own = ("W_q", "b_q") if kv is not None else ("W_q", "b_q", "W_k", "b_k", "W_v", "b_v")
+    if not v2:
+        own = ("W_q", "W_k", "W_v")
+    required = [k for k in own if k.startswith("W")]
+    d_in, d_in_why = (d, "the embedding width") if src is None else (src.d, "the source embedding width")
+    wq, bq, wk, bk, wv, bv = [], [], [], [], [], []
     d_k = d_v = None
     for h, head in enumerate(heads):
         where = f"heads[{h}]"
         if not isinstance(head, dict):
-            _fail(source, where, f"is {_describe(head)}, expected an object with \"W_q\", \"W_k\" and \"W_v\"")
-        for key in ("W_q", "W_k", "W_v"):
+            _fail(source, where, f"is {_describe(head)}, expected an object with {_names(required)}")
+        for key in required:
             if key not in head:
                 _fail(source, where, f"has no \"{key}\"")
-        unknown = sorted(set(head) - {"W_q", "W_k", "W_v"})
+        unknown = sorted(set(head) - set(own))
         if unknown:
-            _fail(source, where, f"has an unknown key {unknown[0]!r} (expected \"W_q\", \"W_k\" and \"W_v\")")
-        width = "the embedding width"
-        q = _matrix(head["W_q"], source, f"{where}.W_q", d, width, d_k,
+            if kv is not None and unknown[0] in ("W_k", "b_k", "W_v", "b_v"):
+                _fail(source, where, f"has {unknown[0]!r}, but kv_heads gives the keys and values")
+            biases = [k for k in own if k.startswith("b")]
+            also = f", and optionally {_names(biases)}" if biases else ""
+            _fail(source, where, f"has an unknown key {unknown[0]!r} (expected {_names(required)}{also})")
+        q = _matrix(head["W_q"], source, f"{where}.W_q", d, "the embedding width", d_k,
                     "d_k, as in heads[0].W_q", MAX_DIM)
-        k = _matrix(head["W_k"], source, f"{where}.W_k", d, width, q.shape[1],
-                    "W_q and W_k share d_k", MAX_DIM)
-        v = _matrix(head["W_v"], source, f"{where}.W_v", d, width, d_v,
-                    "d_v, as in heads[0].W_v", MAX_DIM)
-        d_k, d_v = q.shape[1], v.shape[1]
+        d_k = q.shape[1]
         wq.append(q)
-        wk.append(k)
-        wv.append(v)
+        bq.append(_bias(head.get("b_q"), source, f"{where}.b_q", d_k, "d_k"))
+        if kv is None:
+            k, kb, v, vb = _key_value(head, source, where, d_in, d_in_why, d_k, d_v)
+            d_v = v.shape[1]
+            wk.append(k), bk.append(kb), wv.append(v), bv.append(vb)
+    for g, group in enumerate(kv or ()):
+        where = f"kv_heads[{g}]"
+        _object(group, source, where, ("W_k", "b_k", "W_v", "b_v"), 'an object with "W_k" and "W_v"')
+        for key in ("W_k", "W_v"):
+            if key not in group:
+                _fail(source, where, f"has no \"{key}\"")
+        k, kb, v, vb = _key_value(group, source, where, d_in, d_in_why, d_k, d_v)
+        d_v = v.shape[1]
+        wk.append(k), bk.append(kb), wv.append(v), bv.append(vb)
+    return wq, bq, wk, bk, wv, bv
 
-    w_out = obj.get("W_o")
-    if w_out is not None:
-        w_out = _matrix(w_out, source, "W_o", len(heads) * d_v, "heads × d_v", None, "", len(heads) * d_v)
 
-    mask = _mask(obj.get("mask", "none"), n, source)
-    scale = _scale(obj.get("scale", "inv_sqrt_dk"), source)
-    preset = _preset(obj.get("preset"), source)
+def _names(keys: list[str]) -> str:
+    """'"W_q", "W_k" and "W_v"' for messages."""
+    quoted = [f'"{k}"' for k in keys]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
-    extra = {k: v for k, v in obj.items() if k not in KNOWN_KEYS}
-    for key, value in extra.items():
-        _check_plain(value, source, key)
 
-    try:
-        return Session(tokens=tuple(tokens), embeddings=x, w_query=np.stack(wq), w_key=np.stack(wk),
-                       w_value=np.stack(wv), w_out=w_out, mask=mask, scale=scale, preset=preset, extra=extra)
-    except SessionError as err:  # the checks above should have caught it; say where anyway
-        _fail(source, None, str(err))
+def _key_value(obj: dict, source: str, where: str, d_in: int, d_in_why: str, d_k: int, d_v: int | None):
+    k = _matrix(obj["W_k"], source, f"{where}.W_k", d_in, d_in_why, d_k, "W_q and W_k share d_k", MAX_DIM)
+    first = where.split("[")[0] + "[0].W_v"
+    v = _matrix(obj["W_v"], source, f"{where}.W_v", d_in, d_in_why, d_v, f"d_v, as in {first}", MAX_DIM)
+    return (k, _bias(obj.get("b_k"), source, f"{where}.b_k", d_k, "d_k"), v,
+            _bias(obj.get("b_v"), source, f"{where}.b_v", v.shape[1], "d_v"))
+
+
+def _bias(value: Any, source: str, where: str, size: int, size_name: str) -> np.ndarray | None:
+    return None if value is None else _vector(value, source, where, size, size_name)
+
+
+def _norm(value: Any, d: int, source: str) -> Norm | None:
+    if value is None:
+        return None
+    expected = 'null, {"kind": "layer", "weight": [...], "bias": [...], "eps": e} or {"kind": "rms", "weight": [...], "eps": e}'
+    obj = _object(value, source, "norm", ("kind", "weight", "bias", "eps"), expected)
+    kind = obj.get("kind")
+    if kind not in ("layer", "rms") or not isinstance(kind, str):
+        _fail(source, "norm.kind", f"is {_describe(kind)}, expected \"layer\" or \"rms\"")
+    if kind == "rms" and obj.get("bias") is not None:
+        _fail(source, "norm.bias", "is given, but RMSNorm has no bias")
+    weight = obj.get("weight")
+    weight = None if weight is None else _vector(weight, source, "norm.weight", d, "d")
+    bias = obj.get("bias")
+    bias = None if bias is None else _vector(bias, source, "norm.bias", d, "d")
+    eps = _number(obj.get("eps", 1e-5 if kind == "layer" else 1e-6), source, "norm.eps")
+    if eps <= 0:
+        _fail(source, "norm.eps", f"is {eps!r}, expected a number > 0")
+    return Norm(kind, weight, bias, eps)
+
+
+def _positions(value: Any, source: str) -> Positions | None:
+    if value is None:
+        return None
+    keys = {"sinusoidal": ("base",), "learned": ("table",), "rope": ("theta", "dims", "layout", "offset"),
+            "alibi": ("slopes",)}
+    if not isinstance(value, dict) or value.get("kind") not in keys or not isinstance(value.get("kind"), str):
+        got = _describe(value.get("kind")) if isinstance(value, dict) else _describe(value)
+        where = "positions.kind" if isinstance(value, dict) else "positions"
+        _fail(source, where, f"is {got}, expected null or an object with \"kind\": \"sinusoidal\", \"learned\", "
+              "\"rope\" or \"alibi\"")
+    kind = value["kind"]
+    obj = _object(value, source, "positions", ("kind",) + keys[kind], f"a {kind} positions object")
+    if kind == "sinusoidal":
+        return Positions(kind, base=_above_zero(obj.get("base", 10000), source, "positions.base"))
+    if kind == "learned":
+        if "table" not in obj:
+            _fail(source, "positions", "has no \"table\" (one row of d numbers per position)")
+        return Positions(kind, table=_matrix(obj["table"], source, "positions.table", None, "", None, "", MAX_TOKENS))
+    if kind == "rope":
+        dims = obj.get("dims")
+        if dims is not None:
+            dims = _whole(dims, source, "positions.dims", 2, MAX_DIM)
+            if dims % 2:
+                _fail(source, "positions.dims", f"{dims} must be even (RoPE rotates pairs of dimensions)")
+        layout = obj.get("layout", "half")
+        if layout not in ("half", "interleaved") or not isinstance(layout, str):
+            _fail(source, "positions.layout", f"is {_describe(layout)}, expected \"half\" or \"interleaved\"")
+        return Positions(kind, theta=_above_zero(obj.get("theta", 10000), source, "positions.theta"), dims=dims,
+                         layout=layout, offset=_whole(obj.get("offset", 0), source, "positions.offset", 0, MAX_OFFSET))
+    slopes = obj.get("slopes")
+    return Positions(kind, slopes=None if slopes is None else _vector(slopes, source, "positions.slopes", None, ""))
+
+
+def _above_zero(value: Any, source: str, where: str) -> float:
+    v = _number(value, source, where)
+    if v <= 0:
+        _fail(source, where, f"is {v!r}, expected a number > 0")
+    return v
 
 
 def _plain(value: Any) -> Any:
@@ -379,7 +567,11 @@ def _plain(value: Any) -> Any:
 
 
 def session_to_dict(session: Session) -> dict:
-    """The session as a version-1 JSON-ready dict (floats exact: repr round-trips float64).
+    """The session as a version-2 JSON-ready dict (floats exact: repr round-trips float64).
+
+    A head's biases are written only when the session has them (an absent bias is zero); the
+    top-level version-2 keys are always written, null when the stage is absent. K/V weights go
+    under ``kv_heads`` only with grouped-query attention (fewer K/V heads than query heads).
 
     Keys of ``session.extra`` follow the known keys; an extra key that collides with a known
     one is not written (the session's own value wins).
@@ -400,20 +592,72 @@ def session_to_dict(session: Session) -> dict:
         "version": VERSION,
         "tokens": list(session.tokens),
         "embeddings": session.embeddings.tolist(),
-        "heads": [
-            {"W_q": session.w_query[h].tolist(), "W_k": session.w_key[h].tolist(), "W_v": session.w_value[h].tolist()}
-            for h in range(session.heads)
-        ],
+        "heads": _heads_out(session),
         "W_o": None if session.w_out is None else session.w_out.tolist(),
         "mask": mask_obj,
         "scale": scale_obj,
         "preset": None if session.preset is None else {"name": session.preset.name,
                                                          "params": _plain(dict(session.preset.params))},
+        "positions": _positions_out(session.positions),
+        "norm": _norm_out(session.norm),
+        "kv_heads": _kv_out(session) if session.kv_heads != session.heads else None,
+        "source": None if session.source is None else {"tokens": list(session.source.tokens),
+                                                         "embeddings": session.source.embeddings.tolist()},
+        "b_o": None if session.b_out is None else session.b_out.tolist(),
     }
     for key, value in session.extra.items():
         if key not in out:
             out[key] = _plain(value)
     return out
+
+
+def _key_value_out(session: Session, g: int) -> dict:
+    out: dict = {"W_k": session.w_key[g].tolist()}
+    if session.b_key is not None:
+        out["b_k"] = session.b_key[g].tolist()
+    out["W_v"] = session.w_value[g].tolist()
+    if session.b_value is not None:
+        out["b_v"] = session.b_value[g].tolist()
+    return out
+
+
+def _heads_out(session: Session) -> list[dict]:
+    grouped = session.kv_heads != session.heads
+    heads = []
+    for h in range(session.heads):
+        head: dict = {"W_q": session.w_query[h].tolist()}
+        if session.b_query is not None:
+            head["b_q"] = session.b_query[h].tolist()
+        if not grouped:
+            head.update(_key_value_out(session, h))
+        heads.append(head)
+    return heads
+
+
+def _kv_out(session: Session) -> list[dict]:
+    return [_key_value_out(session, g) for g in range(session.kv_heads)]
+
+
+def _norm_out(norm: Norm | None) -> dict | None:
+    if norm is None:
+        return None
+    out: dict = {"kind": norm.kind, "weight": None if norm.weight is None else norm.weight.tolist()}
+    if norm.kind == "layer":
+        out["bias"] = None if norm.bias is None else norm.bias.tolist()
+    out["eps"] = norm.eps
+    return out
+
+
+def _positions_out(p: Positions | None) -> dict | None:
+    if p is None:
+        return None
+    if p.kind == "sinusoidal":
+        return {"kind": p.kind, "base": p.base}
+    if p.kind == "learned":
+        return {"kind": p.kind, "table": p.table.tolist()}
+    if p.kind == "rope":
+        return {"kind": p.kind, "theta": p.theta, "dims": p.dims, "layout": p.layout, "offset": p.offset}
+    return {"kind": p.kind, "slopes": None if p.slopes is None else p.slopes.tolist()}
 
 
 def _is_matrix(value: Any) -> bool:

@@ -175,7 +175,8 @@ def test_mask_matrix_is_a_fresh_writable_copy():
     (dict(kind="custom"), "mask.blocked", "needs a 'blocked' matrix"),
     (dict(kind="custom", blocked=[[0, 2], [0, 0]]), "mask.blocked", "only 0/1"),
     (dict(kind="custom", blocked=[["x", "y"], ["z", "w"]]), "mask.blocked", "only 0/1"),
-    (dict(kind="custom", blocked=[[0, 1, 0], [0, 0, 1]]), "mask.blocked", "square matrix, got shape \\(2, 3\\)"),
+    # Rectangular is allowed (cross-attention); the session checks it against its sizes.
+    (dict(kind="custom", blocked=[0, 1, 0]), "mask.blocked", "must be a matrix, got shape \\(3,\\)"),
 ])
 def test_bad_masks(kwargs, where, match):
     with pytest.raises(SessionError, match=match) as info:

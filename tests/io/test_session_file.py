@@ -62,7 +62,7 @@ def test_dict_format_is_the_documented_one():
         scale=Scale("temperature", 0.25), preset=PresetRef("sine", {"tau": 0.25}), extra={"view": {"head": 1}})
     d = session_to_dict(s)
     assert list(d)[:9] == ["format", "version", "tokens", "embeddings", "heads", "W_o", "mask", "scale", "preset"]
-    assert d["format"] == "attnexplorer-session" and d["version"] == 1
+    assert d["format"] == "attnexplorer-session" and d["version"] == 2
     assert d["heads"][1]["W_k"] == s.w_key[1].tolist()  # x @ W orientation: d rows, d_k columns
     assert len(d["heads"][0]["W_q"]) == s.d and len(d["heads"][0]["W_q"][0]) == s.d_k
     assert d["W_o"] == s.w_out.tolist()
@@ -132,7 +132,7 @@ CASES = [
     (("heads", 0, "W_k"), [[1, 2, 3]] * 4, "heads[0].W_k", "heads[0].W_k has 3 columns, expected 2 (W_q and W_k share d_k)"),
     (("heads", 1, "W_v"), [[1]] * 4, "heads[1].W_v", "heads[1].W_v has 1 columns, expected 3 (d_v, as in heads[0].W_v)"),
     (("heads", 0, "W_v"), DELETE, "heads[0]", 'heads[0] has no "W_v"'),
-    (("heads", 0, "W_x"), [[1]], "heads[0]", "heads[0] has an unknown key 'W_x' (expected \"W_q\", \"W_k\" and \"W_v\")"),
+    (("heads", 0, "W_x"), [[1]], "heads[0]", "heads[0] has an unknown key 'W_x' (expected \"W_q\", \"W_k\" and \"W_v\", and optionally \"b_q\", \"b_k\" and \"b_v\")"),
     (("heads", 1), [1, 2], "heads[1]", 'heads[1] is a list, expected an object with "W_q", "W_k" and "W_v"'),
     (("heads",), [], "heads", "heads has 0 heads, expected 1..64"),
     (("heads",), "many", "heads", "heads is 'many', expected a list of {\"W_q\", \"W_k\", \"W_v\"} objects"),
@@ -172,8 +172,8 @@ CASES = [
     (("preset",), {"name": 3}, "preset.name", "preset.name is 3, expected the preset's name"),
     (("preset",), {"name": "x", "params": []}, "preset.params", "preset.params is a list, expected an object"),
     (("preset",), {"name": "x", "seed": 1}, "preset", "preset has an unknown key 'seed' (expected \"name\" and \"params\")"),
-    (("version",), "1", "version", "version is '1', expected a whole number (this attnexplorer reads version 1)"),
-    (("version",), 0, "version", "version is 0, which no attnexplorer wrote; this one reads version 1"),
+    (("version",), "1", "version", "version is '1', expected a whole number (this attnexplorer reads version 2)"),
+    (("version",), 0, "version", "version is 0, which no attnexplorer wrote; this one reads version 2"),
     (("format",), "other", "format", "format is 'other', expected \"attnexplorer-session\""),
     (("tokens",), DELETE, None, 'has no "tokens"'),
     (("format",), DELETE, None, 'is not an attnexplorer session file (no "format": "attnexplorer-session")'),
@@ -209,8 +209,8 @@ def test_bounds_are_enforced():
 
 
 @pytest.mark.parametrize("text, message", [
-    ('{"format": "attnexplorer-session", "version": 2, "tokens": []}',
-     "written by a newer attnexplorer (version 2); this one reads version 1"),
+    ('{"format": "attnexplorer-session", "version": 3, "tokens": []}',
+     "written by a newer attnexplorer (version 3); this one reads version 2"),
     ('[1, 2]', "the top level is a list, expected an object (a session file)"),
     ('"hello"', "the top level is 'hello', expected an object (a session file)"),
     ('', "is not valid JSON: Expecting value at line 1, column 1 (the file looks truncated)"),

@@ -1,0 +1,289 @@
+"""The optional stages of a real transformer head, as immutable values a Session holds.
+
+- ``Norm``: LayerNorm or RMSNorm applied to E + P before the projections (pre-norm).
+- ``Positions``: sinusoidal or learned absolute positions (added to E), RoPE (rotates Q and
+  K) or ALiBi (a bias added to the scaled scores).
+- ``Source``: the second sequence of cross-attention, whose rows the keys and values are
+  made from.
+
+Each checks what it can alone on construction; what depends on the rest of the session (d,
+d_k, the number of heads and tokens) is checked by ``Session``. The arithmetic that defines a
+stage and that the engine, the explanations and the tests share (the sinusoidal table, the
+ALiBi slopes, the RoPE pairs and angles) is here as small numpy functions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from .errors import SessionError
+
+NormKind = Literal["layer", "rms"]
+PositionsKind = Literal["sinusoidal", "learned", "rope", "alibi"]
+RopeLayout = Literal["half", "interleaved"]
+
+# A RoPE offset shifts every position; large enough for any real context, small enough that
+# the angles stay exact in float64.
+MAX_OFFSET = 1_000_000
+
+
+def _positive(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise SessionError(f"must be a number, got {value!r}", where)
+    v = float(value)
+    if not math.isfinite(v) or v <= 0:
+        raise SessionError(f"must be a finite number > 0, got {value!r}", where)
+    return v
+
+
+def _whole(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _vector(value, where: str) -> np.ndarray:
+    """A read-only float64 copy of a 1-D array of finite numbers, or SessionError."""
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError):
+        raise SessionError("must be a list of numbers", where) from None
+    if raw.dtype.kind not in "iuf":
+        raise SessionError("must hold numbers only", where)
+    a = np.array(raw, dtype=np.float64)
+    if a.ndim != 1:
+        raise SessionError(f"must be a list of numbers, got shape {a.shape}", where)
+    if not np.isfinite(a).all():
+        raise SessionError(f"holds a non-finite number at [{int(np.argwhere(~np.isfinite(a))[0][0])}]", where)
+    a.flags.writeable = False
+    return a
+
+
+def _table(value, where: str) -> np.ndarray:
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError):
+        raise SessionError("must be a 2-dimensional array of numbers with rows of equal length", where) from None
+    if raw.dtype.kind not in "iuf":
+        raise SessionError("must hold numbers only", where)
+    a = np.array(raw, dtype=np.float64)
+    if a.ndim != 2:
+        raise SessionError(f"must be 2-dimensional, got shape {a.shape}", where)
+    if not np.isfinite(a).all():
+        idx = [int(k) for k in np.argwhere(~np.isfinite(a))[0]]
+        raise SessionError(f"holds a non-finite number at {idx}", where)
+    a.flags.writeable = False
+    return a
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a.shape == b.shape and bool(np.array_equal(a, b))
+
+
+@dataclass(frozen=True, eq=False)
+class Norm:
+    """Pre-attention normalisation of each row x of E + P (width d).
+
+    ``layer``: (x − mean(x)) / sqrt(var(x) + eps) · weight + bias, the variance biased (÷ d),
+    as ``nn.LayerNorm``; ``bias`` None means zeros. ``rms``: x / sqrt(mean(x²) + eps) · weight,
+    as ``nn.RMSNorm``; it has no bias. ``weight`` None means ones.
+    """
+
+    kind: NormKind
+    weight: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    eps: float = 1e-5
+
+    def __post_init__(self):
+        if self.kind not in ("layer", "rms"):
+            raise SessionError(f"unknown kind {self.kind!r}, expected \"layer\" or \"rms\"", "norm.kind")
+        if self.weight is not None:
+            object.__setattr__(self, "weight", _vector(self.weight, "norm.weight"))
+        if self.bias is not None:
+            if self.kind == "rms":
+                raise SessionError("RMSNorm has no bias", "norm.bias")
+            object.__setattr__(self, "bias", _vector(self.bias, "norm.bias"))
+        object.__setattr__(self, "eps", _positive(self.eps, "norm.eps"))
+
+    def check(self, d: int) -> None:
+        for name, v in (("weight", self.weight), ("bias", self.bias)):
+            if v is not None and v.shape[0] != d:
+                raise SessionError(f"has {v.shape[0]} numbers, expected d = {d} (the embedding width)", f"norm.{name}")
+
+    def weight_or_ones(self, d: int) -> np.ndarray:
+        return np.ones(d) if self.weight is None else self.weight
+
+    def bias_or_zeros(self, d: int) -> np.ndarray:
+        return np.zeros(d) if self.bias is None else self.bias
+
+    def __eq__(self, other):
+        if not isinstance(other, Norm):
+            return NotImplemented
+        return (self.kind == other.kind and self.eps == other.eps and _same(self.weight, other.weight)
+                and _same(self.bias, other.bias))
+
+    __hash__ = None
+
+
+@dataclass(frozen=True, eq=False)
+class Positions:
+    """Where position enters: ``sinusoidal``/``learned`` add P to E; ``rope`` rotates Q and K;
+    ``alibi`` adds −slope_h·|i − j| to the scaled scores.
+
+    Only the fields of ``kind`` matter: ``base`` (sinusoidal); ``table`` (learned, rows × d, at
+    least one row per token); ``theta``, ``dims`` (None: all of d_k), ``layout`` and ``offset``
+    (rope); ``slopes`` (alibi, one per head; None: the paper's geometric slopes).
+    """
+
+    kind: PositionsKind
+    base: float = 10000.0
+    table: np.ndarray | None = None
+    theta: float = 10000.0
+    dims: int | None = None
+    layout: RopeLayout = "half"
+    offset: int = 0
+    slopes: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.kind not in ("sinusoidal", "learned", "rope", "alibi"):
+            raise SessionError(f"unknown kind {self.kind!r}, expected \"sinusoidal\", \"learned\", \"rope\" or \"alibi\"",
+                               "positions.kind")
+        object.__setattr__(self, "base", _positive(self.base, "positions.base"))
+        object.__setattr__(self, "theta", _positive(self.theta, "positions.theta"))
+        if self.kind == "learned":
+            if self.table is None:
+                raise SessionError("learned positions need a table (one row per position)", "positions.table")
+            object.__setattr__(self, "table", _table(self.table, "positions.table"))
+        elif self.table is not None:
+            object.__setattr__(self, "table", None)
+        if self.dims is not None:
+            if not _whole(self.dims) or self.dims < 2 or self.dims % 2:
+                raise SessionError(f"{self.dims!r} must be an even whole number >= 2", "positions.dims")
+            object.__setattr__(self, "dims", int(self.dims))
+        if self.layout not in ("half", "interleaved"):
+            raise SessionError(f"is {self.layout!r}, expected \"half\" or \"interleaved\"", "positions.layout")
+        if not _whole(self.offset) or not 0 <= self.offset <= MAX_OFFSET:
+            raise SessionError(f"{self.offset!r} must be a whole number in 0..{MAX_OFFSET}", "positions.offset")
+        object.__setattr__(self, "offset", int(self.offset))
+        if self.slopes is not None:
+            object.__setattr__(self, "slopes", _vector(self.slopes, "positions.slopes"))
+
+    @property
+    def absolute(self) -> bool:
+        """Whether P is added to the embeddings (sinusoidal or learned)."""
+        return self.kind in ("sinusoidal", "learned")
+
+    def check(self, n: int, d: int, d_k: int, heads: int) -> None:
+        """Raise SessionError when these positions do not fit the session's sizes."""
+        if self.kind == "learned":
+            rows, cols = self.table.shape
+            if cols != d:
+                raise SessionError(f"has {cols} columns, expected d = {d} (the embedding width)", "positions.table")
+            if rows < n:
+                raise SessionError(f"has {rows} rows, fewer than the {n} tokens", "positions.table")
+        if self.kind == "rope" and self.dims is not None and self.dims > d_k:
+            raise SessionError(f"{self.dims} must be even and at most d_k = {d_k}", "positions.dims")
+        if self.kind == "rope" and self.dims is None and d_k % 2:
+            raise SessionError(f"RoPE rotates pairs of dimensions; d_k = {d_k} is odd, so set dims to an even number",
+                               "positions.dims")
+        if self.kind == "alibi" and self.slopes is not None and self.slopes.shape[0] != heads:
+            raise SessionError(f"has {self.slopes.shape[0]} numbers, expected one per head ({heads})", "positions.slopes")
+
+    def rope_dims(self, d_k: int) -> int:
+        return d_k if self.dims is None else self.dims
+
+    def slopes_for(self, heads: int) -> np.ndarray:
+        return alibi_slopes(heads) if self.slopes is None else self.slopes
+
+    def __eq__(self, other):
+        if not isinstance(other, Positions):
+            return NotImplemented
+        if self.kind != other.kind:
+            return False
+        if self.kind == "sinusoidal":
+            return self.base == other.base
+        if self.kind == "learned":
+            return _same(self.table, other.table)
+        if self.kind == "rope":
+            return (self.theta, self.dims, self.layout, self.offset) == (other.theta, other.dims, other.layout, other.offset)
+        return _same(self.slopes, other.slopes)
+
+    __hash__ = None
+
+
+@dataclass(frozen=True, eq=False)
+class Source:
+    """The source sequence of cross-attention (an encoder's output): keys and values are made
+    from its rows, used as they are (no positions, no norm: an encoder has applied its own)."""
+
+    tokens: tuple[str, ...]
+    embeddings: np.ndarray
+
+    def __eq__(self, other):
+        if not isinstance(other, Source):
+            return NotImplemented
+        return self.tokens == other.tokens and _same(self.embeddings, other.embeddings)
+
+    __hash__ = None
+
+    @property
+    def n(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def d(self) -> int:
+        return self.embeddings.shape[1]
+
+
+# -- the arithmetic the stages define ---------------------------------------------------
+
+def sinusoidal_table(n: int, d: int, base: float = 10000.0) -> np.ndarray:
+    """PE[pos, 2i] = sin(pos / base^(2i/d)), PE[pos, 2i+1] = cos(pos / base^(2i/d)), (n, d)."""
+    pos = np.arange(n, dtype=np.float64)[:, None]
+    two_i = np.arange(0, d, 2, dtype=np.float64)
+    angle = pos / base ** (two_i / d)
+    pe = np.zeros((n, d))
+    pe[:, 0::2] = np.sin(angle)
+    pe[:, 1::2] = np.cos(angle[:, : d // 2])
+    return pe
+
+
+def alibi_slopes(heads: int) -> np.ndarray:
+    """The ALiBi paper's slopes: 2^(−8h/H) for h = 1..H when H is a power of two; otherwise
+    those of the nearest lower power of two, then every other slope of twice as many heads
+    (the paper's reference code)."""
+    def powers(m: int) -> list[float]:
+        start = 2.0 ** (-8.0 / m)
+        return [start ** (i + 1) for i in range(m)]
+
+    m = 2 ** int(math.floor(math.log2(heads)))
+    slopes = powers(m)
+    if m < heads:
+        slopes += powers(2 * m)[0::2][: heads - m]
+    return np.array(slopes, dtype=np.float64)
+
+
+def alibi_bias(slopes: np.ndarray, n: int) -> np.ndarray:
+    """position_bias[h, i, j] = −slope_h · |i − j|, (H, n, n)."""
+    i = np.arange(n)
+    return -np.asarray(slopes, dtype=np.float64)[:, None, None] * np.abs(i[:, None] - i[None, :])[None]
+
+
+def rope_pairs(dims: int, layout: str) -> tuple[np.ndarray, np.ndarray]:
+    """The rotated pairs (a[i], b[i]), i < dims/2: (i, i + dims/2) for ``half``, (2i, 2i+1)
+    for ``interleaved``. Pair i turns by angle position · theta^(−2i/dims)."""
+    half = dims // 2
+    if layout == "half":
+        return np.arange(half), np.arange(half) + half
+    return np.arange(0, dims, 2), np.arange(1, dims, 2)
+
+
+def rope_angles(n: int, dims: int, theta: float, offset: int = 0) -> np.ndarray:
+    """The angle of pair i at position p (p = offset … offset + n − 1), (n, dims/2), radians."""
+    inv_freq = theta ** (-np.arange(0, dims, 2, dtype=np.float64) / dims)
+    pos = np.arange(offset, offset + n, dtype=np.float64)
+    return pos[:, None] * inv_freq[None, :]
