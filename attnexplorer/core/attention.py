@@ -29,6 +29,8 @@ import numpy as np
 
 # Every intermediate ``attend`` can return, in the order it makes them.
 INTERMEDIATES = ("Q", "K", "V", "scores", "scaled_scores", "weights", "head_outputs", "concat", "output")
+# Those of the optional stages: None in a result whose session does not use the stage.
+STAGE_INTERMEDIATES = ("P", "X", "Q_unrotated", "K_unrotated", "position_bias")
 
 
 class AttentionOverflow(ArithmeticError):
@@ -39,16 +41,33 @@ class AttentionOverflow(ArithmeticError):
 class AttentionInputs:
     """The tensors one attention computation reads, all on one device in one dtype.
 
-    - ``x``: the embeddings, (n, d).
-    - ``w_qkv``: W_q, W_k and W_v of every head side by side, (d, H·d_k + H·d_k + H·d_v);
+    - ``x``: the embeddings E, (n, d).
+    - ``w_qkv``: W_q, W_k and W_v of every head side by side, (d, H·d_k + H_kv·d_k + H_kv·d_v);
       head h's query columns are h·d_k … h·d_k + d_k − 1, then the keys', then the values'
-      (``join_projections`` builds it from per-head (H, d, ·) stacks, differentiably).
-    - ``heads``, ``d_k``, ``d_v``: the layout of ``w_qkv``.
+      (``join_projections`` builds it from per-head (H, d, ·) stacks, differentiably). With a
+      ``source`` it holds only the query columns, and ``w_kv`` the keys' and values'.
+    - ``heads``, ``d_k``, ``d_v``: the layout of ``w_qkv``; ``kv_heads`` (None: ``heads``) the
+      number of K/V heads, each shared by heads / kv_heads consecutive query heads.
     - ``factor``: the scale multiplying the raw scores (1/√d_k, 1, 1/τ).
-    - ``mask``: (n, n) bool, True = blocked, or None when nothing is blocked.
+    - ``mask``: (n, n_k) bool, True = blocked, or None when nothing is blocked.
     - ``blocked_rows``: (n,) bool, queries with every key blocked, or None when there are none.
       Their weights are set to 0 (softmax of an all −inf row is NaN).
     - ``w_out``: (H·d_v, d_out) or None.
+
+    The optional stages, None when absent (and then they cost one ``is None`` each):
+
+    - ``positions_add``: P, (n, d), added to E (sinusoidal or learned positions).
+    - ``norm``: ``("layer", weight, bias, eps)`` or ``("rms", weight, None, eps)`` applied to
+      each row of E + P; weight/bias None mean ones/zeros.
+    - ``b_qkv``: the biases in ``w_qkv``'s column layout extended by ``w_kv``'s, (H·d_k +
+      H_kv·d_k + H_kv·d_v,).
+    - ``source_x``, ``w_kv``: cross-attention: keys and values are ``source_x`` (n_k, d_s) ·
+      ``w_kv`` (d_s, H_kv·d_k + H_kv·d_v) + their biases.
+    - ``rope``: ``(cos, sin, dims, layout)``, cos/sin (n, dims/2): rotates the first ``dims``
+      dimensions of Q and K in pairs (i, i + dims/2) for ``half``, (2i, 2i+1) for
+      ``interleaved``.
+    - ``position_bias``: (H, n, n), added to the scaled scores (ALiBi).
+    - ``b_out``: (d_out,), added to the output.
     """
 
     x: Any
@@ -60,6 +79,15 @@ class AttentionInputs:
     mask: Any = None
     blocked_rows: Any = None
     w_out: Any = None
+    kv_heads: int | None = None
+    positions_add: Any = None
+    norm: Any = None
+    b_qkv: Any = None
+    source_x: Any = None
+    w_kv: Any = None
+    rope: Any = None
+    position_bias: Any = None
+    b_out: Any = None
 
 
 def _torch():
@@ -80,21 +108,65 @@ def join_projections(w_query, w_key, w_value):
     return torch.cat(columns, dim=1)
 
 
-def split_projections(joined, heads: int, d_k: int, d_v: int):
-    """Q, K and V as (H, n, ·) views of the joined (n, H·d_k + H·d_k + H·d_v) product.
+def split_projections(joined, heads: int, d_k: int, d_v: int, kv_heads: int | None = None):
+    """Q, K and V as (H, n, ·) views of the joined (n, H·d_k + H_kv·d_k + H_kv·d_v) product
+    (K and V have H_kv = ``kv_heads`` heads, by default H).
 
     ``joined`` is the torch tensor or its host numpy array (one host copy serves all three).
     """
     n = joined.shape[0]
     host = isinstance(joined, np.ndarray)
-    if d_k == d_v:  # the usual case, in as few operations as possible
+    kv_heads = heads if kv_heads is None else kv_heads
+    if d_k == d_v and kv_heads == heads:  # the usual case, in as few operations as possible
         if host:
             qkv = joined.reshape(n, 3, heads, d_k).transpose(1, 2, 0, 3)
             return qkv[0], qkv[1], qkv[2]
         return joined.view(n, 3, heads, d_k).permute(1, 2, 0, 3).unbind(0)
     hk = heads * d_k
-    parts = (joined[:, :hk], joined[:, hk:2 * hk], joined[:, 2 * hk:])
-    return tuple(p.reshape(n, heads, -1).swapaxes(0, 1) for p in parts)
+    return (_per_head(joined[:, :hk], heads),) + split_key_value(joined[:, hk:], kv_heads, d_k)
+
+
+def split_key_value(joined, kv_heads: int, d_k: int):
+    """K and V as (H_kv, n, ·) views of the joined (n, H_kv·d_k + H_kv·d_v) product."""
+    hk = kv_heads * d_k
+    return _per_head(joined[:, :hk], kv_heads), _per_head(joined[:, hk:], kv_heads)
+
+
+def _per_head(columns, heads: int):
+    return columns.reshape(columns.shape[0], heads, -1).swapaxes(0, 1)
+
+
+def _normalise(x, norm):
+    """LayerNorm or RMSNorm of each row, as torch's nn.LayerNorm / nn.RMSNorm compute them."""
+    torch = _torch()
+    kind, weight, bias, eps = norm
+    if kind == "layer":
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return x if weight is None else x * weight
+
+
+def rotate(x, rope):
+    """RoPE: turn each pair of the first ``dims`` dimensions of x (…, n, d_k) by its angle."""
+    torch = _torch()
+    cos, sin, dims, layout = rope
+    half = dims // 2
+    if layout == "half":
+        a, b = x[..., :half], x[..., half:dims]
+    else:
+        a, b = x[..., 0:dims:2], x[..., 1:dims:2]
+    turned_a = a * cos - b * sin
+    turned_b = a * sin + b * cos
+    if layout == "half":
+        turned = torch.cat((turned_a, turned_b), dim=-1)
+    else:
+        turned = torch.stack((turned_a, turned_b), dim=-1).flatten(-2)
+    return turned if dims == x.shape[-1] else torch.cat((turned, x[..., dims:]), dim=-1)
+
+
+def _project(x, w, b):
+    """x·w (+ b): one matrix product, the bias fused into it when there is one."""
+    return x @ w if b is None else _torch().addmm(b, x, w)
 
 
 def _inplace_ok(keep_overwritten: bool) -> bool:
@@ -121,11 +193,41 @@ def attend(inputs: AttentionInputs, wanted=frozenset(INTERMEDIATES), check_finit
     Fitting calls this with autograd on and takes the gradient of a loss on ``weights``.
     """
     torch = _torch()
-    # X·[W_q | W_k | W_v]: every projection of every head in one matrix product.
-    joined = inputs.x @ inputs.w_qkv
-    q, k, v = split_projections(joined, inputs.heads, inputs.d_k, inputs.d_v)
-    scores = q @ k.mT
+    x = inputs.x
+    if inputs.positions_add is not None:
+        x = x + inputs.positions_add
+    if inputs.norm is not None:
+        x = _normalise(x, inputs.norm)
+    heads, d_k = inputs.heads, inputs.d_k
+    kv_heads = heads if inputs.kv_heads is None else inputs.kv_heads
+    if inputs.source_x is None:
+        # X·[W_q | W_k | W_v] (+ b): every projection of every head in one matrix product.
+        joined = _project(x, inputs.w_qkv, inputs.b_qkv)
+        joined_kv = None
+        q, k, v = split_projections(joined, heads, d_k, inputs.d_v, kv_heads)
+    else:
+        # Cross-attention: queries from X, keys and values from the source's rows.
+        hk = heads * d_k
+        b = inputs.b_qkv
+        joined = _project(x, inputs.w_qkv, None if b is None else b[:hk])
+        joined_kv = _project(inputs.source_x, inputs.w_kv, None if b is None else b[hk:])
+        q = _per_head(joined, heads)
+        k, v = split_key_value(joined_kv, kv_heads, d_k)
+    q_unrotated = k_unrotated = None
+    if inputs.rope is not None:
+        q_unrotated, k_unrotated = q, k
+        q, k = rotate(q, inputs.rope), rotate(k, inputs.rope)
+    group = heads // kv_heads
+    n = q.shape[1]
+    if group > 1:
+        # Grouped-query: the `group` query heads of one K/V head in one product, no copy of K.
+        scores = (q.reshape(kv_heads, group * n, d_k) @ k.mT).view(heads, n, -1)
+    else:
+        scores = q @ k.mT
     scaled = scores.mul_(inputs.factor) if _inplace_ok("scores" in wanted) else scores * inputs.factor
+    if inputs.position_bias is not None:
+        # scaled is a buffer of its own here unless scores was given up to it.
+        scaled = scaled.add_(inputs.position_bias) if not torch.is_grad_enabled() else scaled + inputs.position_bias
     if check_finite is not None and not (check_finite(scaled) and (scaled is scores or check_finite(scores))):
         raise AttentionOverflow()
     if inputs.mask is not None:
@@ -144,10 +246,14 @@ def attend(inputs: AttentionInputs, wanted=frozenset(INTERMEDIATES), check_finit
     else:
         # No mask, no extra pass: this branch is the bare softmax(QKᵀ·s)·V.
         weights = torch.softmax(scaled, dim=-1)
-    head_out = weights @ v
+    if group > 1:
+        head_out = (weights.view(kv_heads, group * n, -1) @ v).view(heads, n, -1)
+    else:
+        head_out = weights @ v
     output = None
     if inputs.w_out is not None:
         concat = head_out.transpose(0, 1).reshape(head_out.shape[1], -1)
-        output = concat @ inputs.w_out
-    return {"joined": joined, "Q": q, "K": k, "V": v, "scores": scores, "scaled_scores": scaled,
+        output = _project(concat, inputs.w_out, inputs.b_out)
+    return {"joined": joined, "joined_kv": joined_kv, "X": x, "Q": q, "K": k, "V": v,
+            "Q_unrotated": q_unrotated, "K_unrotated": k_unrotated, "scores": scores, "scaled_scores": scaled,
             "weights": weights, "head_outputs": head_out, "output": output}

@@ -110,7 +110,7 @@ def _largest_intermediate(session: Session, factor: float) -> float:
     return bound
 
 
-def cannot_overflow(session: Session, factor: float, largest: float, eps: float) -> bool:
+def cannot_overflow(session: Session, factor: float, largest: float, eps: float, stage_bound=None) -> bool:
     """Whether no intermediate can exceed ``largest``, the dtype's largest finite number
     (``eps`` is its machine epsilon).
 
@@ -125,6 +125,12 @@ def cannot_overflow(session: Session, factor: float, largest: float, eps: float)
     set of arrays, so this costs one lookup when the inputs have not changed and a few
     multiplications when one has.
     """
+    if stage_bound is not None:
+        # A session with stages (stage_inputs.stage_bound): the per-array maxima are cached,
+        # the few multiplications that combine them are not.
+        bound = stage_bound(session, factor)
+        longest = max(session.d, session.d_k, session.n, session.n_keys, session.heads * session.d_v)
+        return math.isfinite(bound) and bound * 2.0 * math.exp(min(longest * eps, 700.0)) < largest
     arrays = (session.embeddings, session.w_query, session.w_key, session.w_value)
     if session.w_out is not None:
         arrays += (session.w_out,)

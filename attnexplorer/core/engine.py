@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import INTERMEDIATES, AttentionInputs, AttentionOverflow, attend, split_projections
+from .attention import INTERMEDIATES, STAGE_INTERMEDIATES, AttentionInputs, AttentionOverflow, attend, split_projections
 from .device_inputs import cannot_overflow, device_tensor, projection_weights
+from .stage_inputs import positions_array, stage_bound, stage_tensors
 from .errors import EngineError
 from .memory import check_memory
 from .session import Session
@@ -29,6 +30,7 @@ DTYPES = ("float32", "float64", "float16", "bfloat16")
 
 # INTERMEDIATES (from .attention): every intermediate the result can carry, in order.
 _EVERYTHING = frozenset(INTERMEDIATES)
+_KEEPABLE = _EVERYTHING | frozenset(STAGE_INTERMEDIATES)
 
 
 def _torch():
@@ -134,15 +136,24 @@ _RESOLVED: dict = {}
 class AttentionResult:
     """Every intermediate of one computation, as host numpy arrays.
 
-    Shapes (H heads, n tokens): ``Q``/``K`` (H, n, d_k); ``V`` (H, n, d_v); ``scores`` raw
-    QKᵀ, ``scaled_scores`` (scores × scale factor, not masked) and ``weights`` (H, n, n);
-    ``mask`` (n, n), True = blocked; ``head_outputs`` (H, n, d_v); ``concat`` (n, H·d_v);
-    ``output`` is ``concat @ W_o`` when the session has W_o, else ``concat``.
-    ``blocked_rows`` (n,) flags queries whose every key is blocked: their weights and outputs
-    are 0, never NaN. Blocked cells of other rows have weight exactly 0. Arrays are read-only;
-    they are float64 for a float64 compute, float32 otherwise (half types are widened to
-    float32 on the way to the host). An intermediate not asked for (see ``compute(keep=...)``)
-    is ``None``.
+    Shapes (H query heads, H_kv K/V heads, n tokens, n_k keys: n, or the source's length in
+    cross-attention): ``Q`` (H, n, d_k); ``K`` (H_kv, n_k, d_k); ``V`` (H_kv, n_k, d_v);
+    ``scores`` raw QKᵀ, ``scaled_scores`` (scores × scale factor + position_bias, not masked)
+    and ``weights`` (H, n, n_k); ``mask`` (n, n_k), True = blocked; ``head_outputs``
+    (H, n, d_v); ``concat`` (n, H·d_v); ``output`` is ``concat @ W_o + b_o`` when the session
+    has W_o, else ``concat``. ``blocked_rows`` (n,) flags queries whose every key is blocked:
+    their weights and outputs are 0, never NaN. Blocked cells of other rows have weight
+    exactly 0. Arrays are read-only; they are float64 for a float64 compute, float32 otherwise
+    (half types are widened to float32 on the way to the host). An intermediate not asked for
+    (see ``compute(keep=...)``) is ``None``.
+
+    The stages of a real head (None when the session does not use them): ``E`` is the
+    session's embeddings as given; ``P`` (n, d) the absolute positions added to them; ``X``
+    (n, d) the attention input, norm(E + P) (``E`` itself when neither applies);
+    ``Q_unrotated``/``K_unrotated`` Q and K before RoPE (``Q``/``K`` are after it);
+    ``position_bias`` (H, n, n), ALiBi's −slope·|i − j|; ``kv_head_of`` (H,) the K/V head
+    each query head reads; ``source_tokens`` and ``source_X`` (n_k, d_s), the source sequence
+    of cross-attention as given.
 
     ``session`` is the exact session the result was computed from: a view or an export reads
     tokens, mask, scale and embeddings from it, never from "the current session", which may
@@ -165,6 +176,15 @@ class AttentionResult:
     device: str = "cpu"
     dtype: str = "float32"
     compute_ms: float = 0.0
+    E: np.ndarray | None = None
+    P: np.ndarray | None = None
+    X: np.ndarray | None = None
+    Q_unrotated: np.ndarray | None = None
+    K_unrotated: np.ndarray | None = None
+    position_bias: np.ndarray | None = None
+    kv_head_of: np.ndarray | None = None
+    source_tokens: tuple[str, ...] | None = None
+    source_X: np.ndarray | None = None
 
     @property
     def heads(self) -> int:
@@ -184,6 +204,11 @@ class AttentionResult:
     def is_for(self, session: Session) -> bool:
         """Whether this result was computed from ``session`` (the same object, or an equal one)."""
         return self.session is session or self.session == session
+
+    @property
+    def key_tokens(self) -> tuple[str, ...]:
+        """The keys' labels: the source's tokens in cross-attention, else the tokens."""
+        return self.tokens if self.source_tokens is None else self.source_tokens
 
     @property
     def any_blocked_rows(self) -> bool:
@@ -219,9 +244,9 @@ def _all_finite(t) -> bool:
 
 
 @functools.lru_cache(maxsize=4)
-def _unmasked(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The read-only all-False mask and blocked-row flags for n tokens, shared by results."""
-    mask = np.zeros((n, n), dtype=bool)
+def _unmasked(n: int, n_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The read-only all-False mask and blocked-row flags for n queries, shared by results."""
+    mask = np.zeros((n, n_k), dtype=bool)
     rows = np.zeros(n, dtype=bool)
     mask.flags.writeable = False
     rows.flags.writeable = False
@@ -229,11 +254,11 @@ def _unmasked(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _mask_and_blocked_rows(session: Session) -> tuple[np.ndarray, np.ndarray, bool]:
-    """The n×n mask, the fully blocked query rows, and whether anything is blocked at all."""
+    """The n×n_k mask, the fully blocked query rows, and whether anything is blocked at all."""
     if session.mask.kind == "none":
-        mask, blocked_rows = _unmasked(session.n)
+        mask, blocked_rows = _unmasked(session.n, session.n_keys)
         return mask, blocked_rows, False
-    mask = session.mask.matrix(session.n)
+    mask = session.mask.matrix(session.n, None if session.source is None else session.source.n)
     blocked_rows = mask.all(axis=1)
     any_blocked = bool(blocked_rows.any()) or bool(mask.any())
     mask.flags.writeable = False
@@ -254,33 +279,32 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     if not isinstance(session, Session):
         raise EngineError(f"compute() needs a Session, got {type(session).__name__}")
     dev, tdtype = resolve(device, dtype)
-    staged = [name for name, value in (("biases", (session.b_query, session.b_key, session.b_value, session.b_out) != (None,) * 4),
-                                       ("norm", session.norm is not None), ("positions", session.positions is not None),
-                                       ("grouped K/V heads", session.kv_heads != session.heads),
-                                       ("a source", session.source is not None)) if value]
-    if staged:  # the session model is ahead of the engine for one commit: never a silently wrong result
-        raise EngineError(f"this engine does not compute {', '.join(staged)} yet")
-    wanted = _EVERYTHING if keep is None else set(keep)
-    unknown = wanted - _EVERYTHING
+    wanted = _KEEPABLE if keep is None else set(keep)
+    unknown = wanted - _KEEPABLE
     if unknown:
-        raise EngineError(f"unknown intermediate(s): {', '.join(sorted(unknown))}; choose from {', '.join(INTERMEDIATES)}")
+        raise EngineError(f"unknown intermediate(s): {', '.join(sorted(unknown))}; "
+                          f"choose from {', '.join(INTERMEDIATES + STAGE_INTERMEDIATES)}")
     check_memory(session, dtype, device)  # refuse what cannot fit before allocating any of it
     mask_np, blocked_rows_np, any_blocked = _mask_and_blocked_rows(session)
     factor = session.scale.factor(session.d_k)
     # Decided from the inputs before any work: when nothing can overflow, the result need not
     # be searched for inf/NaN afterwards.
     info = torch.finfo(tdtype)
-    checked = cannot_overflow(session, factor, info.max, info.eps)
+    staged = _uses_stages(session)
+    checked = cannot_overflow(session, factor, info.max, info.eps, stage_bound if staged else None)
     start = time.perf_counter()
     try:
         with torch.inference_mode():
+            stages = stage_tensors(session, tdtype, dev) if staged else {}
             inputs = AttentionInputs(
                 x=device_tensor(session.embeddings, tdtype, dev),
-                w_qkv=projection_weights(session, tdtype, dev),
+                # With a source, only the queries are made from X: stage_tensors has W_q alone.
+                w_qkv=stages.pop("w_q") if "w_q" in stages else projection_weights(session, tdtype, dev),
                 heads=session.heads, d_k=session.d_k, d_v=session.d_v, factor=factor,
                 mask=torch.tensor(mask_np, device=dev) if any_blocked else None,
                 blocked_rows=torch.tensor(blocked_rows_np, device=dev) if any_blocked and blocked_rows_np.any() else None,
-                w_out=None if session.w_out is None else device_tensor(session.w_out, tdtype, dev))
+                w_out=None if session.w_out is None else device_tensor(session.w_out, tdtype, dev),
+                **stages)
             try:
                 # Unless the bound rules overflow out, the scores are looked at before masking.
                 t = attend(inputs, wanted, check_finite=None if checked else _all_finite)
@@ -296,12 +320,51 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
             elapsed = (time.perf_counter() - start) * 1000.0
             if not finite:
                 raise _overflow(dtype, device)
-            fields = _to_host(session, wanted, dev, tdtype, joined, scores, scaled, weights, head_out, output)
+            fields = _to_host(session, wanted, dev, tdtype, joined, scores, scaled, weights, head_out, output,
+                              qkv=(t["Q"], t["K"], t["V"]) if staged else None)
+            if staged:
+                fields.update(_stages_to_host(session, wanted, t, inputs, to_host=_host_view if dev.type == "cpu"
+                                              and tdtype.itemsize != 2 else _host))
     except (RuntimeError, NotImplementedError, MemoryError) as err:  # e.g. out of memory, a missing kernel
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineError(f"the engine failed on {device} ({dtype}): {first}") from None
+    if not staged:  # E is X, and the rest are absent: nothing to make
+        fields.update(E=session.embeddings, X=session.embeddings, kv_head_of=_kv_head_of(session.heads, session.heads))
     return AttentionResult(session=session, scale_factor=factor, mask=mask_np, blocked_rows=blocked_rows_np,
                            device=str(dev), dtype=dtype, compute_ms=elapsed, **fields)
+
+
+def _uses_stages(session: Session) -> bool:
+    return not (session.b_query is None and session.b_key is None and session.b_value is None and session.b_out is None
+                and session.norm is None and session.positions is None and session.source is None
+                and session.kv_heads == session.heads)
+
+
+@functools.lru_cache(maxsize=32)
+def _kv_head_of(heads: int, kv_heads: int) -> np.ndarray:
+    a = np.arange(heads) // (heads // kv_heads)
+    a.flags.writeable = False
+    return a
+
+
+def _stages_to_host(session: Session, wanted, t: dict, inputs, to_host) -> dict:
+    """The stage intermediates as host arrays (see AttentionResult), for a session with stages."""
+    out = {"E": session.embeddings, "kv_head_of": _kv_head_of(session.heads, session.kv_heads)}
+    if session.source is not None:
+        out["source_tokens"] = session.source.tokens
+        out["source_X"] = session.source.embeddings
+    absolute = inputs.positions_add is not None
+    if "P" in wanted and absolute:
+        out["P"] = positions_array(session)
+    if "X" in wanted:
+        out["X"] = to_host(t["X"]) if absolute or inputs.norm is not None else session.embeddings
+    if inputs.rope is not None:
+        for name in ("Q_unrotated", "K_unrotated"):
+            if name in wanted:
+                out[name] = to_host(t[name])
+    if inputs.position_bias is not None and "position_bias" in wanted:
+        out["position_bias"] = to_host(inputs.position_bias)
+    return out
 
 
 def _overflow(dtype: str, device: str) -> EngineError:
@@ -316,17 +379,21 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _to_host(session, wanted, dev, tdtype, joined, scores, scaled, weights, head_out, output) -> dict:
+def _to_host(session, wanted, dev, tdtype, joined, scores, scaled, weights, head_out, output, qkv=None) -> dict:
     """The intermediates in ``wanted`` as read-only host arrays; None for the others.
 
     On the CPU a host array is a view of the tensor's memory; elsewhere, or for half types
     (numpy has no bfloat16), it is a float32 copy. Views that numpy can make from another host
     array (Q, K and V from their joined product, the concatenation from the head outputs) cost
-    no device transfer and no torch call.
+    no device transfer and no torch call. ``qkv``, when given, are the Q, K and V tensors to
+    copy one by one (a session with stages: RoPE, grouped or cross-attention keys).
     """
     to_host = _host_view if dev.type == "cpu" and tdtype.itemsize != 2 else _host
     host = dict.fromkeys(INTERMEDIATES)
-    if "Q" in wanted or "K" in wanted or "V" in wanted:
+    if qkv is not None:
+        for name, t in zip(("Q", "K", "V"), qkv):
+            host[name] = to_host(t) if name in wanted else None
+    elif "Q" in wanted or "K" in wanted or "V" in wanted:
         # One host copy of the joined projections; numpy views keep its read-only flag.
         q, k, v = split_projections(to_host(joined), session.heads, session.d_k, session.d_v)
         host["Q"] = q if "Q" in wanted else None

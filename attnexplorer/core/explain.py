@@ -16,6 +16,7 @@ import numpy as np
 
 from .engine import AttentionResult
 from .errors import AttnExplorerError
+from .explain_stages import stage_lines
 from .session import Session
 
 # Longer sums are cut so that a line stays readable; the numbers are all in the dataclass.
@@ -76,11 +77,13 @@ def query_row(result: AttentionResult, h: int, i: int):
     if result.scores is not None:
         scores = np.asarray(result.scores[h, i], dtype=np.float64)
     else:
-        scores = np.asarray(result.K[h], dtype=np.float64) @ np.asarray(result.Q[h, i], dtype=np.float64)
+        scores = np.asarray(result.K[_kv(result, h)], dtype=np.float64) @ np.asarray(result.Q[h, i], dtype=np.float64)
     if result.scaled_scores is not None:
         scaled = np.asarray(result.scaled_scores[h, i], dtype=np.float64)
     else:
         scaled = scores * float(result.scale_factor)
+        if result.position_bias is not None:
+            scaled = scaled + np.asarray(result.position_bias[h, i], dtype=np.float64)
     if result.weights is not None:
         weights = np.asarray(result.weights[h, i], dtype=np.float64)
     else:
@@ -90,6 +93,11 @@ def query_row(result: AttentionResult, h: int, i: int):
             e = np.exp(scaled[free] - scaled[free].max())
             weights[free] = e / e.sum()
     return scores, scaled, weights
+
+
+def _kv(result: AttentionResult, h: int) -> int:
+    """The K/V head query head ``h`` reads (itself unless grouped-query attention)."""
+    return h if result.kv_head_of is None else int(result.kv_head_of[h])
 
 
 def _index(value, count: int, what: str) -> int:
@@ -151,10 +159,11 @@ def explain_cell(result: AttentionResult, head: int, query: int, key: int) -> Ce
     _need(result, "Q", "K")
     h = _index(head, result.heads, "head")
     i = _index(query, result.n, "query")
-    j = _index(key, result.n, "key")
-    qt, kt = result.tokens[i], result.tokens[j]
+    j = _index(key, len(result.key_tokens), "key")
+    qt, kt = result.tokens[i], result.key_tokens[j]
+    g = _kv(result, h)
     q = np.array(result.Q[h, i], dtype=np.float64)
-    k = np.array(result.K[h, j], dtype=np.float64)
+    k = np.array(result.K[g, j], dtype=np.float64)
     products = q * k
     scores_row, row, weights_row = query_row(result, h, i)
     score = float(scores_row[j])
@@ -174,8 +183,15 @@ def explain_cell(result: AttentionResult, head: int, query: int, key: int) -> Ce
     weight = float(weights_row[j])
 
     # The summary line (inserted first, below) already writes out q·k term by term.
-    lines = [f"score = q({qt})·k({kt}), the sum of the {len(q)} products above = {fmt(score)}"]
-    if session.scale.kind == "none":
+    lines = stage_lines(session, result, h, i, j)
+    lines.append(f"score = q({qt})·k({kt}), the sum of the {len(q)} products above = {fmt(score)}")
+    bias = None if result.position_bias is None else float(result.position_bias[h, i, j])
+    if bias is not None:
+        slope = -bias / abs(i - j) if i != j else None
+        what = f"ALiBi −{fmt(slope)}×|{i}−{j}|" if slope is not None else f"ALiBi −slope×|{i}−{j}|"
+        lines.append(f"scaled score = {fmt(score)} × {fmt(factor)} + {what} = {fmt(score * factor)} + ({fmt(bias)})"
+                     f" = {fmt(scaled)}")
+    elif session.scale.kind == "none":
         lines.append(f"scaled score = {fmt(scaled)} (no scaling)")
     else:
         lines.append(f"scaled score = {fmt(score)} {scale_text} = {fmt(score)} × {fmt(factor)} = {fmt(scaled)}")
@@ -191,7 +207,9 @@ def explain_cell(result: AttentionResult, head: int, query: int, key: int) -> Ce
         lines.append(f"row sum of exp(scaled − row max) over the {int(free.sum())} visible keys = {fmt(denominator)}")
         lines.append(f"weight = {fmt(exp_shifted)} / {fmt(denominator)} = {fmt(weight)}")
     summary = f"score({qt}, {kt}) = {_sum_text(q, k)} = {fmt(score)}"
-    if session.scale.kind != "none":
+    if bias is not None:
+        summary += f"; × {fmt(factor)} + ALiBi ({fmt(bias)}) = {fmt(scaled)}"
+    elif session.scale.kind != "none":
         summary += f"; {scale_text} = {fmt(scaled)}"
     summary += f"; weight = {fmt(weight)}" + (" (blocked)" if masked else "")
     lines.insert(0, summary)
@@ -261,7 +279,7 @@ def explain_output(result: AttentionResult, head: int, query: int, top: int | No
     if result.head_outputs is not None:
         output = np.array(result.head_outputs[h, i], dtype=np.float64)
     else:
-        output = weights @ np.asarray(result.V[h], dtype=np.float64)
+        output = weights @ np.asarray(result.V[_kv(result, h)], dtype=np.float64)
     if result.blocked_rows[i]:
         lines = (
             f"out({qt}) = 0: every key is blocked for {qt} (mask: {session.mask.kind}), so it attends to nothing",
@@ -273,9 +291,11 @@ def explain_output(result: AttentionResult, head: int, query: int, top: int | No
     order = visible[np.argsort(-weights[visible], kind="stable")]
     kept = order if top is None else order[: int(top)]
     cut = order[len(kept):]
+    g = _kv(result, h)
+    keys = result.key_tokens
     terms = tuple(
-        OutputTerm(int(j), result.tokens[j], float(weights[j]), np.array(result.V[h, j], dtype=np.float64),
-                   float(weights[j]) * np.array(result.V[h, j], dtype=np.float64))
+        OutputTerm(int(j), keys[j], float(weights[j]), np.array(result.V[g, j], dtype=np.float64),
+                   float(weights[j]) * np.array(result.V[g, j], dtype=np.float64))
         for j in kept
     )
     omitted_weight = float(weights[cut].sum()) if len(cut) else 0.0

@@ -31,15 +31,18 @@ def memory_limit() -> int:
     return total // 2 if total > 0 else FALLBACK_LIMIT
 
 
-def compute_bytes(heads: int, n: int, d: int, d_k: int, d_v: int, dtype: str, device: str = "cpu") -> int:
+def compute_bytes(heads: int, n: int, d: int, d_k: int, d_v: int, dtype: str, device: str = "cpu",
+                  n_keys: int | None = None, alibi: bool = False) -> int:
     """An upper estimate of the bytes a computation of these shapes holds at its peak.
 
-    The n×n buffers dominate; half types and other devices add float32 host copies of the
-    three n×n results (numpy has no bfloat16; a GPU's results are copied to the host).
+    The n×n_keys buffers dominate (n_keys: a cross-attention source's length, else n; ALiBi
+    adds its H×n×n bias); half types and other devices add float32 host copies of the three
+    n×n results (numpy has no bfloat16; a GPU's results are copied to the host).
     """
     item = _ITEM_BYTES.get(dtype, 8)
-    square = heads * n * n
-    total = square * SQUARE_BUFFERS * item + n * n  # and the boolean n×n mask
+    keys = n if n_keys is None else n_keys
+    square = heads * n * keys
+    total = square * (SQUARE_BUFFERS + alibi) * item + n * keys  # and the boolean mask
     if item == 2 or not str(device).startswith("cpu"):
         total += square * 3 * 4
     total += n * (d + heads * (2 * d_k + 2 * d_v)) * max(item, 4) * 2  # projections, outputs
@@ -54,9 +57,11 @@ def check_memory(session, dtype: str, device: str = "cpu", limit: int | None = N
     """Raise EngineError when computing ``session`` would need more than ``limit`` bytes
     (default ``memory_limit()``)."""
     limit = memory_limit() if limit is None else limit
-    need = compute_bytes(session.heads, session.n, session.d, session.d_k, session.d_v, dtype, device)
+    alibi = session.positions is not None and session.positions.kind == "alibi"
+    need = compute_bytes(session.heads, session.n, session.d, session.d_k, session.d_v, dtype, device,
+                         n_keys=session.n_keys, alibi=alibi)
     if need > limit:
         raise EngineError(
             f"this session needs about {_size(need)} of memory to compute ({session.heads} heads × "
-            f"{session.n:,} × {session.n:,} attention matrices in {dtype}), more than the limit of "
+            f"{session.n:,} × {session.n_keys:,} attention matrices in {dtype}), more than the limit of "
             f"{_size(limit)} (half of this machine's memory); use fewer tokens or heads")

@@ -6,13 +6,18 @@ Every intermediate of a computation: ``result_arrays(result)`` (the CLI's names)
 the bundle writers the export command and File ▸ Export use. Every file is written atomically
 (``atomic.py``); NPY and NPZ are written and read with ``allow_pickle=False``.
 
-Names in a bundle (``labelled_matrices``): ``X``, ``W_q_head{h}``, ``W_k_head{h}``,
-``W_v_head{h}``, ``W_o``, ``Q_head{h}``, ``K_head{h}``, ``V_head{h}``, ``scores_head{h}``,
-``scaled_scores_head{h}``, ``mask``, ``weights_head{h}``, ``head_outputs_head{h}``,
-``concat``, ``output``, ``blocked_rows``. Rows are tokens (or ``d0..`` for the rows of a
-weight matrix); columns are tokens for n×n matrices, ``d0..`` for embedding features,
-``k0..`` for query/key features, ``v0..`` for value features, ``h0.v0..`` for the
-concatenated heads and ``o0..`` for the output projection's features.
+Names in a bundle (``labelled_matrices``): ``E``, ``P`` (absolute positions), ``X`` (the
+attention input, E + P normalised), ``W_q_head{h}``, ``b_q`` (H × d_k), ``W_k_head{g}``,
+``b_k``, ``W_v_head{g}``, ``b_v`` (g counts K/V heads), ``W_o``, ``b_o``,
+``Q_unrotated_head{h}``, ``K_unrotated_head{g}`` (RoPE), ``Q_head{h}``, ``K_head{g}``,
+``V_head{g}``, ``kv_head_of``, ``source_X``, ``scores_head{h}``, ``position_bias_head{h}``
+(ALiBi), ``scaled_scores_head{h}``, ``mask``, ``weights_head{h}``, ``head_outputs_head{h}``,
+``concat``, ``output``, ``blocked_rows``; each stage's names only when the session uses it.
+Rows are tokens (or ``d0..`` for the rows of a weight matrix, ``h0..`` for per-head biases);
+columns are key tokens (the source's in cross-attention) for attention matrices, ``d0..``
+for embedding features (``s0..`` for the source's), ``k0..`` for query/key features, ``v0..``
+for value features, ``h0.v0..`` for the concatenated heads and ``o0..`` for the output
+projection's features.
 """
 
 from __future__ import annotations
@@ -212,11 +217,16 @@ def result_arrays(result) -> dict[str, np.ndarray]:
     The inputs are those of the session the result was computed from (``result.session``),
     so the arrays of one export always belong together.
 
-    ``tokens`` (n,) str; ``X`` (n, d); ``W_q``/``W_k`` (H, d, d_k); ``W_v`` (H, d, d_v);
-    ``W_o`` (H·d_v, d_out) only when the session has one; ``Q``/``K``/``V`` (H, n, ·);
-    ``scores``, ``scaled_scores``, ``weights`` (H, n, n); ``mask`` (n, n) bool, True =
-    blocked; ``head_outputs`` (H, n, d_v); ``concat`` (n, H·d_v); ``output`` (n, H·d_v or
-    d_out); ``blocked_rows`` (n,) bool. Intermediates the result lacks (``keep=``) are left out.
+    ``tokens`` (n,) str; ``E`` (n, d) the embeddings; ``X`` (n, d) the attention input (E +
+    P, normalised; E itself without positions or norm); ``W_q`` (H, d, d_k); ``W_k`` (H_kv,
+    d, d_k); ``W_v`` (H_kv, d, d_v); ``W_o`` (H·d_v, d_out); ``Q`` (H, n, d_k), ``K``/``V``
+    (H_kv, n_k, ·), after RoPE when used; ``kv_head_of`` (H,) ints; ``scores``,
+    ``scaled_scores`` (× scale + position_bias), ``weights`` (H, n, n_k); ``mask`` (n, n_k)
+    bool, True = blocked; ``head_outputs`` (H, n, d_v); ``concat`` (n, H·d_v); ``output``
+    (n, H·d_v or d_out); ``blocked_rows`` (n,) bool. Only when the stage is used: ``P`` (n, d),
+    ``Q_unrotated``/``K_unrotated``, ``position_bias`` (H, n, n), ``b_q`` (H, d_k), ``b_k``
+    (H_kv, d_k), ``b_v`` (H_kv, d_v), ``b_o`` (d_out,), ``source_tokens`` (n_k,) str and
+    ``source_X`` (n_k, d_s). Intermediates the result lacks (``keep=``) are left out.
     The preset's reference curves, one value per token, follow as ``reference_<name>``
     (the sine preset's ``reference_position`` and ``reference_clean``) when it has them.
     """
@@ -225,16 +235,27 @@ def result_arrays(result) -> dict[str, np.ndarray]:
     session = result.session
     arrays: dict[str, np.ndarray] = {
         "tokens": np.array(list(session.tokens), dtype=str),
-        "X": session.embeddings,
-        "W_q": session.w_query,
-        "W_k": session.w_key,
-        "W_v": session.w_value,
+        "E": session.embeddings,
     }
+    for name in ("P", "X"):
+        value = getattr(result, name, None)
+        if value is not None:
+            arrays[name] = np.asarray(value)
+    arrays.setdefault("X", session.embeddings)
+    arrays.update(W_q=session.w_query, W_k=session.w_key, W_v=session.w_value)
     if session.w_out is not None:
         arrays["W_o"] = session.w_out
-    for name in ("Q", "K", "V", "scores", "scaled_scores", "mask", "weights", "head_outputs", "concat", "output",
-                 "blocked_rows"):
-        value = getattr(result, name)
+    for name, value in (("b_q", session.b_query), ("b_k", session.b_key), ("b_v", session.b_value),
+                        ("b_o", session.b_out)):
+        if value is not None:
+            arrays[name] = value
+    if session.source is not None:
+        arrays["source_tokens"] = np.array(list(session.source.tokens), dtype=str)
+        arrays["source_X"] = session.source.embeddings
+    arrays["kv_head_of"] = np.asarray(session.kv_head_of)
+    for name in ("Q_unrotated", "K_unrotated", "Q", "K", "V", "scores", "position_bias", "scaled_scores", "mask",
+                 "weights", "head_outputs", "concat", "output", "blocked_rows"):
+        value = getattr(result, name, None)
         if value is not None:
             arrays[name] = np.asarray(value)
     for name, curve in reference_curves(session).items():
@@ -260,23 +281,43 @@ def labelled_matrices(result) -> list[LabelledMatrix]:
     """Every matrix of ``result_arrays`` as 2-D labelled matrices, one per head (see module doc)."""
     session = result.session
     tokens = list(session.tokens)
+    keys = list(session.key_tokens)  # the source's tokens in cross-attention
     heads, d_k, d_v = session.heads, session.d_k, session.d_v
     d_labels = _feature_labels("d", session.d)
+    kv_in_labels = d_labels if session.source is None else _feature_labels("s", session.source.d)
     concat_labels = [f"h{h}.v{j}" for h in range(heads) for j in range(d_v)]
-    out: list[LabelledMatrix] = [LabelledMatrix("X", session.embeddings, tokens, d_labels)]
-    for name, stacked, cols in (("W_q", session.w_query, "k"), ("W_k", session.w_key, "k"), ("W_v", session.w_value, "v")):
-        for h in range(heads):
-            out.append(LabelledMatrix(f"{name}_head{h}", stacked[h], d_labels, _feature_labels(cols, stacked.shape[2])))
+    out: list[LabelledMatrix] = [LabelledMatrix("E", session.embeddings, tokens, d_labels)]
+    for name in ("P", "X"):
+        value = getattr(result, name, None)
+        if value is not None:
+            out.append(LabelledMatrix(name, value, tokens, d_labels))
+    if getattr(result, "X", None) is None:
+        out.append(LabelledMatrix("X", session.embeddings, tokens, d_labels))
+    if session.source is not None:
+        out.append(LabelledMatrix("source_X", session.source.embeddings, keys, kv_in_labels))
+    for name, stacked, rows, cols in (("W_q", session.w_query, d_labels, "k"), ("W_k", session.w_key, kv_in_labels, "k"),
+                                      ("W_v", session.w_value, kv_in_labels, "v")):
+        for h in range(stacked.shape[0]):
+            out.append(LabelledMatrix(f"{name}_head{h}", stacked[h], rows, _feature_labels(cols, stacked.shape[2])))
+    for name, bias, cols in (("b_q", session.b_query, "k"), ("b_k", session.b_key, "k"), ("b_v", session.b_value, "v")):
+        if bias is not None:
+            out.append(LabelledMatrix(name, bias, _feature_labels("h", bias.shape[0]), _feature_labels(cols, bias.shape[1])))
     if session.w_out is not None:
         out.append(LabelledMatrix("W_o", session.w_out, concat_labels, _feature_labels("o", session.w_out.shape[1])))
-    per_head = (("Q", _feature_labels("k", d_k)), ("K", _feature_labels("k", d_k)), ("V", _feature_labels("v", d_v)),
-                ("scores", tokens), ("scaled_scores", tokens))
-    for name, cols in per_head:
-        value = getattr(result, name)
+    if session.b_out is not None:
+        out.append(LabelledMatrix("b_o", session.b_out[None, :], ["b_o"], _feature_labels("o", session.b_out.shape[0])))
+    out.append(LabelledMatrix("kv_head_of", np.asarray(session.kv_head_of)[:, None], _feature_labels("h", heads),
+                              ["kv_head"]))
+    per_head = (("Q_unrotated", tokens, _feature_labels("k", d_k)), ("K_unrotated", keys, _feature_labels("k", d_k)),
+                ("Q", tokens, _feature_labels("k", d_k)), ("K", keys, _feature_labels("k", d_k)),
+                ("V", keys, _feature_labels("v", d_v)), ("scores", tokens, keys), ("position_bias", tokens, keys),
+                ("scaled_scores", tokens, keys))
+    for name, rows, cols in per_head:
+        value = getattr(result, name, None)
         if value is not None:
-            out += [LabelledMatrix(f"{name}_head{h}", value[h], tokens, cols) for h in range(heads)]
-    out.append(LabelledMatrix("mask", result.mask, tokens, tokens))
-    for name, cols in (("weights", tokens), ("head_outputs", _feature_labels("v", d_v))):
+            out += [LabelledMatrix(f"{name}_head{h}", value[h], rows, cols) for h in range(value.shape[0])]
+    out.append(LabelledMatrix("mask", result.mask, tokens, keys))
+    for name, cols in (("weights", keys), ("head_outputs", _feature_labels("v", d_v))):
         value = getattr(result, name)
         if value is not None:
             out += [LabelledMatrix(f"{name}_head{h}", value[h], tokens, cols) for h in range(heads)]

@@ -111,7 +111,7 @@ def test_result_arrays_names_and_shapes(w_out):
     r = compute(s, dtype="float64")
     arrays = result_arrays(r)
     H, n, d, dk, dv = s.heads, s.n, s.d, s.d_k, s.d_v
-    expected = {"tokens": (n,), "X": (n, d), "W_q": (H, d, dk), "W_k": (H, d, dk), "W_v": (H, d, dv),
+    expected = {"tokens": (n,), "E": (n, d), "X": (n, d), "kv_head_of": (H,), "W_q": (H, d, dk), "W_k": (H, d, dk), "W_v": (H, d, dv),
                 "Q": (H, n, dk), "K": (H, n, dk), "V": (H, n, dv), "scores": (H, n, n), "scaled_scores": (H, n, n),
                 "mask": (n, n), "weights": (H, n, n), "head_outputs": (H, n, dv), "concat": (n, H * dv),
                 "output": (n, 5 if w_out else H * dv), "blocked_rows": (n,)}
@@ -155,8 +155,9 @@ def test_csv_bundle_names_and_axis_labels(tmp_path):
     for h in range(s.heads):
         for stem in ("W_q", "W_k", "W_v", "Q", "K", "V", "scores", "scaled_scores", "weights", "head_outputs"):
             assert f"{stem}_head{h}.csv" in names
-    assert {"X.csv", "W_o.csv", "mask.csv", "concat.csv", "output.csv", "blocked_rows.csv"} <= names
-    assert len(names) == len(paths) == 10 * s.heads + 6
+    assert {"E.csv", "X.csv", "W_o.csv", "kv_head_of.csv", "mask.csv", "concat.csv", "output.csv",
+            "blocked_rows.csv"} <= names
+    assert len(names) == len(paths) == 10 * s.heads + 8
 
     def header_and_rows(name):
         with open(tmp_path / name, encoding="utf-8", newline="") as f:

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from strategies import sessions, small_session
+from strategies import sessions, small_session, stage_sessions
 
 from attnexplorer.core.engine import compute
 from attnexplorer.core.session import Mask, Scale
@@ -70,3 +70,16 @@ def test_snippet_runs_as_a_script_without_attnexplorer(tmp_path):
     assert done.returncode == 0, done.stderr
     printed = ast.literal_eval(done.stdout.strip().splitlines()[-1])
     np.testing.assert_allclose(np.array(printed), compute(s, dtype="float64").output, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(session=stage_sessions(max_n=4, max_d=4, max_heads=4, extra_ok=False))
+def test_snippet_with_stages_matches_engine(session):
+    """Positions, norm, biases, grouped K/V, a source, RoPE, ALiBi and b_o written out in torch."""
+    namespace = run_snippet(session_to_torch_code(session))
+    result = compute(session, dtype="float64")
+    assert_same(namespace, result)
+    for name in ("X", "Q_unrotated", "K_unrotated", "position_bias"):
+        if getattr(result, name) is not None:
+            np.testing.assert_allclose(namespace[name].numpy(), getattr(result, name), rtol=1e-12, atol=1e-12,
+                                       err_msg=name)
