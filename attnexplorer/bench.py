@@ -6,6 +6,9 @@ same run, so a busy machine slows both sides alike):
 - ``engine``: ``compute()`` against a bare torch ``softmax((X·W_q)(X·W_k)ᵀ·s)·(X·W_v)`` on
   the same inputs, n = 16 … 4,096, d = 64, on the CPU (and CUDA when present; device work is
   synchronised before a clock is read). Target: ratio ≤ 1.3 at n ≥ 256.
+- ``stages``: ``compute()`` on sessions with biases, grouped-query heads (8 sharing 2) and
+  RoPE or ALiBi, d = 512, d_k = 64, against the same arithmetic in bare torch, n = 1,024 and
+  2,048. Target: ratio ≤ 1.3.
 - ``redraw``: one cell edit → engine → every visible panel and table of the real main window
   repainted, n = 16 … 512, d = 64, one head. Targets: ≤ 16 ms at n = 64, ≤ 50 ms at n = 512.
 - ``drag``: redraws per second while the sine preset's τ slider is dragged at N = 512.
@@ -108,6 +111,19 @@ def bench_engine(sizes, devices, repeats) -> list[dict]:
             row = measure_engine_overhead(4096, d=64, heads=4, repeats=3, device=device)
             row["met"] = row["ratio"] <= TARGETS["engine_ratio"]
             rows.append(row)
+    return rows
+
+
+def bench_stages(sizes, devices, repeats) -> list[dict]:
+    from .core.stage_bench import measure_stages_overhead
+
+    rows = []
+    for device in devices:
+        for positions in ("rope", "alibi"):
+            for n in sizes:
+                row = measure_stages_overhead(n, positions, repeats=repeats, device=device)
+                row["met"] = row["ratio"] <= TARGETS["engine_ratio"]
+                rows.append(row)
     return rows
 
 
@@ -444,6 +460,7 @@ def collect(quick: bool = False, device: str | None = None) -> dict:
     results["targets"]["redraw_ms"] = {str(k): v for k, v in TARGETS["redraw_ms"].items()}
     if quick:
         results["engine"] = bench_engine([16, 256], devices, repeats=3)
+        results["stages"] = bench_stages([256], devices, repeats=2)
         results["redraw"] = bench_redraw([16, 64], repeats=3)
         results["drag"] = bench_drag(64, steps=4)
         results["heatmap"] = bench_heatmap([16, 64], repeats=2, runs=2)
@@ -451,6 +468,7 @@ def collect(quick: bool = False, device: str | None = None) -> dict:
         results["startup"] = bench_startup(1)
     else:
         results["engine"] = bench_engine([16, 64, 256, 512, 1024, 2048, 4096], devices, repeats=9)
+        results["stages"] = bench_stages([1024, 2048], devices, repeats=5)
         results["redraw"] = bench_redraw([16, 64, 256, 512], repeats=9)
         results["drag"] = bench_drag(512, steps=15)
         results["heatmap"] = bench_heatmap([16, 64, 256, 512], repeats=7)
@@ -477,6 +495,13 @@ def format_report(r: dict) -> str:
     for row in r["engine"]:
         out.append(f"  {row['device']:7}{row['n']:>6}{row['heads']:>6}{row['engine_ms']:>11.3f}"
                    f"{row['bare_ms']:>10.3f}{row['ratio']:>7.2f}{_mark(row['met'])}")
+    if r.get("stages"):
+        out.append("")
+        out.append("With biases, 8 query heads sharing 2 K/V heads, RoPE or ALiBi, d = 512, d_k = 64 (target ≤ 1.3×)")
+        out.append(f"  {'device':7}{'positions':>10}{'n':>6}{'engine ms':>11}{'bare ms':>10}{'ratio':>7}")
+        for row in r["stages"]:
+            out.append(f"  {row['device']:7}{row['positions']:>10}{row['n']:>6}{row['engine_ms']:>11.3f}"
+                       f"{row['bare_ms']:>10.3f}{row['ratio']:>7.2f}{_mark(row['met'])}")
     out.append("")
     out.append("Edit → every visible panel redrawn, main window 1280×800, d = 64, 1 head")
     for row in r["redraw"]:

@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Run `attnexplorer COMMAND --help` for each.",
     )
     p.add_argument("session_file", nargs="?", metavar="SESSION", help="a session file to open")
-    p.add_argument("--preset", metavar="NAME", help="open a preset, e.g. pronoun, dessert, sine, random")
+    p.add_argument("--preset", metavar="NAME", help="open a preset, e.g. pronoun, dessert, sine, random, rope, translate")
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="params",
                    help="a preset parameter (repeatable)")
     p.add_argument("--self-test", action="store_true",

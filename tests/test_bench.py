@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 ENGINE_FIELDS = {"n", "d", "heads", "device", "dtype", "engine_ms", "bare_ms", "ratio", "met"}
+STAGES_FIELDS = {"n", "d", "heads", "kv_heads", "positions", "device", "dtype", "engine_ms", "bare_ms", "ratio", "met"}
 REDRAW_FIELDS = {"n", "d", "heads", "median_ms", "compute_ms", "draw_ms", "target_ms", "met"}
 DRAG_FIELDS = {"n", "steps", "median_ms", "redraws_per_s", "undo_steps", "target_per_s", "met"}
 HEATMAP_FIELDS = {"n", "pyqtgraph_ms", "pyqtgraph_first_ms", "matplotlib_ms", "speedup", "met"}
@@ -24,9 +25,11 @@ def test_bench_json_has_the_documented_fields():
     assert proc.returncode == 0, proc.stderr
     start = proc.stdout.index("{")
     data = json.loads(proc.stdout[start:])
-    assert {"machine", "targets", "engine", "redraw", "drag", "heatmap", "large", "startup", "seconds"} <= set(data)
+    assert {"machine", "targets", "engine", "stages", "redraw", "drag", "heatmap", "large", "startup", "seconds"} <= set(data)
     assert {"python", "cpu", "cores", "torch", "devices"} <= set(data["machine"])
     assert data["engine"] and all(ENGINE_FIELDS <= set(row) for row in data["engine"])
+    assert {row["positions"] for row in data["stages"]} == {"rope", "alibi"}
+    assert all(STAGES_FIELDS <= set(row) and row["engine_ms"] > 0 for row in data["stages"])
     assert all(row["engine_ms"] > 0 and row["bare_ms"] > 0 for row in data["engine"])
     assert data["redraw"] and all(REDRAW_FIELDS <= set(row) for row in data["redraw"])
     assert DRAG_FIELDS <= set(data["drag"])
@@ -47,6 +50,7 @@ def test_bench_text_report_names_every_section():
     report = bench.format_report({
         "machine": {"cpu": "x", "cores": 2, "torch": "t", "torch_threads": 2, "devices": ["cpu"]},
         "engine": [fake_row],
+        "stages": [dict(fake_row, positions="rope", n=1024)],
         "redraw": [{"n": 64, "median_ms": 10.0, "target_ms": 16.0, "met": True}],
         "drag": {"n": 512, "redraws_per_s": 40.0, "median_ms": 25.0, "met": True, "undo_steps": 1},
         "heatmap": [{"n": 16, "pyqtgraph_ms": 1.0, "pyqtgraph_first_ms": 2.0, "matplotlib_ms": 20.0, "speedup": 20.0,
@@ -59,7 +63,8 @@ def test_bench_text_report_names_every_section():
     })
     for words in ("Fit a head (Adam, previous token, causal), CPU, no window: n = 16, d = 16: 250 steps/s",
                   "Fit in the window, n = 512, d = 64: 40 steps/s while the window drew 30 frames/s",
-                  "Engine vs bare torch", "Edit → every visible panel", "Dragging the sine", "matplotlib",
+                  "Engine vs bare torch", "8 query heads sharing 2 K/V heads", "Edit → every visible panel",
+                  "Dragging the sine", "matplotlib",
                   "Large session n = 4096: FAILED: boom", "Start-up"):
         assert words in report
 

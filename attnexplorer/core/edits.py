@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import difflib
 import math
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import numpy as np
 
 from .errors import SessionError
 from .session import MAX_DIM, MAX_HEADS, Mask, Scale, Session
+from .stages import alibi_slopes
 
 # The tables a user can edit cell by cell, by the names messages use.
 TABLES = ("embeddings", "W_q", "W_k", "W_v", "W_o")
@@ -47,8 +49,16 @@ def table_matrix(session: Session, table: str, head: int = 0) -> np.ndarray:
     if table in _PER_HEAD:
         if not 0 <= head < session.heads:
             raise SessionError(f"head {head} is outside 0..{session.heads - 1}", table)
-        return value[head]
+        return value[_stored_head(session, table, head)]
     return value
+
+
+def _stored_head(session: Session, table: str, head: int) -> int:
+    """Where query head ``head``'s matrix of ``table`` is stored: with grouped-query attention
+    W_k and W_v belong to the K/V head it shares (editing them edits every sharing head)."""
+    if table in ("W_k", "W_v") and session.kv_heads != session.heads:
+        return int(session.kv_head_of[head])
+    return head
 
 
 def cell_name(session: Session, table: str, row: int, col: int, head: int = 0) -> str:
@@ -62,7 +72,7 @@ def cell_name(session: Session, table: str, row: int, col: int, head: int = 0) -
 def _with_matrix(session: Session, table: str, head: int, matrix: np.ndarray) -> Session:
     if table in _PER_HEAD:
         full = np.array(getattr(session, _FIELD[table]))
-        full[head] = matrix
+        full[_stored_head(session, table, head)] = matrix
         return session.replace(**{_FIELD[table]: full})
     return session.replace(**{_FIELD[table]: matrix})
 
@@ -138,8 +148,20 @@ def _shape_hint(session: Session, table: str) -> str:
 
 # -- tokens -----------------------------------------------------------------------------
 
-def _remap_mask(mask: Mask, mapping: Sequence[int | None]) -> Mask:
-    """The mask for a new token order: ``mapping[new] = old index`` or None for a new token."""
+def _remap_mask(mask: Mask, mapping: Sequence[int | None], n_keys: int | None = None) -> Mask:
+    """The mask for a new token order: ``mapping[new] = old index`` or None for a new token.
+
+    ``n_keys`` is the source's length in cross-attention: the keys are then the source's
+    tokens, which do not move, so padding stays and only a custom mask's rows follow.
+    """
+    if n_keys is not None:
+        if mask.kind != "custom":
+            return mask
+        blocked = np.zeros((len(mapping), n_keys), dtype=bool)
+        for k, old in enumerate(mapping):
+            if old is not None:
+                blocked[k] = mask.blocked[old]
+        return Mask("custom", blocked=blocked)
     if mask.kind == "padding":
         pad = set(mask.padding)
         return Mask("padding", padding=tuple(k for k, old in enumerate(mapping) if old is not None and old in pad))
@@ -166,7 +188,14 @@ def _reorder(session: Session, tokens: Sequence[str], mapping: Sequence[int | No
             x[k] = session.embeddings[old]
         elif fill is not None:
             x[k] = fill[k]
-    return session.replace(tokens=tuple(tokens), embeddings=x, mask=_remap_mask(session.mask, mapping))
+    changes = {}
+    p = session.positions
+    if p is not None and p.kind == "learned" and p.table.shape[0] < n:
+        # A learned table needs a row per position: new positions get zero rows.
+        changes["positions"] = replace(p, table=_fit(p.table, (n, p.table.shape[1])))
+    n_keys = None if session.source is None else session.source.n
+    return session.replace(tokens=tuple(tokens), embeddings=x, mask=_remap_mask(session.mask, mapping, n_keys),
+                           **changes)
 
 
 def _token_index(session: Session, i: int, where: str = "tokens", allow_end: bool = False) -> int:
@@ -273,41 +302,80 @@ def _fit_w_out(session: Session, heads: int, d_v: int):
     return _fit(blocks, (heads, d_v, blocks.shape[2])).reshape(heads * d_v, -1)
 
 
+def _fit_or_none(a, shape):
+    return None if a is None else _fit(a, shape)
+
+
+def _d_in(session: Session, d: int) -> int:
+    """The rows of W_k and W_v: the source's width in cross-attention, else d."""
+    return d if session.source is None else session.source.d
+
+
 def resize_d(session: Session, d: int) -> Session:
-    """Embedding width ``d``: embeddings get/lose columns, every weight gets/loses rows."""
+    """Embedding width ``d``: embeddings get/lose columns, every weight reading them gets/loses
+    rows (W_k and W_v read the source in cross-attention, whose width stays), and so do the
+    norm's weight and bias and a learned position table."""
     d = _check_size(d, "d", MAX_DIM)
-    h = session.heads
+    h, g = session.heads, session.kv_heads
+    changes = {}
+    if session.norm is not None:
+        norm = session.norm
+        changes["norm"] = replace(norm, weight=None if norm.weight is None else _fit(norm.weight - 1.0, (d,)) + 1.0,
+                                  bias=_fit_or_none(norm.bias, (d,)))  # a new weight is 1: the norm's identity
+    p = session.positions
+    if p is not None and p.kind == "learned":
+        changes["positions"] = replace(p, table=_fit(p.table, (p.table.shape[0], d)))
     return session.replace(
         embeddings=_fit(session.embeddings, (session.n, d)),
         w_query=_fit(session.w_query, (h, d, session.d_k)),
-        w_key=_fit(session.w_key, (h, d, session.d_k)),
-        w_value=_fit(session.w_value, (h, d, session.d_v)),
+        w_key=_fit(session.w_key, (g, _d_in(session, d), session.d_k)),
+        w_value=_fit(session.w_value, (g, _d_in(session, d), session.d_v)),
+        **changes,
     )
 
 
 def resize_dk(session: Session, d_k: int) -> Session:
-    """Query/key width ``d_k`` (W_q and W_k together)."""
+    """Query/key width ``d_k`` (W_q and W_k together, and their biases)."""
     d_k = _check_size(d_k, "d_k", MAX_DIM)
-    shape = (session.heads, session.d, d_k)
-    return session.replace(w_query=_fit(session.w_query, shape), w_key=_fit(session.w_key, shape))
+    h, g, d_in = session.heads, session.kv_heads, _d_in(session, session.d)
+    return session.replace(w_query=_fit(session.w_query, (h, session.d, d_k)), w_key=_fit(session.w_key, (g, d_in, d_k)),
+                           b_query=_fit_or_none(session.b_query, (h, d_k)), b_key=_fit_or_none(session.b_key, (g, d_k)))
 
 
 def resize_dv(session: Session, d_v: int) -> Session:
-    """Value width ``d_v`` (W_v, and W_o's rows per head)."""
+    """Value width ``d_v`` (W_v and its bias, and W_o's rows per head)."""
     d_v = _check_size(d_v, "d_v", MAX_DIM)
-    return session.replace(w_value=_fit(session.w_value, (session.heads, session.d, d_v)),
+    g = session.kv_heads
+    return session.replace(w_value=_fit(session.w_value, (g, _d_in(session, session.d), d_v)),
+                           b_value=_fit_or_none(session.b_value, (g, d_v)),
                            w_out=_fit_w_out(session, session.heads, d_v))
 
 
 def set_heads(session: Session, heads: int) -> Session:
-    """``heads`` heads: existing heads keep their weights, new heads start at zeros."""
+    """``heads`` heads: existing heads keep their weights, new heads start at zeros.
+
+    Grouped-query K/V heads stay as they are (``heads`` must remain a multiple of them);
+    otherwise every head has its own K and V, as before. Explicit ALiBi slopes follow the
+    heads (a new head gets the paper's slope for its place)."""
     heads = _check_size(heads, "heads", MAX_HEADS)
     d, dk, dv = session.d, session.d_k, session.d_v
+    g = heads if session.kv_heads == session.heads else session.kv_heads
+    d_in = _d_in(session, d)
+    changes = {}
+    p = session.positions
+    if p is not None and p.kind == "alibi" and p.slopes is not None:
+        slopes = alibi_slopes(heads)
+        slopes[: min(heads, len(p.slopes))] = p.slopes[:heads]
+        changes["positions"] = replace(p, slopes=slopes)
     return session.replace(
         w_query=_fit(session.w_query, (heads, d, dk)),
-        w_key=_fit(session.w_key, (heads, d, dk)),
-        w_value=_fit(session.w_value, (heads, d, dv)),
+        w_key=_fit(session.w_key, (g, d_in, dk)),
+        w_value=_fit(session.w_value, (g, d_in, dv)),
+        b_query=_fit_or_none(session.b_query, (heads, dk)),
+        b_key=_fit_or_none(session.b_key, (g, dk)),
+        b_value=_fit_or_none(session.b_value, (g, dv)),
         w_out=_fit_w_out(session, heads, dv),
+        **changes,
     )
 
 
@@ -333,13 +401,13 @@ def toggle_padding(session: Session, j: int) -> Session:
     window or custom mask the current pattern is kept as a custom mask and column ``j`` is
     toggled: fully blocked becomes open, anything else becomes fully blocked.
     """
-    j = _token_index(session, j, "mask.padding")
+    j = _key_index(session, j, "mask.padding")
     mask = session.mask
     if mask.kind in ("none", "padding"):
         pad = set(mask.padding) if mask.kind == "padding" else set()
         pad ^= {j}
         return session.replace(mask=Mask("padding", padding=tuple(pad)))
-    blocked = mask.matrix(session.n).copy()
+    blocked = _mask_matrix(session)
     blocked[:, j] = not blocked[:, j].all()
     return session.replace(mask=Mask("custom", blocked=blocked))
 
@@ -347,7 +415,21 @@ def toggle_padding(session: Session, j: int) -> Session:
 def toggle_blocked(session: Session, i: int, j: int) -> Session:
     """Flip cell (query ``i``, key ``j``) of the mask; any mask becomes a custom one."""
     i = _token_index(session, i, "mask.blocked")
-    j = _token_index(session, j, "mask.blocked")
-    blocked = session.mask.matrix(session.n).copy()
+    j = _key_index(session, j, "mask.blocked")
+    blocked = _mask_matrix(session)
     blocked[i, j] = not blocked[i, j]
     return session.replace(mask=Mask("custom", blocked=blocked))
+
+
+def _key_index(session: Session, j: int, where: str) -> int:
+    """A key position: a source position in cross-attention, else a token position."""
+    if session.source is None:
+        return _token_index(session, j, where)
+    top = session.source.n - 1
+    if isinstance(j, bool) or not isinstance(j, (int, np.integer)) or not 0 <= j <= top:
+        raise SessionError(f"source position {j!r} is outside 0..{top}", where)
+    return int(j)
+
+
+def _mask_matrix(session: Session) -> np.ndarray:
+    return session.mask.matrix(session.n, None if session.source is None else session.source.n).copy()

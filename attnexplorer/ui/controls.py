@@ -36,7 +36,8 @@ _STEPS = 1000  # slider resolution for float values
 
 def toggle_padding(document: SessionDocument, j: int) -> bool:
     """Block/unblock token ``j`` as a key for every query (a click on a token header)."""
-    name = document.session.tokens[j] if 0 <= j < document.session.n else j
+    keys = document.session.key_tokens  # the source's tokens in cross-attention
+    name = keys[j] if 0 <= j < len(keys) else j
     return apply_edit(document, lambda s: edits.toggle_padding(s, j), f"Toggle padding of {name!r}")
 
 

@@ -256,7 +256,8 @@ class TokensPage(QWidget):
         return None
 
     def _on_token_header_clicked(self, row: int) -> None:
-        if self.document.session.mask.kind == "padding":
+        # In cross-attention padding blocks source tokens, which this table does not list.
+        if self.document.session.mask.kind == "padding" and self.document.session.source is None:
             from .controls import toggle_padding
 
             toggle_padding(self.document, row)

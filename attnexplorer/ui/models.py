@@ -220,6 +220,8 @@ class TokenModel(QAbstractTableModel):
     def _blocked_keys(session) -> np.ndarray:
         mask = session.mask
         out = np.zeros(session.n, dtype=bool)
+        if session.source is not None:  # the keys are the source's tokens, not these
+            return out
         if mask.kind == "padding":
             out[list(mask.padding)] = True
         elif mask.kind == "custom":
@@ -263,6 +265,8 @@ class TokenModel(QAbstractTableModel):
         base = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
         if index.column() == self.TEXT:
             return base | Qt.ItemFlag.ItemIsEditable
+        if self._session.source is not None:
+            return Qt.ItemFlag.ItemIsSelectable  # cross-attention: these tokens are queries, never keys
         return base | Qt.ItemFlag.ItemIsUserCheckable
 
     def setData(self, index, value, role=Qt.ItemDataRole.EditRole) -> bool:
@@ -278,6 +282,10 @@ class TokenModel(QAbstractTableModel):
             self.document.edit(new, f"Rename token {i} to {new.tokens[i]!r}", merge_key=("token", i))
             return True
         if index.column() == self.BLOCKED and role == Qt.ItemDataRole.CheckStateRole:
+            if self._session.source is not None:
+                self.document.refuse("With a source (cross-attention) the keys are the source's tokens: "
+                                     "these tokens are queries and cannot be padding")
+                return False
             want = Qt.CheckState(value) == Qt.CheckState.Checked if not isinstance(value, bool) else value
             if want == bool(self._blocked[i]):
                 return True

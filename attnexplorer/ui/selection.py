@@ -19,7 +19,7 @@ class Selection:
     def clamp(self, session: Session) -> "Selection":
         head = min(max(self.head, 0), session.heads - 1)
         query = min(max(self.query, 0), session.n - 1)
-        key = None if self.key is None else min(max(self.key, 0), session.n - 1)
+        key = None if self.key is None else min(max(self.key, 0), session.n_keys - 1)  # source positions in cross-attention
         return Selection(head, query, key)
 
     @classmethod

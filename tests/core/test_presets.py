@@ -23,7 +23,7 @@ from attnexplorer.core.presets import pronoun, sine
 from attnexplorer.core.session import Mask, Scale
 from walkthroughs import DESSERT_OUTPUT, DESSERT_SCORES_2, DESSERT_WEIGHTS_2, DESSERT_X_2
 
-NAMES = ["pronoun", "dessert", "sine", "random"]
+NAMES = ["pronoun", "dessert", "sine", "random", "rope", "translate"]
 
 
 # -- dessert (walkthrough 001) ---------------------------------------------------------
@@ -333,7 +333,7 @@ def test_bad_assignments(item):
 
 
 def test_unknown_preset_names_the_choices():
-    with pytest.raises(PresetError, match=r"unknown preset 'cake'; choose one of pronoun, dessert, sine, random"):
+    with pytest.raises(PresetError, match=r"unknown preset 'cake'; choose one of pronoun, dessert, sine, random, rope, translate"):
         build_preset("cake")
 
 

@@ -112,9 +112,10 @@ class Preset:
 
 def _registry() -> dict[str, Preset]:
     # Imported here, not at module level, so that each preset module can import this one.
-    from . import dessert, pronoun, random_start, sine
+    from . import dessert, pronoun, random_start, rope, sine, translate
 
-    return {p.name: p for p in (pronoun.PRESET, dessert.PRESET, sine.PRESET, random_start.PRESET)}
+    return {p.name: p for p in (pronoun.PRESET, dessert.PRESET, sine.PRESET, random_start.PRESET, rope.PRESET,
+                                translate.PRESET)}
 
 
 def list_presets() -> list[Preset]:

@@ -48,7 +48,8 @@ def clamp_selection(document, result):
     n = result.n
     head = min(max(sel.head, 0), heads - 1)
     query = min(max(sel.query, 0), n - 1)
-    key = None if sel.key is None else min(max(sel.key, 0), n - 1)
+    # Keys are the source's tokens in cross-attention.
+    key = None if sel.key is None else min(max(sel.key, 0), len(result.key_tokens) - 1)
     return head, query, key
 
 

@@ -206,14 +206,15 @@ class EmbeddingPanel(FigurePanel):
         session = result.session
         head, query, key = clamp_selection(self.document, result)
         q2 = self._first_two(result.Q[head, query][None, :])
-        k2 = self._first_two(result.K[head])
+        group = head if result.kv_head_of is None else int(result.kv_head_of[head])  # grouped-query
+        k2 = self._first_two(result.K[group])
         extent = max(float(np.abs(np.vstack([q2, k2, session.embeddings])).max()), 1e-9)
         head_size = 0.06 * extent
         self.key_arrows.setData(*arrow_segments(k2, head_size))
         self.query_arrow.setData(*arrow_segments(q2, head_size))
         if key is not None:
             self.key_arrow.setData(*arrow_segments(k2[key:key + 1], head_size))
-            self.tip_labels[1].setText(f"k: {result.tokens[key]}")
+            self.tip_labels[1].setText(f"k: {result.key_tokens[key]}")
             self.tip_labels[1].setPos(*k2[key])
         else:
             self.key_arrow.setData([], [])

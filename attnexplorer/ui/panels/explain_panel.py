@@ -79,7 +79,7 @@ class ExplainPanel(Panel):
         which = "selected key" if key is not None else "the key it weights most"
         heads = "" if result.heads == 1 else f", head {head}"
         self._show("\n\n".join(parts),
-                   f"Query {result.tokens[query]!r} and {which}, {result.tokens[chosen]!r}{heads}")
+                   f"Query {result.tokens[query]!r} and {which}, {result.key_tokens[chosen]!r}{heads}")
 
     def _show(self, text: str, caption: str) -> None:
         if self.text_view.toPlainText() != text:

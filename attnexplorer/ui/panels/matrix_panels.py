@@ -44,7 +44,7 @@ class _SingleMatrixPanel(FigurePanel):
         blocked = result.mask if self.masked else None
         blocked_rows = result.blocked_rows if self.masked else None
         levels = None if self.signed else (0.0, 1.0)
-        self.view.set_matrix(matrix, row_labels=result.tokens, col_labels=result.tokens, levels=levels,
+        self.view.set_matrix(matrix, row_labels=result.tokens, col_labels=result.key_tokens, levels=levels,
                              blocked=blocked, blocked_rows=blocked_rows)
         self.view.set_selection(query, key)
 
@@ -145,13 +145,16 @@ class QKVPanel(FigurePanel):
             return
         head, query, key = clamp_selection(self.document, result)
         self.set_heading(self.title if result.Q.shape[0] == 1 else f"{self.title} — head {head}")
-        q, k, v = result.Q[head], result.K[head], result.V[head]
+        # With grouped-query attention this query head reads a shared K/V head.
+        group = head if result.kv_head_of is None else int(result.kv_head_of[head])
+        q, k, v = result.Q[head], result.K[group], result.V[group]
         bound = max(theme.symmetric_levels(m)[1] for m in (q, k, v))
         levels = (-bound, bound)
         tokens = result.tokens
         self.q_view.set_matrix(q, row_labels=tokens, col_labels=feature_names("q", q.shape[1]), levels=levels)
-        self.k_view.set_matrix(k, row_labels=tokens, col_labels=feature_names("k", k.shape[1]), levels=levels)
-        self.v_view.set_matrix(v, row_labels=tokens, col_labels=feature_names("v", v.shape[1]), levels=levels)
+        keys = result.key_tokens
+        self.k_view.set_matrix(k, row_labels=keys, col_labels=feature_names("k", k.shape[1]), levels=levels)
+        self.v_view.set_matrix(v, row_labels=keys, col_labels=feature_names("v", v.shape[1]), levels=levels)
         self.redraw_selection()
 
     def redraw_selection(self) -> None:

@@ -190,8 +190,9 @@ class QueryPanel(FigurePanel):
         scores = result.scaled_scores[head, query]
         weights = result.weights[head, query]
         colors = self._key_colors(weights)
-        self.score_chart.set_bars(scores, tokens, color=theme.QUERY_COLOR, blocked=blocked, selected=key)
-        self.weight_chart.set_bars(weights, tokens, color=theme.CATEGORY_COLORS[-1],
+        keys = result.key_tokens  # the source's tokens in cross-attention
+        self.score_chart.set_bars(scores, keys, color=theme.QUERY_COLOR, blocked=blocked, selected=key)
+        self.weight_chart.set_bars(weights, keys, color=theme.CATEGORY_COLORS[-1],
                                    highlight=list(colors.items()), selected=key)
         self._draw_sum(result, head, query)
 
@@ -216,10 +217,11 @@ class QueryPanel(FigurePanel):
         weights = np.asarray(result.weights[head, query], dtype=np.float64)
         full_d_v = result.V.shape[2]
         d_v = min(full_d_v, MAX_OUTPUT_DIMS)  # more bars than this would be slivers
-        values = np.asarray(result.V[head, :, :d_v], dtype=np.float64)
+        group = head if result.kv_head_of is None else int(result.kv_head_of[head])  # grouped-query
+        values = np.asarray(result.V[group, :, :d_v], dtype=np.float64)
         total = np.asarray(result.head_outputs[head, query, :d_v], dtype=np.float64)
         shown, rest = self._contributors(weights)
-        groups = [(f"{result.tokens[k]!r} (#{k}) w={theme.format_value(weights[k], 3)}", weights[k] * values[k])
+        groups = [(f"{result.key_tokens[k]!r} (#{k}) w={theme.format_value(weights[k], 3)}", weights[k] * values[k])
                   for k in shown]
         if rest:
             groups.append((f"other keys ({len(rest)})", (weights[rest, None] * values[rest]).sum(axis=0)))
@@ -273,7 +275,7 @@ class QueryPanel(FigurePanel):
             if key is not None and data is not None:
                 value = theme.format_value(float(data[head, query, key]), 5)
                 blocked = " (blocked by the mask)" if result.mask[query, key] else ""
-                self.show_readout(f"query {result.tokens[query]!r} → key {result.tokens[key]!r} (#{key}): "
+                self.show_readout(f"query {result.tokens[query]!r} → key {result.key_tokens[key]!r} (#{key}): "
                                   f"{name} {value}{blocked}")
                 return
         if self.sum_chart.vb.sceneBoundingRect().contains(scene_pos) and self._groups:

@@ -1,0 +1,107 @@
+"""The engine with the stages of a real head against the same arithmetic in bare torch.
+
+``measure_stages_overhead(n, positions="rope" | "alibi")`` times ``compute()`` on a session
+with biases on Q, K and V, grouped-query K/V heads (8 query heads sharing 2) and RoPE or ALiBi
+(a session holds one kind of positions), against bare torch from tensors already on the
+device: ``softmax((X·W_q + b_q)(X·W_k + b_k)ᵀ·s [+ bias])·(X·W_v + b_v)`` with RoPE applied to
+Q and K by hand and K, V repeated for the query heads that share them. Like
+``engine.measure_engine_overhead``, calls alternate, device work is synchronised before a
+clock is read, and the ratio is everything the engine adds (its caches, overflow bound and
+host arrays of every intermediate).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .engine import compute, resolve
+from .errors import EngineError
+from .session import Session
+from .stages import Positions, alibi_slopes, rope_angles
+
+
+def stage_session(n: int, d: int = 512, heads: int = 8, kv_heads: int = 2, d_k: int = 64, positions: str = "rope",
+                  seed: int = 0) -> Session:
+    """A random session with biases, grouped K/V heads and ``positions`` ("rope" or "alibi")."""
+    rng = np.random.default_rng(seed)
+    w = 1.0 / np.sqrt(d)  # keeps the scores O(1), as in a trained layer, so no softmax saturates
+    return Session(
+        tokens=tuple(f"t{i}" for i in range(n)),
+        embeddings=rng.normal(size=(n, d)),
+        w_query=rng.normal(size=(heads, d, d_k)) * w, w_key=rng.normal(size=(kv_heads, d, d_k)) * w,
+        w_value=rng.normal(size=(kv_heads, d, d_k)) * w,
+        b_query=rng.normal(size=(heads, d_k)) * 0.1, b_key=rng.normal(size=(kv_heads, d_k)) * 0.1,
+        b_value=rng.normal(size=(kv_heads, d_k)) * 0.1,
+        positions=Positions("rope") if positions == "rope" else Positions("alibi"),
+    )
+
+
+def measure_stages_overhead(n: int, positions: str = "rope", repeats: int = 5, device: str = "cpu",
+                            dtype: str = "float32", d: int = 512, heads: int = 8, kv_heads: int = 2,
+                            d_k: int = 64) -> dict:
+    """Median milliseconds of ``compute()`` and of the bare torch equivalent, side by side.
+
+    Returns ``{"n", "d", "heads", "kv_heads", "positions", "device", "dtype", "repeats",
+    "engine_ms", "bare_ms", "ratio"}``.
+    """
+    import torch
+
+    if positions not in ("rope", "alibi"):
+        raise EngineError(f"positions must be 'rope' or 'alibi', got {positions!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise EngineError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    dev, tdtype = resolve(device, dtype)
+    s = stage_session(n, d, heads, kv_heads, d_k, positions)
+    keep = None if dev.type == "cpu" else ("output",)
+
+    def t(a):
+        return torch.tensor(a, dtype=tdtype, device=dev)
+
+    x, wq, wk, wv = t(s.embeddings), t(s.w_query), t(s.w_key), t(s.w_value)
+    bq, bk, bv = t(s.b_query)[:, None, :], t(s.b_key)[:, None, :], t(s.b_value)[:, None, :]
+    angles = rope_angles(n, d_k, s.positions.theta)
+    cos, sin = t(np.cos(angles)), t(np.sin(angles))
+    i = np.arange(n)
+    bias = t(-alibi_slopes(heads)[:, None, None] * np.abs(i[:, None] - i[None, :])[None]) if positions == "alibi" else None
+    factor = s.scale.factor(d_k)
+    group = heads // kv_heads
+    half = d_k // 2
+
+    def rope(z):
+        a, b = z[..., :half], z[..., half:]
+        return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    def bare():
+        with torch.inference_mode():
+            q, k, v = x @ wq + bq, x @ wk + bk, x @ wv + bv
+            if bias is None:
+                q, k = rope(q), rope(k)
+            scores = q @ k.repeat_interleave(group, dim=0).mT * factor
+            if bias is not None:
+                scores = scores + bias
+            out = torch.softmax(scores, dim=-1) @ v.repeat_interleave(group, dim=0)
+        sync()
+        return out
+
+    def engine():
+        return compute(s, device=device, dtype=dtype, keep=keep)
+
+    for _ in range(2):  # warm-up: allocations, kernels, the engine's device caches
+        bare()
+        engine()
+    times = {"bare": [], "engine": []}
+    for r in range(repeats):
+        for name, fn in (("bare", bare), ("engine", engine)) if r % 2 == 0 else (("engine", engine), ("bare", bare)):
+            start = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - start) * 1000.0)
+    engine_ms = float(np.median(times["engine"]))
+    bare_ms = float(np.median(times["bare"]))
+    return {"n": n, "d": d, "heads": heads, "kv_heads": kv_heads, "positions": positions, "device": str(dev),
+            "dtype": dtype, "repeats": repeats, "engine_ms": engine_ms, "bare_ms": bare_ms, "ratio": engine_ms / bare_ms}
