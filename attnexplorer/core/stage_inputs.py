@@ -135,7 +135,8 @@ def alibi_tensor(slopes: np.ndarray, n: int, tdtype, dev):
     torch = _torch()
     i = torch.arange(n, device=dev, dtype=torch.float64)
     distance = (i[:, None] - i[None, :]).abs()
-    return (-torch.tensor(slopes, dtype=torch.float64, device=dev)[:, None, None] * distance).to(tdtype)
+    # 0 − x, not −x: the diagonal is +0, not −0 (which exports would write as "-0.0").
+    return (0.0 - torch.tensor(slopes, dtype=torch.float64, device=dev)[:, None, None] * distance).to(tdtype)
 
 
 def _largest_input_row(session: Session) -> float:

@@ -270,7 +270,7 @@ def alibi_slopes(heads: int) -> np.ndarray:
 def alibi_bias(slopes: np.ndarray, n: int) -> np.ndarray:
     """position_bias[h, i, j] = −slope_h · |i − j|, (H, n, n)."""
     i = np.arange(n)
-    return -np.asarray(slopes, dtype=np.float64)[:, None, None] * np.abs(i[:, None] - i[None, :])[None]
+    return 0.0 - np.asarray(slopes, dtype=np.float64)[:, None, None] * np.abs(i[:, None] - i[None, :])[None]
 
 
 def rope_pairs(dims: int, layout: str) -> tuple[np.ndarray, np.ndarray]:

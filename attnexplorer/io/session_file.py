@@ -337,7 +337,7 @@ def session_from_dict(obj: Any, source: str = "session") -> Session:
     scale = _scale(obj.get("scale", "inv_sqrt_dk"), source)
     preset = _preset(obj.get("preset"), source)
     norm = _norm(obj.get("norm"), d, source) if v2 else None
-    positions = _positions(obj.get("positions"), source) if v2 else None
+    positions = _positions(obj.get("positions"), source, wq[0].shape[1]) if v2 else None
 
     known = KNOWN_KEYS if v2 else KNOWN_KEYS_V1
     extra = {k: v for k, v in obj.items() if k not in known}
@@ -511,7 +511,7 @@ def _norm(value: Any, d: int, source: str) -> Norm | None:
     return Norm(kind, weight, bias, eps)
 
 
-def _positions(value: Any, source: str) -> Positions | None:
+def _positions(value: Any, source: str, d_k: int) -> Positions | None:
     if value is None:
         return None
     keys = {"sinusoidal": ("base",), "learned": ("table",), "rope": ("theta", "dims", "layout", "offset"),
@@ -533,8 +533,8 @@ def _positions(value: Any, source: str) -> Positions | None:
         dims = obj.get("dims")
         if dims is not None:
             dims = _whole(dims, source, "positions.dims", 2, MAX_DIM)
-            if dims % 2:
-                _fail(source, "positions.dims", f"{dims} must be even (RoPE rotates pairs of dimensions)")
+            if dims % 2 or dims > d_k:  # RoPE turns pairs of the query/key dimensions
+                _fail(source, "positions.dims", f"{dims} must be even and at most d_k = {d_k}")
         layout = obj.get("layout", "half")
         if layout not in ("half", "interleaved") or not isinstance(layout, str):
             _fail(source, "positions.layout", f"is {_describe(layout)}, expected \"half\" or \"interleaved\"")

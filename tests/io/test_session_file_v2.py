@@ -105,7 +105,7 @@ def test_a_v1_file_loads_unchanged_and_v2_names_in_it_stay_extras():
     (lambda d: d.update(kv_heads=d["kv_heads"] + d["kv_heads"][:1]), "kv_heads: 3 does not divide 4 query heads"),
     (lambda d: d["heads"][0].update(W_k=[[1, 0, 0, 0]] * 4), "heads[0] has 'W_k', but kv_heads gives the keys and values"),
     (lambda d: d.update(positions={"kind": "rope", "dims": 6}), "positions.dims 6 must be even and at most d_k = 4"),
-    (lambda d: d.update(positions={"kind": "rope", "dims": 5}), "positions.dims 5 must be even (RoPE rotates pairs of dimensions)"),
+    (lambda d: d.update(positions={"kind": "rope", "dims": 5}), "positions.dims 5 must be even and at most d_k = 4"),
     (lambda d: d.update(positions={"kind": "rope", "layout": "zigzag"}), "positions.layout is 'zigzag', expected \"half\" or \"interleaved\""),
     (lambda d: d.update(positions={"kind": "rope", "offset": -1}), "positions.offset is -1, expected 0..1000000"),
     (lambda d: d.update(positions={"kind": "alibi", "slopes": [1, 2]}), "positions.slopes has 2 numbers, expected one per head (4)"),
