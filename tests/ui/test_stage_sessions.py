@@ -67,3 +67,7 @@ def test_cross_attention_puts_the_source_tokens_along_the_bottom(open_window, qt
     assert weights.view.matrix_shape == (3, 4)
     assert weights.view.getAxis("bottom").labels == ("the", "black", "cat", ".")
     assert weights.view.getAxis("left").labels == ("le", "chat", "noir")
+    qkv = _panel(window, "qkv")
+    qkv.redraw()
+    assert qkv.k_view.getAxis("left").labels == ("the", "black", "cat", ".")  # K's rows are the source's
+    assert qkv.k_view.matrix_shape == (4, 3) and qkv.q_view.matrix_shape == (3, 3)

@@ -132,6 +132,7 @@ class QKVPanel(FigurePanel):
             # Same tokens in the same rows as Q: one set of row labels leaves room for the numbers.
             view.setLabel("left", None)
             view.getAxis("left").setStyle(showValues=False)
+        self._keys_labelled = False
         self.figure.layout.setRowStretchFactor(1, 1)
 
     def views(self) -> list[MatrixView]:
@@ -153,6 +154,12 @@ class QKVPanel(FigurePanel):
         tokens = result.tokens
         self.q_view.set_matrix(q, row_labels=tokens, col_labels=feature_names("q", q.shape[1]), levels=levels)
         keys = result.key_tokens
+        cross = result.source_tokens is not None
+        if cross != self._keys_labelled:
+            # Cross-attention: K and V rows are the source's tokens, not Q's, so they get labels.
+            self._keys_labelled = cross
+            for view in (self.k_view, self.v_view):
+                view.getAxis("left").setStyle(showValues=cross)
         self.k_view.set_matrix(k, row_labels=keys, col_labels=feature_names("k", k.shape[1]), levels=levels)
         self.v_view.set_matrix(v, row_labels=keys, col_labels=feature_names("v", v.shape[1]), levels=levels)
         self.redraw_selection()
