@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from strategies import stage_sessions
 
 from attnexplorer.core.errors import SessionError
@@ -168,3 +169,42 @@ def test_session_checks_the_same_things_when_built_in_python():
     with pytest.raises(SessionError, match=r"^positions: rope needs an even d_k|^positions.dims: RoPE rotates pairs"):
         Session(("a",), np.ones((1, 3)), np.ones((1, 3, 3)), np.ones((1, 3, 3)), np.ones((1, 3, 1)),
                 positions=Positions("rope"))
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 10) | st.floats(allow_nan=False, allow_infinity=False) |
+    st.sampled_from(["rope", "alibi", "layer", "rms", "half", "interleaved", "learned", "sinusoidal"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["kind", "dims", "slopes", "table", "weight", "bias", "eps", "tokens", "embeddings", "W_k",
+                         "b_k", "W_v", "b_v", "offset", "layout", "theta", "base"]), inner, max_size=4),
+    max_leaves=10)
+
+
+@st.composite
+def mutated_v2(draw):
+    d = draw(st.sampled_from([v2_dict, cross_dict]))()
+    for _ in range(draw(st.integers(1, 3))):
+        target, key = d, draw(st.sampled_from(sorted(d)))
+        while key in target and isinstance(target[key], (dict, list)) and target[key] and draw(st.booleans()):
+            target = target[key]
+            key = draw(st.sampled_from(sorted(target))) if isinstance(target, dict) else \
+                draw(st.integers(0, len(target) - 1))
+        action = draw(st.sampled_from(["replace", "delete", "number"]))
+        if action == "delete" and isinstance(target, dict):
+            target.pop(key, None)
+        elif action == "number":
+            target[key] = draw(st.sampled_from([0, -1, 1e308, 2 ** 63, True, 0.5, 3, 5, 70000]))
+        else:
+            target[key] = draw(json_values)
+    return d
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_v2())
+def test_fuzz_mutated_v2_files_raise_only_session_error(d):
+    try:
+        s = loads_session(json.dumps(d), "f.json")
+    except SessionError as err:
+        assert str(err).startswith("f.json: ") and "\n" not in str(err)
+    else:
+        assert loads_session(dumps_session(s)) == s
