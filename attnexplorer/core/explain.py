@@ -66,13 +66,14 @@ def _need(result: AttentionResult, *names: str) -> None:
         raise AttnExplorerError(f"this result was computed without {', '.join(missing)}; recompute with them kept to explain it")
 
 
-def query_row(result: AttentionResult, h: int, i: int):
+def query_row(result: AttentionResult, h: int, i: int, session: Session | None = None):
     """Raw scores, scaled scores and weights of query ``i`` (float64 rows of length n).
 
     Read from the result when it carries the n×n matrices; otherwise worked out from Q and K
     exactly as the engine does (scale, mask, stable softmax, a fully blocked row is 0). The
     window keeps only what its visible panels need for big sessions, and one row costs n·d_k
-    where the matrices cost n² per head.
+    where the matrices cost n² per head. With ALiBi the bias is added from the result's
+    ``position_bias`` or, when the result lacks it too, from ``session``.
     """
     if result.scores is not None:
         scores = np.asarray(result.scores[h, i], dtype=np.float64)
@@ -82,8 +83,9 @@ def query_row(result: AttentionResult, h: int, i: int):
         scaled = np.asarray(result.scaled_scores[h, i], dtype=np.float64)
     else:
         scaled = scores * float(result.scale_factor)
-        if result.position_bias is not None:
-            scaled = scaled + np.asarray(result.position_bias[h, i], dtype=np.float64)
+        bias = _alibi_row(result, session, h, i)
+        if bias is not None:
+            scaled = scaled + bias
     if result.weights is not None:
         weights = np.asarray(result.weights[h, i], dtype=np.float64)
     else:
@@ -93,6 +95,16 @@ def query_row(result: AttentionResult, h: int, i: int):
             e = np.exp(scaled[free] - scaled[free].max())
             weights[free] = e / e.sum()
     return scores, scaled, weights
+
+
+def _alibi_row(result: AttentionResult, session: Session | None, h: int, i: int) -> np.ndarray | None:
+    """ALiBi's bias row −slope_h·|i − j| of query i, or None without ALiBi (or not known)."""
+    if result.position_bias is not None:
+        return np.asarray(result.position_bias[h, i], dtype=np.float64)
+    p = None if session is None else session.positions
+    if p is None or p.kind != "alibi":
+        return None
+    return 0.0 - p.slopes_for(session.heads)[h] * np.abs(i - np.arange(result.n))
 
 
 def _kv(result: AttentionResult, h: int) -> int:
@@ -165,7 +177,7 @@ def explain_cell(result: AttentionResult, head: int, query: int, key: int) -> Ce
     q = np.array(result.Q[h, i], dtype=np.float64)
     k = np.array(result.K[g, j], dtype=np.float64)
     products = q * k
-    scores_row, row, weights_row = query_row(result, h, i)
+    scores_row, row, weights_row = query_row(result, h, i, session)
     score = float(scores_row[j])
     scaled = float(row[j])
     factor = float(result.scale_factor)
@@ -185,7 +197,8 @@ def explain_cell(result: AttentionResult, head: int, query: int, key: int) -> Ce
     # The summary line (inserted first, below) already writes out q·k term by term.
     lines = stage_lines(session, result, h, i, j)
     lines.append(f"score = q({qt})·k({kt}), the sum of the {len(q)} products above = {fmt(score)}")
-    bias = None if result.position_bias is None else float(result.position_bias[h, i, j])
+    bias_row = _alibi_row(result, session, h, i)
+    bias = None if bias_row is None else float(bias_row[j])
     if bias is not None:
         slope = -bias / abs(i - j) if i != j else None
         what = f"ALiBi −{fmt(slope)}×|{i}−{j}|" if slope is not None else f"ALiBi −slope×|{i}−{j}|"
@@ -275,7 +288,7 @@ def explain_output(result: AttentionResult, head: int, query: int, top: int | No
     if result.weights is not None:
         weights = np.asarray(result.weights[h, i], dtype=np.float64)
     else:
-        weights = query_row(result, h, i)[2]
+        weights = query_row(result, h, i, session)[2]
     if result.head_outputs is not None:
         output = np.array(result.head_outputs[h, i], dtype=np.float64)
     else:

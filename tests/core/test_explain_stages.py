@@ -42,3 +42,17 @@ def test_cross_attention_names_the_source_key():
     assert cell.key_token == "black" and "k(black) from source row 1" in cell.text
     out = ax.explain_output(s, r, head=0, query=2, top=1)
     assert out.terms[0].token == "black"
+
+
+def test_a_result_kept_small_explains_alibi_the_same():
+    """The window keeps only what its panels read: without position_bias and the n×n
+    matrices, the ALiBi term comes from the session and the numbers do not change."""
+    rng = np.random.default_rng(2)
+    s = Session(tuple("abcde"), rng.normal(size=(5, 3)), rng.normal(size=(2, 3, 2)), rng.normal(size=(2, 3, 2)),
+                rng.normal(size=(2, 3, 2)), positions=Positions("alibi"), mask=Mask("causal"))
+    full = ax.compute(s, dtype="float64")
+    small = ax.compute(s, dtype="float64", keep=("Q", "K", "V"))
+    assert small.position_bias is None and small.scaled_scores is None
+    a, b = ax.explain_cell(s, full, 1, 4, 1), ax.explain_cell(s, small, 1, 4, 1)
+    assert b.scaled_score == pytest.approx(a.scaled_score, rel=1e-12) and b.weight == pytest.approx(a.weight, rel=1e-12)
+    assert "ALiBi" in b.text
