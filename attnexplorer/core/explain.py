@@ -17,7 +17,6 @@ import numpy as np
 from .engine import AttentionResult
 from .errors import AttnExplorerError
 from .explain_stages import stage_lines
-from .session import Session
 
 # Longer sums are cut so that a line stays readable; the numbers are all in the dataclass.
 MAX_TERMS_SHOWN = 8
@@ -66,14 +65,14 @@ def _need(result: AttentionResult, *names: str) -> None:
         raise AttnExplorerError(f"this result was computed without {', '.join(missing)}; recompute with them kept to explain it")
 
 
-def query_row(result: AttentionResult, h: int, i: int, session: Session | None = None):
+def query_row(result: AttentionResult, h: int, i: int):
     """Raw scores, scaled scores and weights of query ``i`` (float64 rows of length n).
 
     Read from the result when it carries the n×n matrices; otherwise worked out from Q and K
     exactly as the engine does (scale, mask, stable softmax, a fully blocked row is 0). The
     window keeps only what its visible panels need for big sessions, and one row costs n·d_k
     where the matrices cost n² per head. With ALiBi the bias is added from the result's
-    ``position_bias`` or, when the result lacks it too, from ``session``.
+    ``position_bias`` or, when the result lacks it too, from its session.
     """
     if result.scores is not None:
         scores = np.asarray(result.scores[h, i], dtype=np.float64)
@@ -83,7 +82,7 @@ def query_row(result: AttentionResult, h: int, i: int, session: Session | None =
         scaled = np.asarray(result.scaled_scores[h, i], dtype=np.float64)
     else:
         scaled = scores * float(result.scale_factor)
-        bias = _alibi_row(result, session, h, i)
+        bias = _alibi_row(result, h, i)
         if bias is not None:
             scaled = scaled + bias
     if result.weights is not None:
@@ -97,14 +96,14 @@ def query_row(result: AttentionResult, h: int, i: int, session: Session | None =
     return scores, scaled, weights
 
 
-def _alibi_row(result: AttentionResult, session: Session | None, h: int, i: int) -> np.ndarray | None:
+def _alibi_row(result: AttentionResult, h: int, i: int) -> np.ndarray | None:
     """ALiBi's bias row −slope_h·|i − j| of query i, or None without ALiBi (or not known)."""
     if result.position_bias is not None:
         return np.asarray(result.position_bias[h, i], dtype=np.float64)
-    p = None if session is None else session.positions
+    p = result.session.positions
     if p is None or p.kind != "alibi":
         return None
-    return 0.0 - p.slopes_for(session.heads)[h] * np.abs(i - np.arange(result.n))
+    return 0.0 - p.slopes_for(result.session.heads)[h] * np.abs(i - np.arange(result.n))
 
 
 def _kv(result: AttentionResult, h: int) -> int:
@@ -177,7 +176,7 @@ def explain_cell(result: AttentionResult, head: int, query: int, key: int) -> Ce
     q = np.array(result.Q[h, i], dtype=np.float64)
     k = np.array(result.K[g, j], dtype=np.float64)
     products = q * k
-    scores_row, row, weights_row = query_row(result, h, i, session)
+    scores_row, row, weights_row = query_row(result, h, i)
     score = float(scores_row[j])
     scaled = float(row[j])
     factor = float(result.scale_factor)
@@ -197,7 +196,7 @@ def explain_cell(result: AttentionResult, head: int, query: int, key: int) -> Ce
     # The summary line (inserted first, below) already writes out q·k term by term.
     lines = stage_lines(session, result, h, i, j)
     lines.append(f"score = q({qt})·k({kt}), the sum of the {len(q)} products above = {fmt(score)}")
-    bias_row = _alibi_row(result, session, h, i)
+    bias_row = _alibi_row(result, h, i)
     bias = None if bias_row is None else float(bias_row[j])
     if bias is not None:
         slope = -bias / abs(i - j) if i != j else None
@@ -288,7 +287,7 @@ def explain_output(result: AttentionResult, head: int, query: int, top: int | No
     if result.weights is not None:
         weights = np.asarray(result.weights[h, i], dtype=np.float64)
     else:
-        weights = query_row(result, h, i, session)[2]
+        weights = query_row(result, h, i)[2]
     if result.head_outputs is not None:
         output = np.array(result.head_outputs[h, i], dtype=np.float64)
     else:

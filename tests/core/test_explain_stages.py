@@ -11,7 +11,7 @@ from attnexplorer.core.stages import Norm, Positions
 def test_rope_angles_per_pair_and_the_relative_position():
     s = ax.build_preset("rope").session
     r = ax.compute(s, dtype="float64")
-    text = ax.explain_cell(s, r, head=0, query=3, key=2).text
+    text = ax.explain_cell(r, head=0, query=3, key=2).text
     assert "RoPE turns each pair of q(on) by position 3 × ω and of k(sat) by 2 × ω" in text
     assert "pair 0 (dims 0, 2), ω = 1: q turned 3 rad, k turned 2 rad, difference -1 rad" in text
     assert "pair 1 (dims 1, 3), ω = 0.5: q turned 1.5 rad, k turned 1 rad, difference -0.5 rad" in text
@@ -23,7 +23,7 @@ def test_norm_mean_and_scale_alibi_term_and_shared_heads():
                 np.ones((2, 2, 2)), np.ones((2, 2, 1)), norm=Norm("layer", eps=1e-5),
                 positions=Positions("alibi", slopes=[0.5, 0.25, 0.125, 1.0]), mask=Mask("causal"))
     r = ax.compute(s, dtype="float64")
-    c = ax.explain_cell(s, r, head=3, query=2, key=0)
+    c = ax.explain_cell(r, head=3, query=2, key=0)
     # Row c = [2, 2]: mean 2, variance 0, so the scale is 1/√eps.
     assert "LayerNorm of c's row: mean 2, scale 1/√(variance + eps) = 1/√(0 + 1e-05) = 316" in c.text
     assert "query head 3 reads K/V head 1, shared by query heads 2, 3" in c.text
@@ -31,16 +31,16 @@ def test_norm_mean_and_scale_alibi_term_and_shared_heads():
     assert c.scaled_score == pytest.approx(c.score * r.scale_factor - 2.0)
     rms = s.replace(norm=Norm("rms", eps=1e-6), positions=None)
     r = ax.compute(rms, dtype="float64")
-    text = ax.explain_cell(rms, r, head=0, query=1, key=1).text
+    text = ax.explain_cell(r, head=0, query=1, key=1).text
     assert "RMSNorm of b's row: scale 1/√(mean(row²) + eps) = 1/√(2.12 + 1e-06) = 0.686" in text
 
 
 def test_cross_attention_names_the_source_key():
     s = ax.build_preset("translate").session
     r = ax.compute(s)
-    cell = ax.explain_cell(s, r, head=0, query=2, key=1)
+    cell = ax.explain_cell(r, head=0, query=2, key=1)
     assert cell.key_token == "black" and "k(black) from source row 1" in cell.text
-    out = ax.explain_output(s, r, head=0, query=2, top=1)
+    out = ax.explain_output(r, head=0, query=2, top=1)
     assert out.terms[0].token == "black"
 
 
@@ -53,6 +53,6 @@ def test_a_result_kept_small_explains_alibi_the_same():
     full = ax.compute(s, dtype="float64")
     small = ax.compute(s, dtype="float64", keep=("Q", "K", "V"))
     assert small.position_bias is None and small.scaled_scores is None
-    a, b = ax.explain_cell(s, full, 1, 4, 1), ax.explain_cell(s, small, 1, 4, 1)
+    a, b = ax.explain_cell(full, 1, 4, 1), ax.explain_cell(small, 1, 4, 1)
     assert b.scaled_score == pytest.approx(a.scaled_score, rel=1e-12) and b.weight == pytest.approx(a.weight, rel=1e-12)
     assert "ALiBi" in b.text

@@ -19,7 +19,7 @@ def open_window(qtbot, tmp_path, monkeypatch):
     made = []
 
     def make(session):
-        doc = SessionDocument(session, {})
+        doc = SessionDocument(session)
         window = MainWindow(doc, AppSettings())
         window.ask_unsaved = lambda: "discard"
         qtbot.addWidget(window)

@@ -66,7 +66,7 @@ class ExplainPanel(Panel):
         chosen = key
         if chosen is None:
             weights = (result.weights[head, query] if result.weights is not None
-                       else query_row(result, head, query, session)[2])
+                       else query_row(result, head, query)[2])
             chosen = int(np.argmax(weights))
 
         parts = []
