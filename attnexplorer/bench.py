@@ -478,6 +478,14 @@ def collect(quick: bool = False, device: str | None = None) -> dict:
 
     results["fit_steps"] = bench_fit_steps(steps=100 if quick else 300, repeats=1 if quick else 3)
     results["fit_gui"] = bench_fit_gui(128 if quick else 512, seconds=1.0 if quick else 3.0)
+    # Real models (MiniLM, SmolLM2 from its cache): fresh processes of their own; not with --quick,
+    # which the tests run, since opening a model there would cost a minute.
+    if quick:
+        results["models"] = []
+    else:
+        from .commands.bench_models import bench_models
+
+        results["models"] = bench_models()
     results["seconds"] = time.perf_counter() - started
     return results
 
@@ -543,6 +551,11 @@ def format_report(r: dict) -> str:
         from .commands.fit_bench import format_fit
 
         out += format_fit(r, _mark)
+    if r.get("models"):
+        from .commands.bench_models import format_rows
+
+        out.append("")
+        out.extend(format_rows(r["models"]))
     out.append("")
     out.append(f"({r['seconds']:.0f} s in all)")
     return "\n".join(out)

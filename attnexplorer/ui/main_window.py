@@ -105,6 +105,7 @@ class MainWindow(QMainWindow):
         self._shown_once = False
 
         self.actions = SessionActions(document, self, self.settings, data_dir=data_dir, parent=self)
+        self.model_controller = None   # made on the first File ▸ Open model… (it imports the models package)
         self.actions.modified_changed.connect(self._update_title)
         self.actions.path_changed.connect(self._update_title)
         self._make_status_bar()
@@ -263,6 +264,7 @@ class MainWindow(QMainWindow):
         file.addAction(a.new_action)
         file.addAction(a.open_action)
         file.addMenu(a.recent_menu)
+        self.open_model_action = file.addAction("Open &model…", self.open_model)
         file.addSeparator()
         file.addAction(a.save_action)
         file.addAction(a.save_as_action)
@@ -492,6 +494,14 @@ class MainWindow(QMainWindow):
         return False
 
     # -- export and copy -------------------------------------------------------------------
+    def open_model(self) -> None:
+        """File ▸ Open model…: a real model's attention in a window of its own, a layer in the tables."""
+        if self.model_controller is None:
+            from .model_window import ModelController
+
+            self.model_controller = ModelController(self, self.document, self.actions)
+        self.model_controller.open_dialog()
+
     def export_figure(self):
         from .figure_dialog import FigureExportDialog
 

@@ -198,6 +198,16 @@ class SessionActions(QObject):
         self._replace(session, path=None)
         return True
 
+    def adopt_session(self, session: Session) -> bool:
+        """Switch to a session made in memory (a real model's layer, File ▸ Open model…), after
+        the unsaved-changes question; it belongs to no file. It starts unmodified: the model
+        can make it again, so moving to another layer asks nothing until the user edits it.
+        Returns True when the document was replaced."""
+        if not self.confirm_discard():
+            return False
+        self._replace(session, path=None)
+        return True
+
     def open_dialog(self) -> bool:
         path = self.window.ask_open_path()
         return bool(path) and self.open_path(path)

@@ -1,0 +1,72 @@
+"""The arithmetic behind the model view and the head view, Qt-free and tested without a display.
+
+- ``head_colours(H)``: one distinct colour per head (the head view's "all heads").
+- ``head_lines(weights, head, hover)``: the lines the head view draws between a query (left)
+  and a key (right): their alpha is the weight (what BertViz users know); with all heads, each
+  head's lines in its colour at the weight divided among the heads would vanish, so each keeps
+  its own weight and the drawing order puts the strongest on top. Hovering a token keeps only
+  the lines that touch it. Lines fainter than ``floor`` are left out: they would cost drawing
+  time and show nothing.
+- ``max_difference(a, b)`` and ``badge_text``: how far an edited layer is from the model.
+"""
+
+from __future__ import annotations
+
+import colorsys
+
+import numpy as np
+
+
+def head_colours(count: int) -> list[tuple[int, int, int]]:
+    """Evenly spaced hues at one saturation and value, so no head stands out by brightness."""
+    out = []
+    for h in range(count):
+        r, g, b = colorsys.hsv_to_rgb((h / max(count, 1) + 0.58) % 1.0, 0.75, 0.85)
+        out.append((int(r * 255), int(g * 255), int(b * 255)))
+    return out
+
+
+def head_lines(weights: np.ndarray, head: int | None, hover: tuple[str, int] | None = None,
+               floor: float = 0.01) -> np.ndarray:
+    """Rows (head, query, key, alpha) to draw, weakest first, for ``weights`` of shape (H, n, n).
+
+    ``head`` None means every head. ``hover`` is ("query", i) or ("key", j) or None.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    heads = range(w.shape[0]) if head is None else [head]
+    rows = []
+    for h in heads:
+        q, k = np.nonzero(w[h] >= floor)
+        a = w[h][q, k]
+        if hover is not None:
+            side, index = hover
+            keep = (q == index) if side == "query" else (k == index)
+            q, k, a = q[keep], k[keep], a[keep]
+        rows.append(np.column_stack([np.full(len(q), h), q, k, a]))
+    lines = np.concatenate(rows) if rows else np.zeros((0, 4))
+    return lines[np.argsort(lines[:, 3], kind="stable")]
+
+
+def max_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a − b| over all entries, ignoring cells both sides block (NaN or the same inf)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return float("inf")
+    return float(np.nanmax(np.abs(a - b))) if a.size else 0.0
+
+
+def _short(x: float) -> str:
+    """2e-07 → 2e-7: the way people write it."""
+    if x == 0:
+        return "0"
+    mantissa, exponent = f"{x:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def badge_text(difference: float, tolerance: float = 1e-5) -> str:
+    """The badge under the tables: how close the current weights are to the model's."""
+    if difference <= tolerance:
+        return f"matches the model: max |Δ| = {_short(difference)}"
+    if difference == float("inf"):
+        return "edited: the shape no longer matches the model's layer"
+    return f"edited: differs from the model by up to {difference:.3g} (weights)"

@@ -1,0 +1,346 @@
+"""File ▸ Open model…: pick a model and a text, load it off the GUI thread, and explore it.
+
+``ModelController`` (owned by the main window) runs the whole path:
+1. ``OpenModelDialog`` asks for the model (a packaged one, a folder or a .gguf file), the text
+   and the layer, and refuses what ``models.resolve`` refuses before anything is loaded;
+2. a worker thread opens the model (kept for the next open of the same model) and runs it on
+   the text, reporting progress to a cancellable progress dialog; a cancelled or superseded
+   load's result is dropped (generation counter, as the document does);
+3. ``ModelWindow`` shows the model view (every layer × head) and the head view, and the chosen
+   layer goes into the tables as a session, unsaved, with the head selected. A badge says how
+   far the tables' weights are from the model's for that layer.
+
+Every refusal is a message in the dialog or a message box; nothing in the document changes
+until a layer is ready.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QThread, Qt, Signal, Slot
+from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout,
+                               QLabel, QLineEdit, QProgressDialog, QPushButton, QScrollArea, QSpinBox,
+                               QTabWidget, QVBoxLayout, QWidget)
+
+from ..core.errors import AttnExplorerError
+from ..models import missing_dependencies, packaged_models, resolve
+from ..models.views import badge_text, max_difference
+from .model_views import HeadView, ModelGrid
+
+DEFAULT_TEXT = "The dog fetched the ball and she was happy"
+
+
+class OpenModelDialog(QDialog):
+    """Model, text, layer. ``accept`` only once the model resolves and the text is not empty."""
+
+    def __init__(self, parent=None, spec: str = "minilm", text: str = DEFAULT_TEXT, layer: int = 0):
+        super().__init__(parent)
+        self.setWindowTitle("Open model")
+        self.model_box = QComboBox()
+        self.model_box.setEditable(True)
+        for name, what, installed in packaged_models():
+            self.model_box.addItem(name if installed else f"{name} (not installed)", name)
+            self.model_box.setItemData(self.model_box.count() - 1, what, Qt.ItemDataRole.ToolTipRole)
+        self.model_box.setCurrentText(spec)
+        folder = QPushButton("Folder…")
+        folder.clicked.connect(self._browse_folder)
+        gguf = QPushButton(".gguf file…")
+        gguf.clicked.connect(self._browse_gguf)
+        row = QHBoxLayout()
+        row.addWidget(self.model_box, 1)
+        row.addWidget(folder)
+        row.addWidget(gguf)
+        self.text_edit = QLineEdit(text)
+        self.layer_spin = QSpinBox()
+        self.layer_spin.setRange(0, 999)
+        self.layer_spin.setValue(layer)
+        self.problem = QLabel("")
+        self.problem.setWordWrap(True)
+        self.problem.setStyleSheet("color: #b00020")
+        form = QFormLayout()
+        form.addRow("Model", row)
+        form.addRow("Text", self.text_edit)
+        form.addRow("Layer", self.layer_spin)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.problem)
+        layout.addWidget(buttons)
+        self.resize(560, self.sizeHint().height())
+
+    def spec(self) -> str:
+        index = self.model_box.findText(self.model_box.currentText())
+        data = self.model_box.itemData(index) if index >= 0 else None
+        return str(data or self.model_box.currentText()).strip()
+
+    def _browse_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "A model folder (config.json, *.safetensors)")
+        if path:
+            self.model_box.setCurrentText(path)
+
+    def _browse_gguf(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "A GGUF model file", "", "GGUF models (*.gguf)")
+        if path:
+            self.model_box.setCurrentText(path)
+
+    def check(self) -> str | None:
+        """Why the dialog cannot be accepted as filled in, or None."""
+        if not self.text_edit.text().strip():
+            return "the text is empty: type a sentence for the model to read"
+        try:
+            resolve(self.spec())
+        except AttnExplorerError as err:
+            return str(err)
+        return None
+
+    def accept(self) -> None:
+        problem = self.check()
+        if problem:
+            self.problem.setText(problem)
+            return
+        super().accept()
+
+
+class _Loader(QObject):
+    progress = Signal(int, float, str)
+    done = Signal(int, object, object)   # generation, (loaded, run) or None, error text or None
+
+    def __init__(self):
+        super().__init__()
+        self.models: dict[Path, object] = {}   # opened models, by their file or folder
+        self.cancel = threading.Event()
+
+    @Slot(int, str, str)
+    def run(self, generation: int, spec: str, text: str) -> None:
+        from ..models.loading import Cancelled, load_model
+
+        try:
+            source = resolve(spec)
+            loaded = self.models.get(source.path)
+            if loaded is None:
+                loaded = load_model(source, lambda f, m: self.progress.emit(generation, f, m), self.cancel.is_set)
+                self.models[source.path] = loaded
+            if self.cancel.is_set():
+                raise Cancelled()
+            self.progress.emit(generation, 0.97, f"running {source.label} on the text")
+            self.done.emit(generation, (loaded, loaded.run(text)), None)
+        except Cancelled:
+            self.done.emit(generation, None, None)
+        except AttnExplorerError as err:
+            self.done.emit(generation, None, str(err))
+        except Exception as err:   # a model that breaks transformers must not take the window down
+            self.done.emit(generation, None, f"the model failed to run: {err}")
+
+
+class ModelWindow(QWidget):
+    """The model view and the head view of one model run, and the badge."""
+
+    layer_chosen = Signal(int, int)   # layer, head
+
+    def __init__(self, parent=None):
+        super().__init__(parent, Qt.WindowType.Window)
+        self.loaded = None
+        self.run = None
+        self.layer = 0
+        self.header = QLabel("")
+        self.header.setWordWrap(True)
+        self.grid = ModelGrid()
+        self.grid.chosen.connect(self.layer_chosen)
+        scroll = QScrollArea()
+        scroll.setWidget(self.grid)
+        scroll.setWidgetResizable(True)
+        self.head_view = HeadView()
+        self.head_box = QComboBox()
+        self.head_box.currentIndexChanged.connect(self._on_head_box)
+        self.layer_label = QLabel("")
+        head_page = QWidget()
+        controls = QHBoxLayout()
+        controls.addWidget(self.layer_label)
+        controls.addStretch(1)
+        controls.addWidget(QLabel("Show"))
+        controls.addWidget(self.head_box)
+        page = QVBoxLayout(head_page)
+        page.addLayout(controls)
+        page.addWidget(self.head_view, 1)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(scroll, "Model view")
+        self.tabs.addTab(head_page, "Head view")
+        self.badge = QLabel("")
+        self.badge.setObjectName("modelBadge")
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.header)
+        layout.addWidget(self.tabs, 1)
+        layout.addWidget(self.badge)
+        self.resize(1000, 720)
+
+    def show_run(self, loaded, run, layer: int, head: int = 0) -> None:
+        self.loaded, self.run = loaded, run
+        self.setWindowTitle(f"{loaded.source.label}: attention on “{run.text}”")
+        self.header.setText(f"{loaded.describe()}. {len(run.tokens)} tokens: {' '.join(run.tokens)}. "
+                            "Click a thumbnail to load that layer into the tables.")
+        self.grid.set_attentions(run.attentions)
+        with_all = ["all heads"] + [f"head {h}" for h in range(loaded.num_heads)]
+        self.head_box.blockSignals(True)
+        self.head_box.clear()
+        self.head_box.addItems(with_all)
+        self.head_box.blockSignals(False)
+        self.set_layer(layer, head)
+
+    def set_layer(self, layer: int, head: int) -> None:
+        self.layer = layer
+        self.grid.set_selected(layer, head)
+        self.layer_label.setText(f"Layer {layer}: lines from each query (left) to each key (right), "
+                                 "opacity = weight; hover a token to isolate its lines")
+        self.head_view.set_layer(self.run.tokens, self.run.attentions[layer])
+        self.head_box.setCurrentIndex(head + 1)
+        self.head_view.set_head(head)
+
+    def _on_head_box(self, index: int) -> None:
+        self.head_view.set_head(None if index <= 0 else index - 1)
+
+    def update_badge(self, weights, layer: int) -> None:
+        """Compare the tables' weights (H, n, n) with the model's at ``layer``."""
+        if self.run is None or weights is None:
+            self.badge.setText("")
+            return
+        self.badge.setText(f"Tables: layer {layer}: "
+                           + badge_text(max_difference(weights, self.run.attentions[layer])))
+
+
+def _stop(thread: QThread, cancel: threading.Event) -> None:
+    cancel.set()   # a load in progress stops at its next step
+    thread.quit()
+    thread.wait(120000)
+
+
+class ModelController(QObject):
+    """Owns the loader thread, the progress dialog and the model window for a main window."""
+
+    def __init__(self, main_window, document, actions):
+        super().__init__(main_window)
+        self.main_window, self.document, self.actions = main_window, document, actions
+        self._generation = 0
+        self._progress: QProgressDialog | None = None
+        self._request = ("minilm", DEFAULT_TEXT, 0)
+        self.tables_layer: int | None = None   # the run's layer that the tables were loaded with
+        self._thread = QThread()
+        self._thread.setObjectName("attnexplorer-model-loader")
+        self._loader = _Loader()
+        self._loader.moveToThread(self._thread)
+        self._loader.progress.connect(self._on_progress)
+        self._loader.done.connect(self._on_done)
+        self._thread.start()
+        self.window = ModelWindow(main_window)
+        self.window.layer_chosen.connect(self.load_layer)
+        document.result_changed.connect(self._on_result)
+        # Qt aborts when a QThread object dies while its thread runs: stop it with the controller.
+        self._finalizer = weakref.finalize(self, _stop, self._thread, self._loader.cancel)
+
+    def shutdown(self) -> None:
+        self._finalizer()
+
+    def open_dialog(self) -> None:
+        problem = missing_dependencies()
+        if problem:
+            self.main_window.show_error("Open model", problem)
+            return
+        dialog = OpenModelDialog(self.main_window, *self._request)
+        if dialog.exec() != QDialog.DialogCode.Accepted:
+            return
+        self.start(dialog.spec(), dialog.text_edit.text(), dialog.layer_spin.value())
+
+    def start(self, spec: str, text: str, layer: int) -> int:
+        """Load (or reuse) ``spec`` and run it on ``text`` off the GUI thread; returns the generation."""
+        self._request = (spec, text, layer)
+        self._generation += 1
+        self._loader.cancel.clear()
+        self._progress = QProgressDialog(f"Opening {spec}…", "Cancel", 0, 100, self.main_window)
+        self._progress.setWindowTitle("Open model")
+        self._progress.setMinimumDuration(300)
+        self._progress.setWindowModality(Qt.WindowModality.WindowModal)
+        self._progress.canceled.connect(self.cancel)
+        self._progress.setValue(0)
+        from PySide6.QtCore import QMetaObject, Q_ARG
+
+        QMetaObject.invokeMethod(self._loader, "run", Qt.ConnectionType.QueuedConnection,
+                                 Q_ARG(int, self._generation), Q_ARG(str, spec), Q_ARG(str, text))
+        return self._generation
+
+    def cancel(self) -> None:
+        self._loader.cancel.set()
+        self._generation += 1   # whatever arrives now is dropped
+        self._close_progress()
+
+    def _close_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.canceled.disconnect(self.cancel)
+            self._progress.close()
+            self._progress.deleteLater()
+            self._progress = None
+
+    def _on_progress(self, generation: int, fraction: float, message: str) -> None:
+        if generation == self._generation and self._progress is not None:
+            self._progress.setLabelText(message)
+            self._progress.setValue(int(round(100 * fraction)))
+
+    def _on_done(self, generation: int, payload, error) -> None:
+        if generation != self._generation:
+            return
+        self._close_progress()
+        if error:
+            self.main_window.show_error("Open model", error)
+            return
+        if payload is None:
+            return
+        loaded, run = payload
+        spec, text, layer = self._request
+        if layer >= loaded.num_layers:
+            self.main_window.show_error("Open model", f"layer {layer} is out of range: "
+                                        f"{loaded.source.label} has layers 0..{loaded.num_layers - 1}")
+            return
+        self.window.show_run(loaded, run, layer)
+        self.window.show()
+        self.window.raise_()
+        self.load_layer(layer, 0)
+
+    def load_layer(self, layer: int, head: int) -> bool:
+        """Put ``layer`` of the current run into the tables (asking about unsaved work first)."""
+        from ..io.session_file import session_from_dict
+
+        loaded, run = self.window.loaded, self.window.run
+        try:
+            session = session_from_dict(loaded.layer_session(run, layer), f"{loaded.source.label} layer {layer}")
+        except AttnExplorerError as err:
+            self.main_window.show_error("Open model", str(err))
+            return False
+        # Set before the switch: a small session's result can arrive inside adopt_session.
+        previous, self.tables_layer = self.tables_layer, layer
+        self.window.set_layer(layer, head)
+        if not self.actions.adopt_session(session):
+            self.tables_layer = previous
+            return False
+        self.document.set_selection(head=head)
+        return True
+
+    def _on_result(self, result) -> None:
+        """The badge follows every compute of the tables; the head view draws the tables'
+        weights while they hold this run's layer, so an edit shows in its lines too."""
+        run = self.window.run
+        if run is None or result is None:
+            return
+        session = getattr(result, "session", None) or self.document.session
+        if tuple(session.tokens) != tuple(run.tokens):
+            self.window.badge.setText("the tables hold another session")
+            return
+        weights = getattr(result, "weights", None)
+        if self.tables_layer is None:
+            return
+        self.window.update_badge(weights, self.tables_layer)
+        if (weights is not None and self.window.layer == self.tables_layer
+                and weights.shape == run.attentions[self.tables_layer].shape):
+            self.window.head_view.set_layer(run.tokens, weights)

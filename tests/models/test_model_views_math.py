@@ -1,0 +1,66 @@
+"""The head view's lines and the badge, without Qt."""
+
+import numpy as np
+
+from attnexplorer.models.views import badge_text, head_colours, head_lines, max_difference
+
+
+def _weights():
+    w = np.zeros((2, 3, 3))
+    w[0] = [[1, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]]
+    w[1] = [[1, 0, 0], [0.9, 0.1, 0], [0.005, 0.005, 0.99]]
+    return w
+
+
+def test_one_head_lines_carry_the_weights_weakest_first():
+    lines = head_lines(_weights(), 0)
+    assert set(lines[:, 0]) == {0}
+    assert lines.shape == (6, 4)   # the six nonzero weights of head 0
+    assert np.all(np.diff(lines[:, 3]) >= 0)
+    assert [tuple(r) for r in lines[-1:]] == [(0, 0, 0, 1.0)]
+
+
+def test_all_heads_and_the_floor():
+    lines = head_lines(_weights(), None, floor=0.01)
+    assert set(lines[:, 0]) == {0, 1}
+    # head 1's 0.005 weights are below the floor
+    assert not np.any((lines[:, 0] == 1) & (lines[:, 3] < 0.01))
+
+
+def test_hover_isolates_a_token():
+    q = head_lines(_weights(), None, hover=("query", 2))
+    assert set(q[:, 1]) == {2}
+    k = head_lines(_weights(), 0, hover=("key", 1))
+    assert set(k[:, 2]) == {1} and sorted(k[:, 3]) == [0.3, 0.5]
+
+
+def test_colours_are_distinct():
+    colours = head_colours(12)
+    assert len(set(colours)) == 12
+
+
+def test_badge():
+    a = _weights()
+    assert max_difference(a, a + 2e-7) < 3e-7
+    assert badge_text(2e-7) == "matches the model: max |Δ| = 2e-7"
+    assert badge_text(0.0) == "matches the model: max |Δ| = 0"
+    assert badge_text(max_difference(a, a * 0.5)) == "edited: differs from the model by up to 0.5 (weights)"
+    assert badge_text(max_difference(a, a[:, :2, :2])).startswith("edited: the shape")
+
+
+def test_bench_rows_read_as_a_report():
+    from attnexplorer.bench import format_report
+    from attnexplorer.commands.bench_models import format_rows
+
+    rows = [{"model": "minilm", "target_s": 3.0, "seconds": 2.5, "met": True, "tokens": 32, "layers": 6,
+             "heads": 12, "from_cache": False, "import_s": 1.0, "open_s": 0.5, "run_s": 0.4, "paint_s": 0.6},
+            {"model": "smollm2", "target_s": 5.0, "seconds": None, "met": None, "error": "smollm2 is not installed"}]
+    lines = format_rows(rows)
+    assert "  minilm    32 tokens, 6 × 12 thumbnails: 2.50 s (target ≤ 3 s)  ok" in lines
+    assert "  smollm2  not measured: smollm2 is not installed" in lines
+    report = format_report({
+        "machine": {"cpu": "x", "cores": 2, "torch": "t", "torch_threads": 2, "devices": ["cpu"]},
+        "engine": [], "redraw": [], "heatmap": [], "large": {"n": 1, "error": "e"},
+        "drag": {"n": 512, "redraws_per_s": 40.0, "median_ms": 25.0, "met": True, "undo_steps": 1},
+        "startup": {"error": "e"}, "models": rows, "seconds": 1.0})
+    assert "Real models: open → text run → model view painted" in report

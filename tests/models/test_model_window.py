@@ -1,0 +1,156 @@
+"""File ▸ Open model…: the dialog, the loader thread, the model view, the head view, the badge.
+
+Driven on the tiny random GPT-2 of conftest.py (a real transformers model, loaded through the
+same worker thread as MiniLM or SmolLM2 would be)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, Qt
+
+from attnexplorer.core.presets import build_preset
+from attnexplorer.ui.document import SessionDocument
+from attnexplorer.ui.main_window import MainWindow
+from attnexplorer.ui.model_views import HeadView, ModelGrid
+from attnexplorer.ui.model_window import OpenModelDialog
+from attnexplorer.ui.settings import AppSettings
+
+TEXT = "The dog fetched the ball"
+
+
+@pytest.fixture
+def win(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
+    built = build_preset("pronoun")
+    doc = SessionDocument(built.session)
+    window = MainWindow(doc, AppSettings())
+    window.errors = []
+    window.show_error = lambda title, text: window.errors.append(text)
+    window.ask_unsaved = lambda: "discard"
+    qtbot.addWidget(window)
+    yield window
+    if window.model_controller is not None:
+        window.model_controller.window.close()
+        window.model_controller.shutdown()
+    window.actions.autosaver.discard()
+    doc.shutdown()
+
+
+def test_grid_paints_each_head_and_reports_clicks(qtbot):
+    grid = ModelGrid()
+    qtbot.addWidget(grid)
+    att = np.zeros((3, 4, 5, 5))
+    att[..., 0] = 1.0                 # every query on the first key ...
+    att[2, 1] = np.eye(5)             # ... but layer 2, head 1 looks at itself
+    grid.set_attentions(att)
+    grid.show()
+    qtbot.waitExposed(grid)
+    image = grid.grab().toImage()
+    r = grid.cell_rect(2, 1)
+    step = r.width() / 5
+    on_diag = image.pixelColor(int(r.left() + 3.5 * step), int(r.top() + 3.5 * step))
+    off_diag = image.pixelColor(int(r.left() + 0.5 * step), int(r.top() + 3.5 * step))
+    assert on_diag.red() > 200 and on_diag.green() > 200 and on_diag.blue() < 100   # viridis 1: yellow
+    assert off_diag.blue() > off_diag.green() and off_diag.red() < 100              # viridis 0: purple
+    with qtbot.waitSignal(grid.chosen) as got:
+        qtbot.mouseClick(grid, Qt.MouseButton.LeftButton, pos=r.center().toPoint())
+    assert got.args == [2, 1]
+    assert grid.cell_at(1, 1) is None
+
+
+def test_head_view_hover_isolates_a_token(qtbot):
+    view = HeadView()
+    qtbot.addWidget(view)
+    view.resize(500, 300)
+    w = np.full((2, 4, 4), 0.25)
+    view.set_layer(["a", "b", "c", "d"], w)
+    view.show()
+    qtbot.waitExposed(view)
+    label, top, row = view._geometry()
+    qtbot.mouseMove(view, QPoint(int(label / 2), int(top + 2.5 * row)))
+    qtbot.waitUntil(lambda: view.hover == ("query", 2))
+    qtbot.mouseMove(view, QPoint(view.width() - 10, int(top + 0.5 * row)))
+    qtbot.waitUntil(lambda: view.hover == ("key", 0))
+    view.set_head(None)
+    assert view.head is None
+
+
+def test_dialog_refuses_an_empty_text_and_a_missing_model(qtbot, tmp_path):
+    dialog = OpenModelDialog(None, spec=str(tmp_path / "nothing"), text="hello")
+    qtbot.addWidget(dialog)
+    dialog.accept()
+    assert "no such model" in dialog.problem.text() and dialog.result() == 0
+    dialog.model_box.setCurrentText("minilm")
+    dialog.text_edit.setText("  ")
+    dialog.accept()
+    assert "text is empty" in dialog.problem.text()
+    dialog.text_edit.setText("hello")
+    assert dialog.check() is None and dialog.spec() == "minilm"
+
+
+def test_open_model_fills_the_views_and_the_tables(win, qtbot, tiny_gpt2):
+    assert win.open_model_action.text() == "Open &model…"
+    from attnexplorer.ui.model_window import ModelController
+
+    win.model_controller = controller = ModelController(win, win.document, win.actions)
+    controller.start(str(tiny_gpt2), TEXT, 1)
+    qtbot.waitUntil(lambda: controller.window.run is not None or bool(win.errors), timeout=120000)
+    assert not win.errors, win.errors
+    run = controller.window.run
+    assert controller.window.isVisible()
+    assert run.attentions.shape[:2] == (2, 4)
+    assert tuple(win.document.session.tokens) == run.tokens
+    assert win.document.session.heads == 4
+    qtbot.waitUntil(lambda: controller.window.badge.text().startswith("Tables: layer 1: matches the model"), timeout=30000)
+    # another thumbnail: layer 0, head 3 goes into the tables with that head selected
+    with qtbot.waitSignal(win.document.result_changed, timeout=30000):
+        controller.window.grid.chosen.emit(0, 3)
+    assert win.document.selection.head == 3 and controller.window.layer == 0
+    qtbot.waitUntil(lambda: controller.window.badge.text().startswith("Tables: layer 0: matches the model"),
+                    timeout=30000)
+    # an edit in the tables: the badge says by how much the weights now differ
+    session = win.document.session
+    x = session.embeddings.copy()
+    x[2, 0] += 3.0   # one component: a whole row shifted alike would vanish in the LayerNorm
+    with qtbot.waitSignal(win.document.result_changed, timeout=30000):
+        win.document.edit(session.replace(embeddings=x), "Edit X")
+    assert "edited: differs from the model by up to" in controller.window.badge.text()
+
+
+def test_a_bad_model_is_a_message_and_changes_nothing(win, qtbot, tmp_path):
+    from attnexplorer.ui.model_window import ModelController
+
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00")
+    before = win.document.session
+    win.model_controller = controller = ModelController(win, win.document, win.actions)
+    controller.start(str(bad), TEXT, 0)
+    qtbot.waitUntil(lambda: bool(win.errors), timeout=60000)
+    assert "broken.gguf" in win.errors[0] and "\n" not in win.errors[0]
+    assert win.document.session is before and controller.window.run is None
+
+
+def test_cancel_drops_the_load(win, qtbot, tiny_bert):
+    from attnexplorer.ui.model_window import ModelController
+
+    before = win.document.session
+    win.model_controller = controller = ModelController(win, win.document, win.actions)
+    controller.start(str(tiny_bert), TEXT, 0)
+    controller.cancel()
+    qtbot.wait(200)
+    controller.shutdown()   # waits for the worker: whatever it finished is dropped
+    qtbot.wait(50)
+    assert controller.window.run is None and win.document.session is before and not win.errors
+
+
+def test_without_the_extra_open_model_says_what_to_install(win, monkeypatch):
+    from attnexplorer.ui import model_window
+
+    monkeypatch.setattr(model_window, "missing_dependencies",
+                        lambda: 'opening a model needs gguf: python3 -m pip install "attnexplorer[models]"')
+    before = win.document.session
+    win.open_model()
+    assert win.errors == ['opening a model needs gguf: python3 -m pip install "attnexplorer[models]"']
+    assert win.document.session is before
