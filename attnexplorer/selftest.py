@@ -159,6 +159,19 @@ def _drawn_share(image) -> float:
     return 1.0 - counts.max() / pixels.size
 
 
+def _check_window_platform(report: _Report, env: dict) -> None:
+    """The window's platform plugin can load: on X11, every library ``libqxcb.so`` needs."""
+    from .qt_platform import chosen_platform, platform_problem
+
+    with report.check("window platform") as c:
+        problem = platform_problem(env)
+        if problem is not None:
+            raise CheckFailed(problem)
+        chosen = chosen_platform(env)
+        c.detail = ("xcb: every library of Qt's X11 plugin is present" if chosen == "xcb"
+                    else f"{chosen or 'the desktop default'}: nothing to check")
+
+
 def _check_qt(report: _Report):
     """Start (or reuse) the QApplication; returns it, or None when Qt cannot start."""
     app = None
@@ -318,6 +331,7 @@ def _check_exports(report: _Report, built_ok: list) -> None:
 
 def run_self_test(stream: TextIO | None = None) -> int:
     """Run every check, print one line each to ``stream`` (stdout), return 0 when all pass."""
+    user_env = dict(os.environ)  # the window's platform is the one the user would get
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     stream = stream if stream is not None else sys.stdout
     report = _Report(stream)
@@ -331,6 +345,7 @@ def run_self_test(stream: TextIO | None = None) -> int:
         _check_resources(report)
         _check_torch(report)
         built_ok = _check_presets(report)
+        _check_window_platform(report, user_env)
         app = _check_qt(report)
         if app is not None:
             for name, built, result in built_ok:

@@ -129,6 +129,12 @@ def make_app(argv=None):
 
 def run_app(args) -> int:
     """Open the window and run until it closes; the exit status (2 for a bad start)."""
+    from ..qt_platform import platform_problem
+
+    problem = platform_problem()
+    if problem is not None:  # Qt would abort with a misleading line; say what is missing
+        print(f"attnexplorer: {problem}", file=sys.stderr)
+        return 2
     app = make_app()
     from PySide6.QtCore import QTimer
 

@@ -10,7 +10,9 @@ used. What callers may rely on:
   background, so a figure at scale 1 matches ``panel.grab()``. A panel whose plot does not
   already show its title gets the title drawn above it.
 - **Crisp heatmaps.** Smooth pixmap scaling is off, so a heatmap cell is a solid block at
-  any scale (PNG), and images in SVG carry ``image-rendering="optimizeSpeed"``.
+  any scale (PNG); in SVG a small heatmap is one rect per cell (``svg_compat``).
+- **Portable SVG.** Qt's SVG output is rewritten (``svg_compat.portable_svg``) so that
+  renderers other than Qt's draw it like the PNG: real stroke widths, a generic font stack.
 - **Vectors where it matters.** In SVG and PDF the axes, tick labels and titles are vector
   paths and real text; a colorbar's strip is drawn as a vector linear gradient; the heatmap
   itself is an embedded image (one pixel per matrix cell).
@@ -42,7 +44,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QBuffer, QIODevice, QMarginsF, QPointF, QRectF, QSize, QSizeF, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QImage, QPageSize, QPainter, QPdfWriter, QPicture
 from PySide6.QtSvg import QSvgGenerator
-from PySide6.QtWidgets import QApplication, QGraphicsRectItem, QGraphicsView
+from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsRectItem, QGraphicsView
 
 from ..core.errors import AttnExplorerError
 
@@ -157,9 +159,17 @@ def _export_mode(item, painter: QPainter, scale: float):
     items = [it for it in _tree(item) if hasattr(it, "setExportMode")]
     for it in items:
         it.setExportMode(True, opts)
+    # A cached item (axis titles, plot titles: cached for fast repaints) would be drawn as
+    # its cached pixmap: a bitmap in an SVG or PDF. Uncached, it is drawn as real text.
+    cached = [(it, it.cacheMode()) for it in _tree(item)
+              if isinstance(it, QGraphicsItem) and it.cacheMode() != QGraphicsItem.CacheMode.NoCache]
+    for it, _mode in cached:
+        it.setCacheMode(QGraphicsItem.CacheMode.NoCache)
     try:
         yield
     finally:
+        for it, mode in cached:
+            it.setCacheMode(mode)
         for it in items:
             it.setExportMode(False)
 
@@ -367,6 +377,10 @@ def _bytes(fig: _Figure, fmt: str, width, height, scale) -> bytes:
         gen.setTitle(fig.title)
         gen.setDescription("attention figure made with attnexplorer")
         _paint_on(gen, fig, logical, pixels, vector=True)
+        buffer.close()
+        from .svg_compat import portable_svg
+
+        return portable_svg(bytes(buffer.data()))
     else:
         writer = QPdfWriter(buffer)
         writer.setResolution(_dpi())
