@@ -109,6 +109,7 @@ class _BarChart(pg.PlotItem):
         else:
             self.marked.setOpts(x=[], height=[])
         self.token_axis.set_labels(labels)
+        self.token_axis.set_marked(selected)
         if n != self._n:
             self._n = n
             self.vb.setLimits(xMin=0, xMax=max(n, 1))

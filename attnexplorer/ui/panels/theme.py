@@ -23,6 +23,9 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontDatabase, QPen
 
+from ...core.display import DEFAULT_NUMBER_FORMAT, format_number
+from ...core.display import cell_texts as _cell_texts
+
 pg.setConfigOptions(antialias=True, imageAxisOrder="row-major", background="w", foreground="k")
 
 DIVERGING = pg.colormap.get("CET-D1A")
@@ -133,74 +136,13 @@ def symmetric_levels(data: np.ndarray | None) -> tuple[float, float]:
 
 def format_value(value: float, digits: int = 4) -> str:
     """A number for read-outs: up to ``digits`` significant digits, no trailing noise."""
-    if value is None or not math.isfinite(value):
-        return "—"
-    if value == 0:
-        return "0"
-    text = f"{value:.{digits}g}"
-    if "e" in text:
-        mant, exp = text.split("e")
-        text = f"{mant}e{int(exp)}"
-    return text
+    return format_number(value, "auto", digits)
 
 
-def cell_texts(values: np.ndarray, max_chars: Sequence[int]) -> tuple[list[str | None], int] | None:
-    """Texts for a block of cells, all in one style, and which of ``max_chars`` they fit.
-
-    ``max_chars`` lists how many characters fit a cell at each candidate font size, largest
-    font first. Precision comes before size: 4 (the walkthroughs print 4 decimals) or 3
-    significant digits, then 3 and 2 decimals, 2 significant digits, then 1 decimal (a tiny
-    value next to big ones reads as "0.000" rather than "1.2e-5"), each
-    first as written and then without the "0" before the point (".25"); one style for the
-    whole block, so columns read evenly. Non-finite cells (blocked) get None. Returns
-    ``(texts, index into max_chars)``, or None when no style fits.
-    """
-    flat = np.asarray(values, dtype=float).ravel()
-    finite = np.isfinite(flat)
-    numbers = flat[finite].tolist()
-    widest = max(max_chars, default=0)
-    # Significant digits read best, but "4.416e-07" in a cell is noise: a style that needs an
-    # exponent anywhere in the block gives way to fixed decimals ("0.000" next to "0.883").
-    # This runs on every redraw of a small heatmap, so each style is one tight comprehension.
-    for spec in (".4g", ".3g", ".3f", ".2f", ".2g", ".1f"):
-        if spec == ".4g" and widest < 5:
-            # A number that needs 4 significant digits takes 5 characters even as ".1234";
-            # one that needs fewer reads the same at 3, so the 3-digit style decides alone.
-            continue
-        if spec[-1] == "g":
-            texts = ["0" if x == 0 else format(x, spec) for x in numbers]
-            if any("e" in t for t in texts):
-                continue
-        else:
-            texts = [format(x, spec) for x in numbers]
-            texts = [t[1:] if t[0] == "-" and not t.strip("-0.") else t for t in texts]  # no "-0.00"
-        longest = max(map(len, texts), default=0)
-        if longest - 1 > widest:
-            continue  # dropping a leading zero saves one character at most
-        for candidate in (texts, None):
-            if candidate is None:
-                candidate = [_drop_leading_zero(t) for t in texts]
-                longest = max(map(len, candidate), default=0)
-            for index, limit in enumerate(max_chars):
-                if longest <= limit:
-                    out: list[str | None] = [None] * len(flat)
-                    for k, text in zip(np.flatnonzero(finite).tolist(), candidate):
-                        out[k] = text
-                    return out, index
-    return None
-
-
-def _fixed(value: float, decimals: int) -> str:
-    text = f"{value:.{decimals}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text
-
-
-def _drop_leading_zero(text: str) -> str:
-    if text.startswith("0."):
-        return text[1:]
-    if text.startswith("-0."):
-        return "-" + text[2:]
-    return text
+def cell_texts(values: np.ndarray, max_chars: Sequence[int],
+               number_format: str = DEFAULT_NUMBER_FORMAT) -> tuple[list[str | None], int] | None:
+    """Texts for a block of cells in one style (``core.display.cell_texts``)."""
+    return _cell_texts(values, max_chars, number_format)
 
 
 def text_is_dark(values: np.ndarray, lut: np.ndarray, levels: tuple[float, float]) -> np.ndarray:
