@@ -188,7 +188,10 @@ def explain_cell(result: AttentionResult, head: int, query: int, key: int) -> Ce
         row_max, exps, denominator = 0.0, np.zeros_like(row), 0.0
     else:
         row_max = float(row[free].max())
-        exps = np.where(free, np.exp(row - row_max), 0.0)
+        # exp of the free keys only: a blocked key may score far above them (τ = 0.0001)
+        # and its exp would overflow, although its weight is 0 anyway.
+        exps = np.zeros_like(row)
+        exps[free] = np.exp(row[free] - row_max)
         denominator = float(exps.sum())
     exp_shifted = float(exps[j])
     weight = float(weights_row[j])
@@ -208,9 +211,9 @@ def explain_cell(result: AttentionResult, head: int, query: int, key: int) -> Ce
     else:
         lines.append(f"scaled score = {fmt(score)} {scale_text} = {fmt(score)} × {fmt(factor)} = {fmt(scaled)}")
     if row_blocked:
-        lines.append(f"every key is blocked for {qt} (mask: {session.mask.kind}): it attends to nothing, so weight = 0")
+        lines.append(f"every key is blocked for {qt!r} (mask: {session.mask.kind}): it attends to nothing, so weight = 0")
     elif masked:
-        lines.append(f"{kt} is blocked for {qt} by the {session.mask.kind} mask: exp = 0, so weight = 0")
+        lines.append(f"{kt!r} is blocked for {qt!r} by the {session.mask.kind} mask: exp = 0, so weight = 0")
     else:
         lines.append(
             f"exp(scaled − row max) = exp({fmt(scaled)} − {fmt(row_max)}) = {fmt(exp_shifted)}"
@@ -294,7 +297,7 @@ def explain_output(result: AttentionResult, head: int, query: int, top: int | No
         output = weights @ np.asarray(result.V[_kv(result, h)], dtype=np.float64)
     if result.blocked_rows[i]:
         lines = (
-            f"out({qt}) = 0: every key is blocked for {qt} (mask: {session.mask.kind}), so it attends to nothing",
+            f"out({qt}) = 0: every key is blocked for {qt!r} (mask: {session.mask.kind}), so it attends to nothing",
             f"= {fmt_vector(output)}",
         )
         return OutputExplanation(h, i, qt, (), 0, 0.0, output, True, lines)

@@ -15,9 +15,9 @@ attention input, E + P normalised), ``W_q_head{h}``, ``b_q`` (H × d_k), ``W_k_h
 ``concat``, ``output``, ``blocked_rows``; each stage's names only when the session uses it.
 Rows are tokens (or ``d0..`` for the rows of a weight matrix, ``h0..`` for per-head biases);
 columns are key tokens (the source's in cross-attention) for attention matrices, ``d0..``
-for embedding features (``s0..`` for the source's), ``k0..`` for query/key features, ``v0..``
-for value features, ``h0.v0..`` for the concatenated heads and ``o0..`` for the output
-projection's features.
+for embedding features (``s0..`` for the source's), ``q0..`` for query and ``k0..`` for key
+features (as the window labels them), ``v0..`` for value features, ``h0.v0..`` for the
+concatenated heads and ``o0..`` for the output projection's features.
 """
 
 from __future__ import annotations
@@ -295,11 +295,11 @@ def labelled_matrices(result) -> list[LabelledMatrix]:
         out.append(LabelledMatrix("X", session.embeddings, tokens, d_labels))
     if session.source is not None:
         out.append(LabelledMatrix("source_X", session.source.embeddings, keys, kv_in_labels))
-    for name, stacked, rows, cols in (("W_q", session.w_query, d_labels, "k"), ("W_k", session.w_key, kv_in_labels, "k"),
+    for name, stacked, rows, cols in (("W_q", session.w_query, d_labels, "q"), ("W_k", session.w_key, kv_in_labels, "k"),
                                       ("W_v", session.w_value, kv_in_labels, "v")):
         for h in range(stacked.shape[0]):
             out.append(LabelledMatrix(f"{name}_head{h}", stacked[h], rows, _feature_labels(cols, stacked.shape[2])))
-    for name, bias, cols in (("b_q", session.b_query, "k"), ("b_k", session.b_key, "k"), ("b_v", session.b_value, "v")):
+    for name, bias, cols in (("b_q", session.b_query, "q"), ("b_k", session.b_key, "k"), ("b_v", session.b_value, "v")):
         if bias is not None:
             out.append(LabelledMatrix(name, bias, _feature_labels("h", bias.shape[0]), _feature_labels(cols, bias.shape[1])))
     if session.w_out is not None:
@@ -308,8 +308,8 @@ def labelled_matrices(result) -> list[LabelledMatrix]:
         out.append(LabelledMatrix("b_o", session.b_out[None, :], ["b_o"], _feature_labels("o", session.b_out.shape[0])))
     out.append(LabelledMatrix("kv_head_of", np.asarray(session.kv_head_of)[:, None], _feature_labels("h", heads),
                               ["kv_head"]))
-    per_head = (("Q_unrotated", tokens, _feature_labels("k", d_k)), ("K_unrotated", keys, _feature_labels("k", d_k)),
-                ("Q", tokens, _feature_labels("k", d_k)), ("K", keys, _feature_labels("k", d_k)),
+    per_head = (("Q_unrotated", tokens, _feature_labels("q", d_k)), ("K_unrotated", keys, _feature_labels("k", d_k)),
+                ("Q", tokens, _feature_labels("q", d_k)), ("K", keys, _feature_labels("k", d_k)),
                 ("V", keys, _feature_labels("v", d_v)), ("scores", tokens, keys), ("position_bias", tokens, keys),
                 ("scaled_scores", tokens, keys))
     for name, rows, cols in per_head:

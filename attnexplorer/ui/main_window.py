@@ -409,7 +409,8 @@ class MainWindow(QMainWindow):
         self._update_title()
 
     def _update_title(self, *_):
-        self.setWindowTitle(f"attnexplorer — {self.actions.display_name()}[*]")
+        # Qt appends the application display name ("— attnexplorer") itself.
+        self.setWindowTitle(f"{self.actions.display_name()}[*]")
         self.setWindowModified(self.actions.modified)
 
     # -- questions (monkeypatched by tests) -------------------------------------------------

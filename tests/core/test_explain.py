@@ -177,3 +177,18 @@ def test_explains_from_q_k_v_alone_as_from_the_full_result(mask):
         oa, ob = explain_output(full, 1, i), explain_output(lean, 1, i)
         assert oa.lines == ob.lines
         np.testing.assert_allclose(ob.output, oa.output, rtol=1e-12, atol=1e-15)
+
+
+def test_tiny_temperature_with_a_custom_mask_warns_of_nothing_and_quotes_tokens():
+    # "she" may not see "dog", whose score is far above the others: at τ = 0.0001 the blocked
+    # key's exp(scaled − row max) would overflow if it were computed (warnings are errors here).
+    blocked = np.zeros((4, 4), dtype=bool)
+    blocked[2, 0] = True
+    s = walk_session(mask=Mask("custom", blocked=blocked), scale=Scale("temperature", temperature=0.0001))
+    r = compute(s, dtype="float64")
+    e = explain_cell(s, r, 0, 2, 0)
+    assert e.weight == 0 and e.exp_shifted == 0
+    assert "'dog' is blocked for 'she' by the custom mask" in e.text
+    for key in range(4):
+        explain_cell(s, r, 0, 2, key)
+    explain_output(s, r, 0, 2)

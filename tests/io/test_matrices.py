@@ -166,10 +166,11 @@ def test_csv_bundle_names_and_axis_labels(tmp_path):
 
     tokens = list(s.tokens)
     assert header_and_rows("weights_head1.csv") == (tokens, tokens)
-    assert header_and_rows("Q_head1.csv") == (["k0", "k1", "k2"], tokens)
+    assert header_and_rows("Q_head1.csv") == (["q0", "q1", "q2"], tokens)
     assert header_and_rows("V_head0.csv") == (["v0", "v1"], tokens)
     assert header_and_rows("X.csv") == (["d0", "d1", "d2", "d3"], tokens)
-    assert header_and_rows("W_q_head0.csv") == (["k0", "k1", "k2"], ["d0", "d1", "d2", "d3"])
+    assert header_and_rows("W_q_head0.csv") == (["q0", "q1", "q2"], ["d0", "d1", "d2", "d3"])
+    assert header_and_rows("K_head1.csv")[0] == ["k0", "k1", "k2"]
     assert header_and_rows("concat.csv") == (["h0.v0", "h0.v1", "h1.v0", "h1.v1"], tokens)
     assert header_and_rows("W_o.csv") == (["o0", "o1", "o2", "o3", "o4"], ["h0.v0", "h0.v1", "h1.v0", "h1.v1"])
     assert header_and_rows("output.csv") == (["o0", "o1", "o2", "o3", "o4"], tokens)

@@ -104,7 +104,7 @@ def test_run_app_opens_the_window_and_remembers_the_file(settings, tmp_path, mon
 
     QTimer.singleShot(500, look_and_close)
     assert run_app(args(str(path))) == 0
-    assert seen["title"] == "attnexplorer — open-me.json[*]"
+    assert seen["title"] == "open-me.json[*]"  # Qt appends the app name once
     assert seen["session"].preset.name == "dessert"
     assert seen["icon"]
     assert QApplication.applicationName() == "attnexplorer"

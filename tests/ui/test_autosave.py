@@ -207,7 +207,7 @@ def test_offer_restores_the_accepted_one_and_removes_a_declined_one(make_window,
     assert window.document.session == kept
     assert window.actions.modified and window.isWindowModified()
     assert window.actions.path == original.resolve()
-    assert window.windowTitle() == "attnexplorer — orig.json[*]"
+    assert window.windowTitle() == "orig.json[*]"
     assert not (folder / "recovery-b.json").exists()
     # The restored work is unsaved, so this window's own autosave takes it over.
     assert window.actions.autosaver.pending

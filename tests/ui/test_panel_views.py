@@ -254,7 +254,21 @@ def test_signal_legend_sits_below_the_plot(sine, qtbot):
     legend = panel.legend.sceneBoundingRect()
     plot = panel.plot.vb.sceneBoundingRect()
     assert legend.top() >= plot.bottom()
-    assert len(panel.legend.items) == 3
+    labels = [label.text for _sample, label in panel.legend.items]
+    assert labels == ["clean", "noisy input", "attention output", "selected query's weights (peak scaled to 1)"]
+
+
+def test_stacked_output_bars_have_a_legend_of_their_keys(pronoun, qtbot):
+    panel = shown(qtbot, QueryPanel(pronoun))
+    pronoun.wait_idle(60)
+    pronoun.set_selection(query=6)
+    entries = panel.legend_entries()
+    names = [name for name, _ in entries]
+    assert names[:2] == ["'dog'", "'ball'"]  # she's largest weights, largest first
+    colours = dict(entries)
+    # the legend's colour is the colour of that key's stacked part and of its weight bar
+    assert colours["'dog'"] == theme.CATEGORY_COLORS[0].name() and colours["'ball'"] == theme.CATEGORY_COLORS[1].name()
+    assert set(panel.contributions()) - {"total"} and len(names) == len(panel.contributions()) - 1
 
 
 def test_cell_numbers_never_need_an_exponent():

@@ -73,7 +73,7 @@ def test_save_and_open_round_trip_with_view_state(win, tmp_path):
     path = tmp_path / "mine.json"
     assert actions.save_as(path)
     assert path.exists() and not actions.modified
-    assert win.windowTitle() == "attnexplorer — mine.json[*]" and not win.isWindowModified()
+    assert win.windowTitle() == "mine.json[*]" and not win.isWindowModified()
     saved = json.loads(path.read_text())
     assert saved["view"] == {"head": 0, "query": 3, "key": 1}
     assert load_session(path) == edited
@@ -139,7 +139,7 @@ def test_new_asks_for_a_choice(win):
     win.answers.new_choice = "blank"
     win.actions.new_action.trigger()
     assert win.document.session.tokens == ("one", "two", "three")
-    assert win.windowTitle() == "attnexplorer — untitled[*]"
+    assert win.windowTitle() == "untitled[*]"
 
 
 def test_open_with_unsaved_changes_asks_only_after_the_file_loads(win, tmp_path):

@@ -5,8 +5,8 @@ computed, the mask throws it away); top right, its weights (they sum to 1). Belo
 output (the selected head's, before W_o) split into each key's contribution weight × v:
 one stacked bar per output dimension, positive parts stacked up and negative parts down,
 with a black outline at the total. The keys with the largest weights get their own colour,
-the same colour as their bar in the weights chart (which is the legend); the rest are grey
-and summed as "other keys". Hovering a stacked part names its key.
+the same colour as their bar in the weights chart, named in the legend below the bars; the
+rest are grey and summed as "other keys". Hovering a stacked part names its key.
 """
 
 from __future__ import annotations
@@ -157,6 +157,15 @@ class QueryPanel(FigurePanel):
         self._sum_dims = self._sum_full_dims = -1
         self.sum_chart.addItem(self.totals)
         self._groups: list[tuple[str, np.ndarray]] = []
+        # Which colour is which key: a legend row under the stacked bars. Its entries are
+        # rebuilt only when the keys drawn change (not on every edit of a weight).
+        self.legend = pg.LegendItem(colCount=4, labelTextSize="8pt", verSpacing=-6, horSpacing=10)
+        self.figure.addItem(self.legend, row=3, col=0, colspan=2)
+        # (Scatter items: a legend draws a PlotDataItem's sample from its data's brush, which
+        # an item with no data does not have yet.)
+        self._legend_samples = [pg.ScatterPlotItem(symbol="s", size=9, pen=None, brush=pg.mkBrush(color))
+                                for color in theme.CATEGORY_COLORS]
+        self._legend_names: tuple[str, ...] = ()
         self.figure.layout.setRowStretchFactor(1, 1)
         self.figure.layout.setRowStretchFactor(2, 1)
         self._contributions: dict = {}
@@ -254,6 +263,20 @@ class QueryPanel(FigurePanel):
             self.sum_chart.setXRange(0, max(d_v, 1), padding=0)
         self._sum_y_range = set_nice_y_range(self.sum_chart, np.concatenate([up, down, total]), self._sum_y_range)
         self._groups = groups
+        names = tuple(repr(result.tokens[k]) for k in shown) + ((f"other keys ({len(rest)})",) if rest else ())
+        self._set_legend(names, len(shown))
+
+    def _set_legend(self, names: tuple[str, ...], own_colours: int) -> None:
+        if names == self._legend_names:
+            return
+        self._legend_names = names
+        self.legend.clear()
+        for k, name in enumerate(names):
+            self.legend.addItem(self._legend_samples[k if k < own_colours else -1], name)
+
+    def legend_entries(self) -> list[tuple[str, str]]:
+        """(key label, colour name) of each legend entry, in order (for tests)."""
+        return [(label.text, sample.item.opts["brush"].color().name()) for sample, label in self.legend.items]
 
     # -- mouse ------------------------------------------------------------------------------
     def _on_scene_clicked(self, event) -> None:

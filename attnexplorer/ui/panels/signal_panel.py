@@ -28,6 +28,9 @@ from . import theme
 from .common import FigurePanel, clamp_selection
 
 
+WEIGHT_FILL_NAME = "selected query's weights (peak scaled to 1)"
+
+
 class SignalPanel(FigurePanel):
     kind = "signal"
     short_title = "Signal"
@@ -45,7 +48,7 @@ class SignalPanel(FigurePanel):
         self.setToolTip("The shaded bump is the selected query's weight row (scaled to peak 1): "
                         "the samples it averages.")
         # The legend is a row of its own under the plot: inside, it hid the curves.
-        self.legend = pg.LegendItem(colCount=3, labelTextSize="8pt", verSpacing=-6, horSpacing=12)
+        self.legend = pg.LegendItem(colCount=2, labelTextSize="8pt", verSpacing=-6, horSpacing=12)
         self.figure.addItem(self.legend, row=2, col=0)
         self.weight_fill = pg.PlotDataItem(pen=pg.mkPen(theme.SELECTION_COLOR, width=1),
                                            fillLevel=0.0, brush=pg.mkBrush(255, 140, 0, 50))
@@ -58,6 +61,7 @@ class SignalPanel(FigurePanel):
             self.plot.addItem(item)
         for item in (self.clean, self.noisy, self.output):
             self.legend.addItem(item, item.name())
+        self.legend.addItem(self.weight_fill, WEIGHT_FILL_NAME)
         self.plot.addItem(self.marker, ignoreBounds=True)
         self.noisy.sigPointsClicked.connect(self._on_points_clicked)
         self.figure.layout.setRowStretchFactor(1, 1)
