@@ -257,7 +257,12 @@ class ControlsPanel(QWidget):
         s = self.document.session
         if kind == s.scale.kind:
             return
-        scale = Scale(kind, self.temperature.value()) if kind == "temperature" else Scale(kind)
+        if kind == "temperature":
+            # Start where the weights stay as they are: τ = √d_k after 1/√d_k, τ = 1 after none.
+            tau = math.sqrt(s.d_k) if s.scale.kind == "inv_sqrt_dk" else 1.0
+            scale = Scale(kind, min(max(tau, TEMPERATURE_RANGE[0]), TEMPERATURE_RANGE[1]))
+        else:
+            scale = Scale(kind)
         if not apply_edit(self.document, lambda s: edits.set_scale(s, scale), f"Scale: {self.scale_combo.currentText()}"):
             self._sync_scale(s)
 

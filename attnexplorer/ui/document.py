@@ -66,6 +66,7 @@ class _EditCommand(QUndoCommand):
         if not isinstance(other, _EditCommand) or other.merge_key != self.merge_key or self.merge_key is None:
             return False
         self.after = other.after
+        self.setText(other.text())  # "Temperature τ = 1000" names where the drag ended
         return True
 
     def redo(self):

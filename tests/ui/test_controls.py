@@ -80,6 +80,20 @@ def test_scale_and_temperature(dessert):
     assert doc.wait_idle() and doc.result.scale_factor == pytest.approx(4.0)
 
 
+def test_temperature_starts_where_the_weights_stay_the_same(dessert):
+    doc, panel = dessert
+    assert doc.wait_idle()
+    before = doc.result.weights.copy()
+    choose(panel.scale_combo, "temperature")
+    assert doc.session.scale == Scale("temperature", np.sqrt(doc.session.d_k))
+    assert panel.temperature.value() == pytest.approx(np.sqrt(doc.session.d_k), rel=1e-4)
+    assert doc.wait_idle()
+    np.testing.assert_allclose(doc.result.weights, before, rtol=1e-5, atol=1e-6)
+    choose(panel.scale_combo, "none")
+    choose(panel.scale_combo, "temperature")
+    assert doc.session.scale == Scale("temperature", 1.0)
+
+
 def test_temperature_slider_drag_is_one_undo_step(dessert):
     doc, panel = dessert
     choose(panel.scale_combo, "temperature")
@@ -92,6 +106,7 @@ def test_temperature_slider_drag_is_one_undo_step(dessert):
     assert doc.undo_stack.count() == steps + 1
     tau = doc.session.scale.temperature
     assert tau == pytest.approx(panel.temperature.value()) and tau > 1.0
+    assert doc.undo_stack.undoText() == f"Temperature τ = {tau:g}"  # the value the drag ended at
     doc.undo_stack.undo()
     assert doc.session.scale.kind == "temperature" and doc.session.scale.temperature != tau
 
