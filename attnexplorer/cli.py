@@ -77,6 +77,9 @@ def build_export_parser() -> argparse.ArgumentParser:
                    help="comma-separated: npz, npy, csv, json, tex, md (default: npz,json)")
     p.add_argument("--figures", default="", metavar="FORMATS",
                    help="comma-separated: png, svg, pdf (default: none)")
+    p.add_argument("--selection", action="store_true",
+                   help="draw the selected query and key in the figures (orange row box, dashed key "
+                        "column); by default figures show the data alone")
     _add_compute_args(p)
     return p
 

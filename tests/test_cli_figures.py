@@ -43,3 +43,24 @@ def test_an_unknown_figure_format_is_one_line_and_writes_nothing(tmp_path, figur
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "--figures" in lines[0], proc.stderr
     assert not out.exists()
+
+
+def _orange_pixels(path) -> int:
+    """Pixels of the selection's orange (#ff8c00) in a PNG."""
+    import numpy as np
+    from PySide6.QtGui import QImage
+
+    image = QImage(str(path)).convertToFormat(QImage.Format.Format_RGB888)
+    w, h, stride = image.width(), image.height(), image.bytesPerLine()
+    rgb = np.frombuffer(bytes(image.constBits()), np.uint8).reshape(h, stride)[:, : 3 * w].reshape(h, w, 3).astype(int)
+    return int((np.abs(rgb - [255, 140, 0]).max(axis=2) <= 30).sum())
+
+
+def test_figures_leave_the_selection_out_unless_asked(tmp_path):
+    plain, marked = tmp_path / "plain", tmp_path / "marked"
+    for out, extra in ((plain, []), (marked, ["--selection"])):
+        proc = run_cli("export", "--preset", "pronoun", "--out", str(out), "--figures", "png", *extra, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    for kind in ("weights", "scores", "qkv"):
+        assert _orange_pixels(plain / "figures" / f"{kind}.png") == 0, kind
+        assert _orange_pixels(marked / "figures" / f"{kind}.png") > 100, kind

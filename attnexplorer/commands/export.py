@@ -63,7 +63,8 @@ def run_export(args) -> int:
     with atomic_directory(out) as stage:
         written = write_export(stage, result, matrices)
         if export_figures is not None:
-            written += [Path(p) for p in export_figures(result, stage, list(figures))]
+            written += [Path(p) for p in export_figures(result, stage, list(figures),
+                                                        selection=bool(getattr(args, "selection", False)))]
         summary = _summary(out, stage, written)
     print(summary, file=sys.stdout)
     return 0

@@ -58,6 +58,17 @@ def _default_folder() -> Path:
     return Path.home()
 
 
+def _memory(parent) -> dict:
+    """The window's memory of this dialog's last choice (each window its own)."""
+    if parent is None:
+        return {}
+    memory = getattr(parent, "_figure_export_memory", None)
+    if memory is None:
+        memory = {}
+        parent._figure_export_memory = memory
+    return memory
+
+
 class FigureExportDialog(QDialog):
     """Export one panel or the dashboard. ``exported(Path)`` is emitted after a success."""
 
@@ -71,18 +82,27 @@ class FigureExportDialog(QDialog):
         self.dashboard_title = title
         self.last_path: Path | None = None
 
+        # The window remembers the last export's figure, format and selection choice.
+        self._memory = _memory(parent)
         self.figure_box = QComboBox()
         for p in self.panels:
             self.figure_box.addItem(str(p.title), p)
         self.figure_box.addItem("Whole dashboard", DASHBOARD)
+        remembered = [k for k, p in enumerate(self.panels) if p.kind == self._memory.get("kind")]
         if current is not None and current in self.panels:
             self.figure_box.setCurrentIndex(self.panels.index(current))
-        elif current is not None or not self.panels:
+        elif current is None and remembered:
+            self.figure_box.setCurrentIndex(remembered[0])
+        elif current is not None or not self.panels or self._memory.get("kind") == DASHBOARD:
             self.figure_box.setCurrentIndex(self.figure_box.count() - 1)
 
         self.format_box = QComboBox()
         for fmt in figures.FORMATS:
             self.format_box.addItem(f"{fmt.upper()} — {FORMAT_NAMES[fmt]}", fmt)
+        self.format_box.setCurrentIndex(max(0, self.format_box.findData(self._memory.get("format", "png"))))
+        self.selection_check = QCheckBox("Include the selection (orange row box, dashed key column)")
+        self.selection_check.setToolTip("Off: the figure shows the data alone, as on a slide")
+        self.selection_check.setChecked(bool(self._memory.get("selection", True)))
 
         # PNG size: a scale of the on-screen size, or an explicit pixel size.
         self.scale_button = QRadioButton("Scale")
@@ -139,6 +159,7 @@ class FigureExportDialog(QDialog):
         form.addRow("Figure", self.figure_box)
         form.addRow("Format", self.format_box)
         form.addRow("PNG size", self.size_box)
+        form.addRow("Selection", self.selection_check)
         form.addRow("File", path_row)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
@@ -224,11 +245,12 @@ class FigureExportDialog(QDialog):
             document = getattr(self.panels[0] if self.panels else None, "document", None)
             if document is not None and hasattr(document, "complete"):
                 document.complete()
+            selection = self.selection_check.isChecked()
             if target == DASHBOARD:
                 figures.export_dashboard(self.panels, path, self.format(), title=self.dashboard_title,
-                                         **self.size_options())
+                                         selection=selection, **self.size_options())
             else:
-                figures.export_panel(target, path, self.format(), **self.size_options())
+                figures.export_panel(target, path, self.format(), selection=selection, **self.size_options())
         except AttnExplorerError as err:
             self.error_label.setText(str(err))
             self.error_label.show()
@@ -236,6 +258,8 @@ class FigureExportDialog(QDialog):
         self.error_label.hide()
         self.last_path = path
         _last_folder = path.parent
+        self._memory.update(kind=DASHBOARD if target == DASHBOARD else getattr(target, "kind", None),
+                            format=self.format(), selection=self.selection_check.isChecked())
         self.exported.emit(path)
         self.accept()
         return path

@@ -256,7 +256,25 @@ def _export_item(panel):
     return item
 
 
-def _panel_figure(panel, with_title: bool = True) -> _Figure:
+@contextlib.contextmanager
+def _hidden(items):
+    """Hide ``items`` (the selection's marks) while a figure is drawn; shown again after."""
+    shown = [it for it in items if it.isVisible()]
+    for it in shown:
+        it.setVisible(False)
+    try:
+        yield
+    finally:
+        for it in shown:
+            it.setVisible(True)
+
+
+def _selection_marks(panel) -> list:
+    marks = getattr(panel, "selection_marks", None)
+    return list(marks()) if marks is not None else []
+
+
+def _panel_figure(panel, with_title: bool = True, selection: bool = True) -> _Figure:
     item = _export_item(panel)
     title = str(panel.title)
     band = TITLE_BAND if with_title and not _shows_title(item, title) else 0.0
@@ -269,7 +287,8 @@ def _panel_figure(panel, with_title: bool = True) -> _Figure:
         if band:
             _draw_title(painter, QRectF(0, 0, size.width(), band), title, 12)
         colorbars = _vector_colorbars(item) if vector else contextlib.nullcontext()
-        with _laid_out(item, body.size()), _export_mode(item, painter, scale), colorbars:
+        marks = contextlib.nullcontext() if selection else _hidden(_selection_marks(panel))
+        with _laid_out(item, body.size()), _export_mode(item, painter, scale), colorbars, marks:
             source = item.sceneBoundingRect()
             target = _fit(source.size(), body)
             item.scene().render(painter, target, source, Qt.AspectRatioMode.IgnoreAspectRatio)
@@ -282,8 +301,8 @@ def _grid(count: int) -> tuple[int, int]:
     return cols, math.ceil(count / cols)
 
 
-def _dashboard_figure(panels: Sequence, title: str | None, cell: tuple[int, int]) -> _Figure:
-    figures = [_panel_figure(p) for p in panels]
+def _dashboard_figure(panels: Sequence, title: str | None, cell: tuple[int, int], selection: bool = True) -> _Figure:
+    figures = [_panel_figure(p, selection=selection) for p in panels]
     if not figures:
         raise FigureError("the dashboard has no panels with a figure to export")
     cols, rows = _grid(len(figures))
@@ -403,15 +422,19 @@ def _write(path: Path, data: bytes) -> Path:
 
 
 # -- public API --------------------------------------------------------------------------------
-def render_panel(panel, *, width=None, height=None, scale=None, with_title: bool = True) -> QImage:
+def render_panel(panel, *, width=None, height=None, scale=None, with_title: bool = True,
+                 selection: bool = True) -> QImage:
     """The panel's figure as a QImage (what ``export_panel`` writes as PNG)."""
-    fig = _panel_figure(panel, with_title)
+    fig = _panel_figure(panel, with_title, selection)
     logical, pixels = figure_size(fig.natural, fig.flexible, width, height, scale)
     return _render_image(fig, logical, pixels)
 
 
-def export_panel(panel, path, fmt: str | None = None, *, width=None, height=None, scale=None) -> Path:
+def export_panel(panel, path, fmt: str | None = None, *, width=None, height=None, scale=None,
+                 selection: bool = True) -> Path:
     """Write ``panel``'s figure to ``path`` as ``fmt`` (png/svg/pdf; default: the extension).
+    ``selection=False`` leaves out the marks of the selected query and key (orange row box,
+    dashed key column, outlined bar).
 
     Raises FigureError for a bad format, size or a text-only panel, and WriteError (from
     ``attnexplorer.io.atomic``) when the file cannot be written; either way nothing is left
@@ -419,7 +442,7 @@ def export_panel(panel, path, fmt: str | None = None, *, width=None, height=None
     """
     path = Path(path)
     fmt = _check_format(fmt, path)
-    return _write(path, _bytes(_panel_figure(panel), fmt, width, height, scale))
+    return _write(path, _bytes(_panel_figure(panel, selection=selection), fmt, width, height, scale))
 
 
 def exportable(panels: Iterable) -> list:
@@ -436,13 +459,14 @@ def exportable(panels: Iterable) -> list:
 
 
 def export_dashboard(panels: Sequence, path, fmt: str | None = None, *, width=None, height=None,
-                     scale=None, title: str | None = None, cell: tuple[int, int] = FIGURE_SIZE) -> Path:
+                     scale=None, title: str | None = None, cell: tuple[int, int] = FIGURE_SIZE,
+                     selection: bool = True) -> Path:
     """Write every exportable panel of ``panels`` as one figure: a grid (up to three columns)
     with each panel's title, under an optional overall ``title``. Each cell is laid out at
     ``cell`` logical pixels unless ``width`` and ``height`` ask for another shape."""
     path = Path(path)
     fmt = _check_format(fmt, path)
-    fig = _dashboard_figure(exportable(panels), title, cell)
+    fig = _dashboard_figure(exportable(panels), title, cell, selection)
     return _write(path, _bytes(fig, fmt, width, height, scale))
 
 
@@ -478,7 +502,7 @@ def session_title(session) -> str:
     return f"attnexplorer — {name}: {session.n} tokens, d = {session.d}, {heads}"
 
 
-def export_figures(result, out_dir, formats: list[str]) -> list[Path]:
+def export_figures(result, out_dir, formats: list[str], *, selection: bool = False) -> list[Path]:
     """Headless figures for ``attnexplorer export --figures``, drawn from ``result`` itself.
 
     Builds the panels on ``result`` offscreen (no document, nothing computed again), each
@@ -486,7 +510,8 @@ def export_figures(result, out_dir, formats: list[str]) -> list[Path]:
     that applies to ``result.session`` and has a plot, and ``out_dir/figures/dashboard.<fmt>``,
     for every format in ``formats``. Returns the paths written, in that order. ``result``
     should hold every intermediate (``compute`` without ``keep``): a panel draws what it
-    finds.
+    finds. ``selection`` draws the selected query and key's marks (off: a figure for a
+    slide shows the data alone).
     """
     wanted = [str(f).strip().lower() for f in formats if str(f).strip()]
     for f in wanted:
@@ -531,8 +556,9 @@ def export_figures(result, out_dir, formats: list[str]) -> list[Path]:
         written = []
         for fmt in wanted:
             for p in plots:
-                written.append(export_panel(p, folder / f"{p.kind}.{fmt}", fmt))
-            written.append(export_dashboard(plots, folder / f"dashboard.{fmt}", fmt, title=session_title(session)))
+                written.append(export_panel(p, folder / f"{p.kind}.{fmt}", fmt, selection=selection))
+            written.append(export_dashboard(plots, folder / f"dashboard.{fmt}", fmt, title=session_title(session),
+                                            selection=selection))
         return written
     finally:
         for p in panels:

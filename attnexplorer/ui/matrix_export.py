@@ -106,6 +106,44 @@ def export_matrices(document, choice: str, fmt: str, path) -> list[Path]:
     return [path]
 
 
+# What the copy button copies for each format: the format itself when it is text, else TSV.
+COPY_AS = {"csv": "CSV", "json": "JSON", "tex": "LaTeX", "md": "Markdown"}
+
+
+def copy_matrix_as(document, name: str, fmt: str) -> str:
+    """Put matrix ``name`` on the clipboard as ``fmt`` text (with labels) when it is a text
+    format (CSV, JSON, LaTeX, Markdown), else as tab-separated numbers."""
+    if fmt not in COPY_AS:
+        return copy_matrix_tsv(document, name)
+    from ..io.matrices import matrix_to_text
+
+    matrices = matrices_by_name(document)
+    if name not in matrices:
+        raise AttnExplorerError(f"there is no matrix {name!r} in this session")
+    m = matrices[name]
+    text = matrix_to_text(fmt, m.values, m.row_labels, m.col_labels)
+    QGuiApplication.clipboard().setText(text)
+    return text
+
+
+def _default_folder() -> Path:
+    from PySide6.QtCore import QStandardPaths
+
+    documents = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+    return Path(documents) if documents and Path(documents).is_dir() else Path.home()
+
+
+def _memory(parent) -> dict:
+    """The window's memory of this dialog's last choice (matrix, format, where)."""
+    if parent is None:
+        return {}
+    memory = getattr(parent, "_matrix_export_memory", None)
+    if memory is None:
+        memory = {}
+        parent._matrix_export_memory = memory
+    return memory
+
+
 def copy_matrix_tsv(document, name: str) -> str:
     """Put matrix ``name`` on the clipboard as tab-separated numbers (exact, pastes back)."""
     from ..io.matrix_text import format_tsv
@@ -173,6 +211,19 @@ class MatrixExportDialog(QDialog):
         form.addRow(buttons)
         self.choice_box.currentIndexChanged.connect(self._update_hint)
         self.format_box.currentIndexChanged.connect(self._update_hint)
+        # Open on the last export's matrix, format and place (this window, this run).
+        self._memory = _memory(parent)
+        for box, key in ((self.choice_box, "choice"), (self.format_box, "format")):
+            index = box.findData(self._memory.get(key))
+            if index >= 0:
+                box.setCurrentIndex(index)
+        if self._memory.get("path"):
+            last = Path(self._memory["path"])
+            self.path_edit.setText(str(last if self.wants_folder() or last.suffix == "" else
+                                       last.with_suffix(_SUFFIX[self.fmt])))
+        else:  # a place to start from, never an empty field
+            name = "attention-matrices" if self.wants_folder() else f"attention{_SUFFIX[self.fmt]}"
+            self.path_edit.setText(str(_default_folder() / name))
         self._update_hint()
         self.resize(520, self.sizeHint().height())
 
@@ -214,6 +265,7 @@ class MatrixExportDialog(QDialog):
             self.hint.setText("Writes this one matrix" + (" with token labels." if self.fmt in ("csv", "tex", "md", "json")
                                                         else "."))
         self.copy_button.setEnabled(self.choice != ALL)
+        self.copy_button.setText(f"Copy as {COPY_AS.get(self.fmt, 'TSV')}")
         text = self.path_edit.text().strip()
         if text and not self.wants_folder():
             self.path_edit.setText(str(Path(text).with_suffix(_SUFFIX[self.fmt])))
@@ -229,7 +281,7 @@ class MatrixExportDialog(QDialog):
 
     def _copy_tsv(self) -> None:
         try:
-            copy_matrix_tsv(self.document, self.choice)
+            copy_matrix_as(self.document, self.choice, self.fmt)
             self.error_label.setText(f"{describe(self.choice)} copied to the clipboard.")
         except AttnExplorerError as err:
             self.error_label.setText(str(err))
@@ -245,6 +297,7 @@ class MatrixExportDialog(QDialog):
         except (AttnExplorerError, OSError) as err:
             self.error_label.setText(str(err))
             return
+        self._memory.update(choice=self.choice, format=self.fmt, path=text)
         parent = self.parent()
         if parent is not None and hasattr(parent, "statusBar"):
             where = self.written[0] if len(self.written) == 1 else Path(text)

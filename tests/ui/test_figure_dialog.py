@@ -7,7 +7,7 @@ import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QMainWindow, QVBoxLayout
+from PySide6.QtWidgets import QMainWindow, QVBoxLayout, QWidget
 
 from attnexplorer.core.session import Session
 from attnexplorer.ui import figure_dialog
@@ -170,3 +170,54 @@ def test_panels_with_plot_menus_get_the_entry_there_only(qtbot, setup):
     assert action in panels[0].canvas.scene().contextMenu
     # no second, panel-level menu popping up after pyqtgraph's own
     assert panels[0].contextMenuPolicy() == Qt.ContextMenuPolicy.DefaultContextMenu
+
+
+def test_the_dialog_remembers_the_last_figure_format_and_selection_choice(qtbot, setup, tmp_path):
+    window, panels = setup
+    first = FigureExportDialog(panels, window)
+    qtbot.addWidget(first)
+    assert first.format() == "png" and first.selection_check.isChecked()
+    first.set_target(panels[1])
+    first.set_format("svg")
+    first.selection_check.setChecked(False)
+    first.path_edit.setText(str(tmp_path / "s.svg"))
+    assert first.export() == tmp_path / "s.svg"
+    again = FigureExportDialog(panels, window)  # File ▸ Export figure… again
+    qtbot.addWidget(again)
+    assert again.target() is panels[1] and again.format() == "svg" and not again.selection_check.isChecked()
+    assert again.path_edit.text() == str(tmp_path / "scores.svg")  # the last folder
+    from_menu = FigureExportDialog(panels, window, current=panels[0])  # a panel's own menu: that panel
+    qtbot.addWidget(from_menu)
+    assert from_menu.target() is panels[0] and from_menu.format() == "svg"
+
+
+def test_include_selection_draws_or_leaves_out_the_marks(qtbot, tmp_path):
+    from attnexplorer.core.presets import build_preset
+    from attnexplorer.ui.panels import WeightsPanel
+    from ui_helpers import shown
+
+    built = build_preset("pronoun")
+    doc = SessionDocument(built.session, built.signals)
+    assert doc.wait_idle(60)
+    panel = shown(qtbot, WeightsPanel(doc), size=(480, 400))
+    doc.set_selection(query=6, key=1)
+    window = QWidget()
+    qtbot.addWidget(window)
+    counts = {}
+    for include in (True, False):
+        dialog = FigureExportDialog([panel], window, current=panel)
+        qtbot.addWidget(dialog)
+        dialog.selection_check.setChecked(include)
+        dialog.path_edit.setText(str(tmp_path / f"w{include}.png"))
+        path = dialog.export()
+        image = QImage(str(path)).convertToFormat(QImage.Format.Format_RGB888)
+        rgb = as_rgb(image)
+        counts[include] = int((np.abs(rgb - [255, 140, 0]).max(axis=2) <= 30).sum())
+    assert counts[True] > 100 and counts[False] == 0
+    assert panel.view.row_frame.isVisible()  # the window keeps showing the selection
+    doc.shutdown()
+
+
+def as_rgb(image):
+    w, h, stride = image.width(), image.height(), image.bytesPerLine()
+    return np.frombuffer(bytes(image.constBits()), np.uint8).reshape(h, stride)[:, : 3 * w].reshape(h, w, 3).astype(int)

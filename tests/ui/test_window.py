@@ -532,3 +532,24 @@ def test_a_document_dropped_without_shutdown_stops_its_thread(qtbot):
     gc.collect()
     assert gone() is None
     assert thread.isFinished()
+
+
+def test_matrix_dialog_remembers_and_copies_in_the_chosen_format(make_window, tmp_path):
+    window = make_window("dessert")
+    dialog = window.export_matrices()
+    assert dialog.path_edit.text()  # never an empty field to start from
+    dialog.set_choice("weights_head0")
+    dialog.set_format("tex")
+    assert dialog.copy_button.text() == "Copy as LaTeX"
+    dialog.copy_button.click()
+    assert "tabular" in QGuiApplication.clipboard().text()
+    dialog.set_format("npy")
+    assert dialog.copy_button.text() == "Copy as TSV"  # a binary format copies as text
+    dialog.set_format("md")
+    dialog.set_path(tmp_path / "w.md")
+    dialog.accept()
+    assert dialog.written == [tmp_path / "w.md"]
+    again = window.export_matrices()
+    assert (again.choice, again.fmt, again.path_edit.text()) == ("weights_head0", "md", str(tmp_path / "w.md"))
+    assert again.copy_button.text() == "Copy as Markdown"
+    again.reject()

@@ -139,6 +139,12 @@ class FigurePanel(Panel):
                 item.setExportMode = functools.partial(_axis_export_mode, item.setExportMode)
 
 
+    def selection_marks(self) -> list:
+        """The items that mark the selected query and key (hidden in a figure exported
+        without the selection): each heatmap's row box and key column."""
+        views = getattr(self, "views", None)
+        return [frame for view in (views() if views is not None else []) for frame in (view.row_frame, view.col_frame)]
+
     def set_heading(self, text: str) -> None:
         if self.heading.text != text:
             self.heading.setText(text, size="11pt", bold=True)

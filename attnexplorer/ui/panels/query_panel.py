@@ -172,6 +172,9 @@ class QueryPanel(FigurePanel):
         self.canvas.scene().sigMouseClicked.connect(self._on_scene_clicked)
         self.canvas.scene().sigMouseMoved.connect(self._on_scene_moved)
 
+    def selection_marks(self) -> list:
+        return [self.score_chart.marked, self.weight_chart.marked]
+
     # -- reading (tests, export) -------------------------------------------------------------
     def score_heights(self) -> np.ndarray:
         return self.score_chart.heights

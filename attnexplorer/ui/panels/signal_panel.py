@@ -70,6 +70,9 @@ class SignalPanel(FigurePanel):
     def applies_to(self, session) -> bool:
         return (session.preset is not None and session.preset.name == "sine") or "clean" in reference_curves(session)
 
+    def selection_marks(self) -> list:
+        return [self.marker]
+
     # -- reading (tests) ------------------------------------------------------------------------
     def curves(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """{"clean", "noisy", "output"}: the (x, y) drawn, empty arrays when hidden."""
