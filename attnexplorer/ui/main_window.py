@@ -306,6 +306,7 @@ class MainWindow(QMainWindow):
         for dock in self.docks.values():
             view.addAction(dock.toggleViewAction())
         view.addSeparator()
+        self._build_number_menu(view.addMenu("Numbers in &cells"))
         self.reset_layout_action = view.addAction("&Reset layout", self.reset_layout)
 
         help_menu = bar.addMenu("&Help")
@@ -565,6 +566,34 @@ class MainWindow(QMainWindow):
                 QGuiApplication.clipboard().setText(text)
                 return
         self.statusBar().showMessage("Select cells in a table to copy them", STATUS_MESSAGE_MS)
+
+    def _build_number_menu(self, menu) -> None:
+        """View ▸ Numbers in cells: significant digits (as many as fit) or fixed decimals."""
+        from PySide6.QtGui import QActionGroup
+
+        from ..core.display import NUMBER_FORMATS
+
+        group = QActionGroup(self)
+        self.number_format_actions = {}
+        chosen = self.settings.number_format()
+        for key, label in NUMBER_FORMATS.items():
+            action = menu.addAction(label[0].upper() + label[1:])
+            action.setCheckable(True)
+            action.setChecked(key == chosen)
+            action.triggered.connect(lambda _checked=False, key=key: self.set_number_format(key))
+            group.addAction(action)
+            self.number_format_actions[key] = action
+        self._apply_number_format(chosen)
+
+    def set_number_format(self, number_format: str) -> None:
+        self.number_format_actions[number_format].setChecked(True)
+        self.settings.set_number_format(number_format)
+        self._apply_number_format(number_format)
+
+    def _apply_number_format(self, number_format: str) -> None:
+        for panel in self.panels:
+            if hasattr(panel, "set_number_format"):
+                panel.set_number_format(number_format)
 
     # -- settings --------------------------------------------------------------------------
     def _restore_settings(self) -> bool:

@@ -144,5 +144,15 @@ class AppSettings:
         path = Path(path).resolve()
         self.q.setValue("session/recent", [str(p) for p in self.recent_files() if p != path])
 
+    # -- how cells write numbers ---------------------------------------------------------
+    def number_format(self) -> str:
+        from ..core.display import DEFAULT_NUMBER_FORMAT, NUMBER_FORMATS
+
+        value = self.q.value("view/number_format")
+        return value if value in NUMBER_FORMATS else DEFAULT_NUMBER_FORMAT
+
+    def set_number_format(self, number_format: str) -> None:
+        self.q.setValue("view/number_format", number_format)
+
     def sync(self) -> None:
         self.q.sync()

@@ -553,3 +553,19 @@ def test_matrix_dialog_remembers_and_copies_in_the_chosen_format(make_window, tm
     assert (again.choice, again.fmt, again.path_edit.text()) == ("weights_head0", "md", str(tmp_path / "w.md"))
     assert again.copy_button.text() == "Copy as Markdown"
     again.reject()
+
+
+def test_numbers_in_cells_can_be_fixed_decimals_and_are_remembered(make_window):
+    window = make_window("dessert")
+    weights = next(p for p in window.panels if p.kind == "weights")
+    window.document.wait_idle(60)
+    QApplication.processEvents()
+    window.set_number_format("fixed4")
+    texts = weights.view.cell_texts()
+    assert texts, "the weights panel writes its cells at the default size"
+    assert texts[(1, 1)] == "0.6870" and texts[(1, 0)] == "0.0386"  # the walkthrough's numbers
+    assert all(len(t.split(".")[1]) == 4 for t in texts.values())
+    assert AppSettings().number_format() == "fixed4"
+    assert window.number_format_actions["fixed4"].isChecked()
+    window.set_number_format("auto")
+    assert not any(t.startswith((".", "-.")) for t in weights.view.cell_texts().values())

@@ -139,6 +139,12 @@ class FigurePanel(Panel):
                 item.setExportMode = functools.partial(_axis_export_mode, item.setExportMode)
 
 
+    def set_number_format(self, number_format: str) -> None:
+        """Every heatmap of the panel writes its cells in ``number_format`` (one per panel)."""
+        views = getattr(self, "views", None)
+        for view in views() if views is not None else []:
+            view.set_number_format(number_format)
+
     def selection_marks(self) -> list:
         """The items that mark the selected query and key (hidden in a figure exported
         without the selection): each heatmap's row box and key column."""

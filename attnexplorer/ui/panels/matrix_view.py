@@ -500,6 +500,7 @@ class MatrixView(pg.PlotItem):
         self._row_labels: tuple[str, ...] = ()
         self._col_labels: tuple[str, ...] = ()
         self._selection: tuple[int | None, int | None] = (None, None)
+        self._number_format = display.DEFAULT_NUMBER_FORMAT
         self.vb.sigRangeChanged.connect(self._on_view_changed)
         self.vb.sigResized.connect(self._on_view_changed)
 
@@ -680,6 +681,18 @@ class MatrixView(pg.PlotItem):
             self._image_shape = image.shape
         self._image_factor = factor
 
+    @property
+    def number_format(self) -> str:
+        return self._number_format
+
+    def set_number_format(self, number_format: str) -> None:
+        """How cells write their numbers: ``core.display.NUMBER_FORMATS`` (auto, fixed2..4)."""
+        if number_format not in display.NUMBER_FORMATS:
+            raise ValueError(f"unknown number format {number_format!r}")
+        if number_format != self._number_format:
+            self._number_format = number_format
+            self._update_cell_texts()
+
     def set_colorbar_levels(self, levels: tuple[float, float]) -> None:
         """For a shared colour bar: show ``levels`` on this view's bar."""
         if self.colorbar is not None:
@@ -769,7 +782,8 @@ class MatrixView(pg.PlotItem):
                 block = self._cells(r0, r1, c0, c1)
                 # The most precise style, at the largest font (12 px down to 8 px) it fits.
                 fonts = list(range(int(min(12, cell_h * 0.45)), 7, -1))
-                found = theme.cell_texts(block, [int((cell_w - 2) / (px * 0.6)) for px in fonts]) if fonts else None
+                chars = [int((cell_w - 2) / (px * 0.6)) for px in fonts]
+                found = theme.cell_texts(block, chars, self._number_format) if fonts else None
                 if found is not None:
                     texts, index = found
                     dark = theme.text_is_dark(block, self.lut, self._levels)
