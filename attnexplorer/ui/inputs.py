@@ -47,6 +47,12 @@ def read_matrix_file(path) -> np.ndarray:
     return read_matrix(path)
 
 
+# Beyond this many tokens the sentence box stays blank (its placeholder says why): a line of
+# thousands of tokens can be neither read nor edited.
+MAX_SENTENCE_TOKENS = 512
+SENTENCE_HINT = "Type a sentence and press Enter"
+
+
 def _tool_button(text: str, tip: str, menu: QMenu | None = None, slot=None) -> QToolButton:
     button = QToolButton()
     button.setText(text)
@@ -131,7 +137,7 @@ class TokensPage(QWidget):
         session = document.session
 
         self.sentence = QLineEdit()
-        self.sentence.setPlaceholderText("Type a sentence and press Enter")
+        self.sentence.setPlaceholderText(SENTENCE_HINT)
         self.sentence.setToolTip("Enter splits the sentence into words and punctuation. Tokens that stay "
                                  "keep their embeddings; new ones get rows from the embedding source.")
         self.sentence.setClearButtonEnabled(True)
@@ -333,7 +339,12 @@ class TokensPage(QWidget):
             current = None
         if current != session.tokens:
             with QSignalBlocker(self.sentence):
-                self.sentence.setText(detokenize(session.tokens) if session.n <= 512 else "")
+                self.sentence.setText(detokenize(session.tokens) if session.n <= MAX_SENTENCE_TOKENS else "")
+        # A blank box must say why: too many tokens to edit as one line of text.
+        self.sentence.setPlaceholderText(
+            SENTENCE_HINT if session.n <= MAX_SENTENCE_TOKENS else
+            f"{session.n:,} tokens are too many to show as a sentence; edit them in the table below, "
+            "or type a new sentence and press Enter")
         has_generator = self._preset() is not None
         item = self.source_combo.model().item(self.source_combo.findData("preset"))
         item.setEnabled(has_generator)

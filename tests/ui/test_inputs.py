@@ -178,3 +178,16 @@ def test_import_embeddings_from_csv_with_labels(tmp_path, panel, doc, messages):
     before = doc.session
     assert not panel.tokens.embedding_import.import_file(bad)
     assert doc.session is before and f"table is {n}×{d}" in messages[-1]
+
+
+def test_a_blank_sentence_box_says_why(qtbot):
+    built = build_preset("sine", {"N": 600})
+    document = SessionDocument(built.session, built.signals)
+    inputs = InputsPanel(document)
+    qtbot.addWidget(inputs)
+    assert inputs.tokens.sentence.text() == ""
+    assert "600 tokens are too many to show as a sentence" in inputs.tokens.sentence.placeholderText()
+    document.edit(build_preset("pronoun").session, "Back to a sentence")
+    assert inputs.tokens.sentence.text().startswith("The dog fetched")
+    assert inputs.tokens.sentence.placeholderText() == "Type a sentence and press Enter"
+    document.shutdown()
