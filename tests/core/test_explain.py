@@ -186,9 +186,9 @@ def test_tiny_temperature_with_a_custom_mask_warns_of_nothing_and_quotes_tokens(
     blocked[2, 0] = True
     s = walk_session(mask=Mask("custom", blocked=blocked), scale=Scale("temperature", temperature=0.0001))
     r = compute(s, dtype="float64")
-    e = explain_cell(s, r, 0, 2, 0)
+    e = explain_cell(r, 0, 2, 0)
     assert e.weight == 0 and e.exp_shifted == 0
     assert "'dog' is blocked for 'she' by the custom mask" in e.text
     for key in range(4):
-        explain_cell(s, r, 0, 2, key)
-    explain_output(s, r, 0, 2)
+        explain_cell(r, 0, 2, key)
+    explain_output(r, 0, 2)

@@ -140,7 +140,7 @@ class TokenAxis(pg.AxisItem):
         wanted = None
         if plan.rotated:
             label = self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0.0
-            wanted = math.ceil(self._label_px * plan.font_px / display.LABEL_FONT_PX + 4 + 6 + label)
+            wanted = math.ceil(self._label_px * plan.font_px / display.LABEL_FONT_PX + 4 + 9 + label)
         if wanted != self._fixed_for:
             self._fixed_for = wanted
             self.setHeight(wanted)
@@ -155,7 +155,7 @@ class TokenAxis(pg.AxisItem):
         for rect, _flags, text in textSpecs:
             # Upright, reading upward, its end against the tick: centred on the cell.
             p.save()
-            p.translate(rect.center().x(), rect.top())
+            p.translate(rect.center().x(), rect.top() + 3)  # a gap: the tick must not read as a dash
             p.rotate(-90)
             width = p.fontMetrics().horizontalAdvance(text) + 2
             height = p.fontMetrics().height()
