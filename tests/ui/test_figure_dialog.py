@@ -197,7 +197,7 @@ def test_include_selection_draws_or_leaves_out_the_marks(qtbot, tmp_path):
     from ui_helpers import shown
 
     built = build_preset("pronoun")
-    doc = SessionDocument(built.session, built.signals)
+    doc = SessionDocument(built.session)
     assert doc.wait_idle(60)
     panel = shown(qtbot, WeightsPanel(doc), size=(480, 400))
     doc.set_selection(query=6, key=1)

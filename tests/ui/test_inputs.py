@@ -182,7 +182,7 @@ def test_import_embeddings_from_csv_with_labels(tmp_path, panel, doc, messages):
 
 def test_a_blank_sentence_box_says_why(qtbot):
     built = build_preset("sine", {"N": 600})
-    document = SessionDocument(built.session, built.signals)
+    document = SessionDocument(built.session)
     inputs = InputsPanel(document)
     qtbot.addWidget(inputs)
     assert inputs.tokens.sentence.text() == ""

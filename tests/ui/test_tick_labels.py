@@ -13,7 +13,7 @@ from ui_helpers import shown
 
 def preset_doc(qtbot, name, **params):
     built = build_preset(name, params)
-    doc = SessionDocument(built.session, built.signals)
+    doc = SessionDocument(built.session)
     assert doc.wait_idle(60)
     return doc
 
