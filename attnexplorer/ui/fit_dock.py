@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
     QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFrame, QGridLayout, QHBoxLayout, QLabel, QPlainTextEdit,
     QPushButton, QSizePolicy, QSpinBox, QVBoxLayout, QWidget,
@@ -45,6 +46,7 @@ class FitDock(QWidget):
         self._stroke: dict[int, set[int]] = {}  # row → the columns the current stroke touched
         self._last_cell: tuple[int, int] | None = None
         self.shown_target = None  # the validated Target drawn in the heatmap, or None
+        self._stale = False  # the session or selection changed while the dock was hidden
         self.report = ""
 
         self.target_combo = QComboBox()
@@ -163,8 +165,15 @@ class FitDock(QWidget):
         self.runner.progressed.connect(self._on_progress)
         self.runner.finished.connect(self._on_finished)
         self.runner.state_changed.connect(self._sync_buttons)
+        # The target is validated and drawn only while the dock is on screen, once per turn of
+        # the event loop: every edit of the session would otherwise pay for it (an n×n check
+        # and heatmap, and a whole compute for "another head's weights").
+        self._refresh_timer = QTimer(self)
+        self._refresh_timer.setSingleShot(True)
+        self._refresh_timer.setInterval(0)
+        self._refresh_timer.timeout.connect(self.refresh_target)
         document.session_changed.connect(self._on_session_changed)
-        document.selection_changed.connect(lambda _s: self.refresh_target())
+        document.selection_changed.connect(lambda _s: self._refresh_later())
         self._on_target_kind()
         self._sync_buttons(self.runner.state)
 
@@ -205,6 +214,8 @@ class FitDock(QWidget):
 
     def refresh_target(self) -> None:
         """Validate the chosen target for the selected head and draw it (a refusal is reported)."""
+        self._refresh_timer.stop()
+        self._stale = False
         if self.runner.running:
             return
         s = self.document.session
@@ -249,6 +260,8 @@ class FitDock(QWidget):
             self._report(f"cell ({s.tokens[row]!r}, {s.tokens[col]!r}) is masked: the head can never attend there")
             return False
         if self.target_kind != "custom":
+            if self._refresh_timer.isActive() or self._stale:
+                self.refresh_target()  # draw from the target as it is now
             self._custom = np.array(self.shown_target.matrix) if self.shown_target is not None else None
             self.target_combo.setCurrentIndex(self.target_combo.findData("custom"))
         m = np.array(self._custom_matrix())
@@ -369,6 +382,18 @@ class FitDock(QWidget):
     def _on_session_changed(self, _session) -> None:
         if not self.runner.running:
             self.train_b.setEnabled(bias_names(self.document.session) is not None)
+            self._refresh_later()
+
+    def _refresh_later(self) -> None:
+        if self.isVisible() and not self.runner.running:
+            self._refresh_timer.start()
+        else:
+            self._stale = True
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self._stale:
+            self._stale = False
             self.refresh_target()
 
     def _report(self, text: str) -> None:

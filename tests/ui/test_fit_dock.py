@@ -227,3 +227,16 @@ def test_one_target_per_head(make_window):
     assert fit.runner.last.status == "converged", fit.report
     assert np.abs(doc.result.weights - np.eye(8)).max() < 0.01
     assert doc.undo_stack.count() == 1 and doc.undo_stack.text(0).startswith("Fit heads 0, 1")
+
+
+def test_the_target_follows_the_session_only_while_the_dock_is_on_screen(make_window, qtbot):
+    window = make_window()
+    doc, fit = window.document, window.fit
+    before = fit.shown_target
+    fit.hide()  # as when its tab is behind Controls
+    doc.edit(doc.session.replace(mask=Mask("none")), "No mask")
+    QApplication.processEvents()
+    assert fit.shown_target is before  # an edit costs the hidden dock nothing
+    fit.show()
+    assert fit.shown_target is not before
+    np.testing.assert_array_equal(fit.view.hatch.isVisible(), False)  # no mask: nothing hatched
