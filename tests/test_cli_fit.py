@@ -71,7 +71,7 @@ def bad_cases(tmp_path):
         (good + ["--steps", "0"], "steps must be a whole number from 1"),
         (good + ["--optimizer", "rmsprop"], "unknown optimizer 'rmsprop'"),
         (good + ["--train", "v"], "cannot train 'v'"),
-        (good + ["--train", "biases"], "no query/key biases"),
+        (good + ["--train", "biases"], "training the query/key biases is not supported yet"),
         (good + ["--head", "9"], "--head: the session has heads 0..1"),
         (good + ["--head", "x"], "--head: expected a head number or 'all'"),
         (good + ["--dtype", "float16"], "fitting runs in float32 or float64"),

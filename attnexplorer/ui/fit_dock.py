@@ -27,7 +27,6 @@ from PySide6.QtWidgets import (
 
 from ..core.errors import AttnExplorerError
 from ..core.fit import DEFAULT_LR, Fitter, check_target, target_for
-from ..core.fit.trainer import bias_names
 from .fit_runner import FitRunner
 from .panels.matrix_view import MatrixView
 
@@ -72,6 +71,7 @@ class FitDock(QWidget):
         self.train_q = QCheckBox("W_q")
         self.train_k = QCheckBox("W_k")
         self.train_b = QCheckBox("biases")
+        self.train_b.setToolTip("Training the query/key biases is not supported yet")
         self.train_q.setChecked(True)
         self.train_k.setChecked(True)
         self.optimizer_combo = QComboBox()
@@ -375,13 +375,12 @@ class FitDock(QWidget):
         for w in (self.target_combo, self.param_spin, self.scope_combo, self.import_button, self.clear_button,
                   self.train_q, self.train_k, self.optimizer_combo, self.lr_spin, self.steps_spin):
             w.setEnabled(idle)
-        self.train_b.setEnabled(idle and bias_names(self.document.session) is not None)
+        self.train_b.setEnabled(False)  # core.fit does not train biases yet (it says so)
         if idle:
             self.refresh_target()
 
     def _on_session_changed(self, _session) -> None:
         if not self.runner.running:
-            self.train_b.setEnabled(bias_names(self.document.session) is not None)
             self._refresh_later()
 
     def _refresh_later(self) -> None:
