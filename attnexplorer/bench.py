@@ -50,6 +50,8 @@ TARGETS = {
     "large_block_ms": 50.0,
     "large_peak_mb": 2048.0,
     "startup_extra_s": 0.7,
+    "edit_ms": 20.0,
+    "edit_growth_mb": 50.0,
 }
 
 
@@ -240,6 +242,70 @@ def bench_drag(n: int, steps: int) -> dict:
             "undo_steps": undo_steps, "target_per_s": TARGETS["drag_per_s"], "met": per_s >= TARGETS["drag_per_s"]}
 
 
+def _resident_mb() -> float | None:
+    """This process's resident memory now (Linux), else None."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def bench_edit_cost(heads: int, d: int, edits: int = 20, n: int = 8) -> dict:
+    """One W_q cell edit typed at ``heads`` heads of d = d_k = d_v = ``d``: the time from the
+    edit to the painted main window, and how much resident memory ``edits`` edits of
+    different cells add to the open document (session, undo history, engine caches and
+    result; each edit one undo step). The memory is taken on a document of its own: the
+    window's autosave writes the whole session to its recovery file every few seconds, and
+    that write's transient buffers are not what an edit keeps."""
+    import gc
+
+    import numpy as np
+
+    from .core.session import Session
+    from .ui import user_actions
+
+    _app()
+    rng = np.random.default_rng(0)
+    session = Session(tokens=tuple(f"t{i}" for i in range(n)), embeddings=rng.normal(size=(n, d)),
+                      w_query=rng.normal(size=(heads, d, d)) / np.sqrt(d), w_key=rng.normal(size=(heads, d, d)) / np.sqrt(d),
+                      w_value=rng.normal(size=(heads, d, d)) / np.sqrt(d))
+    del rng
+    from .ui.document import SessionDocument
+
+    def edit(document, k):
+        user_actions.set_cell(document, "W_q", (5 * k) % d, (7 * k + 1) % d, f"{0.01 * (k + 1)}", head=k % heads)
+        document.wait_idle(60.0)
+
+    document, window = _window(session)
+    document.wait_idle(60.0)
+    _settle()
+    times = []
+    for k in range(edits):
+        start = time.perf_counter()
+        edit(document, k)
+        _settle()
+        times.append((time.perf_counter() - start) * 1000.0)
+    _close(document, window)
+    document = SessionDocument(session)
+    del session
+    document.wait_idle(60.0)
+    gc.collect()
+    before = _resident_mb()
+    for k in range(edits):
+        edit(document, k)
+    gc.collect()
+    after = _resident_mb()
+    steps = document.undo_stack.count()
+    document.shutdown()
+    row = {"heads": heads, "d": d, "edits": edits, "undo_steps": steps, "median_ms": _median(times[2:] or times),
+           "growth_mb": None if before is None or after is None else after - before,
+           "target_ms": TARGETS["edit_ms"], "target_mb": TARGETS["edit_growth_mb"]}
+    row["met"] = row["median_ms"] <= TARGETS["edit_ms"] and (row["growth_mb"] is None or row["growth_mb"] < TARGETS["edit_growth_mb"])
+    return row
+
+
 def bench_heatmap(sizes, repeats, runs: int = 4) -> list[dict]:
     """Our heatmap against matplotlib imshow + canvas.draw(), same matrix, same pixel size.
 
@@ -359,7 +425,7 @@ def _large_probe(n: int, heads: int) -> None:
         gap = (now - state["last"]) * 1000.0
         state["last"] = now
         gaps["all"] = max(gaps["all"], gap)
-        if document._busy:
+        if document.computing:
             gaps["computing"] = max(gaps["computing"], gap)
 
     timer = QTimer()
@@ -463,6 +529,7 @@ def collect(quick: bool = False, device: str | None = None) -> dict:
         results["stages"] = bench_stages([256], devices, repeats=2)
         results["redraw"] = bench_redraw([16, 64], repeats=3)
         results["drag"] = bench_drag(64, steps=4)
+        results["edit_cost"] = bench_edit_cost(2, 64, edits=5)
         results["heatmap"] = bench_heatmap([16, 64], repeats=2, runs=2)
         results["large"] = bench_large(256, 2)
         results["startup"] = bench_startup(1)
@@ -471,6 +538,7 @@ def collect(quick: bool = False, device: str | None = None) -> dict:
         results["stages"] = bench_stages([1024, 2048], devices, repeats=5)
         results["redraw"] = bench_redraw([16, 64, 256, 512], repeats=9)
         results["drag"] = bench_drag(512, steps=15)
+        results["edit_cost"] = bench_edit_cost(16, 512)
         results["heatmap"] = bench_heatmap([16, 64, 256, 512], repeats=7)
         results["large"] = bench_large(4096, 4)
         results["startup"] = bench_startup(3)
@@ -519,6 +587,13 @@ def format_report(r: dict) -> str:
     out.append("")
     out.append(f"Dragging the sine τ slider at N = {d['n']}: {d['redraws_per_s']:.0f} redraws/s "
                f"({d['median_ms']:.1f} ms each; target ≥ 30){_mark(d['met'])}; one undo step: {d['undo_steps'] == 1}")
+    e = r.get("edit_cost")
+    if e is not None:
+        growth = "not measured here" if e["growth_mb"] is None else f"{e['growth_mb']:.1f} MB"
+        out.append("")
+        out.append(f"One W_q cell edit at {e['heads']} heads, d = d_k = d_v = {e['d']}: {e['median_ms']:.1f} ms to the "
+                   f"painted window (target ≤ {e['target_ms']:.0f}); {e['edits']} edits ({e['undo_steps']} undo steps) "
+                   f"grew memory by {growth} (target < {e['target_mb']:.0f}){_mark(e['met'])}")
     out.append("")
     out.append("Heatmap redraw vs matplotlib imshow + canvas.draw(), 600×500 px (target ≥ 10×)")
     for row in r["heatmap"]:

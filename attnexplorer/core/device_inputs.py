@@ -16,13 +16,14 @@ torch is imported lazily, as in the engine.
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from collections import OrderedDict
 
 import numpy as np
 
 from .attention import join_projections, split_projections  # noqa: F401 (split_projections: re-exported)
-from .session import Session
+from .session import Session, derived_from
 
 # Keyed by the arrays' ids (plus device and dtype); weak references prove that the ids still
 # name the same arrays, so a recycled id never reaches a stale tensor.
@@ -78,15 +79,74 @@ def projection_weights(session: Session, tdtype, dev):
     arrays = (session.w_query, session.w_key, session.w_value)
 
     def build():
+        patched = _patched_projection(arrays, tdtype, dev)
+        if patched is not None:
+            return patched
         # The same layout function fitting uses on trainable weights, so both read one layout.
         torch = _torch()
         return join_projections(*(torch.tensor(w, dtype=tdtype, device=dev) for w in arrays))
 
-    return _cached(_TENSOR_CACHE, _TENSOR_CACHE_SIZE, arrays, (*map(id, arrays), dev, tdtype, "qkv"), build)
+    with _JOIN_LOCK:  # the window's worker and an export on the GUI thread may both get here
+        joined = _cached(_TENSOR_CACHE, _TENSOR_CACHE_SIZE, arrays, (*map(id, arrays), dev, tdtype, "qkv"), build)
+        _LAST_JOINED[(dev, tdtype)] = (tuple(weakref.ref(a) for a in arrays), joined)
+    return joined
+
+
+# The joined tensor made last for each (device, dtype), with weak references to the arrays it
+# holds: an edit made with ``session.with_values`` is written into it in place (a few cells)
+# instead of converting and joining every weight again. The document runs its computes one
+# at a time; the one exception, an export computing the current session on the GUI thread
+# while the worker still computes an older one, can only disturb that older result, which
+# the document drops as stale.
+_LAST_JOINED: dict = {}
+_JOIN_LOCK = threading.Lock()
+
+
+def _patched_projection(arrays: tuple, tdtype, dev):
+    """The last joined tensor for (dev, tdtype) with the cells that ``arrays`` changed since
+    written in place, or None when they are not such an edit of its arrays."""
+    last = _LAST_JOINED.pop((dev, tdtype), None)
+    if last is None:
+        return None
+    refs, joined = last
+    heads, d, d_k = arrays[0].shape
+    offsets = (0, heads * d_k, 2 * heads * d_k)
+    patches = []
+    for ref, new, offset in zip(refs, arrays, offsets):
+        old = ref()
+        if new is old:
+            continue
+        known = derived_from(new)
+        if old is None or known is None or known[0] is not old or new.shape != old.shape:
+            return None
+        # (head, row, column) of each changed cell → (row, offset + head·k + column) in the join.
+        flat = known[1]
+        h, r, c = np.unravel_index(flat, new.shape)
+        patches.append((r, offset + h * new.shape[2] + c, new.reshape(-1)[flat]))
+    torch = _torch()
+    # The old arrays' cache entry would now name a tensor that holds the new values.
+    for key in [k for k, (_, value) in _TENSOR_CACHE.items() if value is joined]:
+        del _TENSOR_CACHE[key]
+    with torch.inference_mode():
+        for rows, cols, values in patches:
+            index = (torch.as_tensor(rows, device=dev), torch.as_tensor(cols, device=dev))
+            joined.index_put_(index, torch.as_tensor(values, dtype=tdtype, device=dev))
+    return joined
 
 
 def _max_abs(a: np.ndarray) -> float:
-    return _cached(_BOUNDS, _BOUNDS_SIZE, (a,), (id(a), "max"), lambda: float(np.abs(a).max(initial=0.0)))
+    """max |a|, or for an edit of an array whose bound is known, an upper bound on it made from
+    that bound and the changed cells alone (cannot_overflow needs only an upper bound)."""
+    def build():
+        known = derived_from(a)
+        if known is not None:
+            base, flat = known
+            hit = _BOUNDS.get((id(base), "max"))
+            if hit is not None and hit[0][0]() is base:
+                return max(hit[1], float(np.abs(a.reshape(-1)[flat]).max(initial=0.0)))
+        return float(np.abs(a).max(initial=0.0))
+
+    return _cached(_BOUNDS, _BOUNDS_SIZE, (a,), (id(a), "max"), build)
 
 
 def _max_row_sum(a: np.ndarray) -> float:

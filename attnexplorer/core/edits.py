@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .errors import SessionError
-from .session import MAX_DIM, MAX_HEADS, Mask, Scale, Session
+from .session import MAX_DIM, MAX_HEADS, Mask, Scale, Session, with_values
 from .stages import alibi_slopes
 
 # The tables a user can edit cell by cell, by the names messages use.
@@ -69,12 +69,16 @@ def cell_name(session: Session, table: str, row: int, col: int, head: int = 0) -
     return name
 
 
-def _with_matrix(session: Session, table: str, head: int, matrix: np.ndarray) -> Session:
-    if table in _PER_HEAD:
-        full = np.array(getattr(session, _FIELD[table]))
-        full[_stored_head(session, table, head)] = matrix
-        return session.replace(**{_FIELD[table]: full})
-    return session.replace(**{_FIELD[table]: matrix})
+def _with_values(session: Session, table: str, head: int, rows, cols, values) -> Session:
+    """The session with ``table``[rows, cols] (of ``head``) set to checked, finite ``values``.
+
+    One copy of the table's array and nothing else (``session.with_values``): no second copy
+    or finite check of the untouched cells, and the new array remembers what changed, so the
+    engine patches only that on the device. Other arrays are shared with ``session``.
+    """
+    name = _FIELD[table]
+    index = (_stored_head(session, table, head), rows, cols) if table in _PER_HEAD else (rows, cols)
+    return session.replace(**{name: with_values(getattr(session, name), index, values)})
 
 
 def _finite(value, where: str) -> float:
@@ -96,9 +100,7 @@ def set_cell(session: Session, table: str, row: int, col: int, value: float, hea
     if not (0 <= row < m.shape[0] and 0 <= col < m.shape[1]):
         raise SessionError(f"is outside the {m.shape[0]}×{m.shape[1]} table", where)
     v = _finite(value, where)
-    new = np.array(m)
-    new[row, col] = v
-    return _with_matrix(session, table, head, new)
+    return _with_values(session, table, head, row, col, v)
 
 
 def set_block(session: Session, table: str, top: int, left: int, block, head: int = 0) -> Session:
@@ -122,9 +124,7 @@ def set_block(session: Session, table: str, top: int, left: int, block, head: in
     if not np.isfinite(b).all():
         i, j = (int(k) for k in np.argwhere(~np.isfinite(b))[0])
         raise SessionError(f"the block holds a non-finite number at [{i},{j}]", table)
-    new = np.array(m)
-    new[top:top + b.shape[0], left:left + b.shape[1]] = b
-    return _with_matrix(session, table, head, new)
+    return _with_values(session, table, head, slice(top, top + b.shape[0]), slice(left, left + b.shape[1]), b)
 
 
 def set_matrix(session: Session, table: str, matrix, head: int = 0) -> Session:

@@ -266,6 +266,61 @@ def _frozen_matrix(value, where: str, ndim: int) -> np.ndarray:
     return a
 
 
+# For arrays made by ``with_values``: id → (weak reference to the array it was made from, the
+# flat positions that differ, weak reference to the new array). The engine's device copies
+# use it to patch only those positions instead of converting and uploading a whole array
+# again. Only the newest few are kept: an edit is patched in right after it is made.
+_DERIVED: "collections.OrderedDict[int, tuple]" = collections.OrderedDict()
+_DERIVED_SIZE = 64
+
+
+def _flat_positions(shape: tuple[int, ...], index: tuple) -> np.ndarray:
+    """The flat positions ``index`` (ints and slices, one per axis) selects, in O(selected)."""
+    index = index + (slice(None),) * (len(shape) - len(index))
+    axes = [np.arange(*i.indices(n)) if isinstance(i, slice) else np.array([int(i) % n]) for i, n in zip(index, shape)]
+    grids = np.meshgrid(*axes, indexing="ij")
+    return np.ravel_multi_index(tuple(g.ravel() for g in grids), shape)
+
+
+def with_values(base: np.ndarray, index: tuple, values) -> np.ndarray:
+    """A frozen copy of ``base`` (an array of a session) with ``base[index] = values``, ready
+    for ``Session``/``replace`` without another copy or finite check.
+
+    ``index`` is a tuple of ints and slices; ``values`` must be finite (the caller checked
+    them). This is the one copy an edit makes; the copy remembers which positions differ from
+    ``base`` (``derived_from``).
+    """
+    return with_flat_values(base, _flat_positions(base.shape, tuple(index)), np.broadcast_to(values, _shape_of(base, index)).ravel())
+
+
+def _shape_of(base: np.ndarray, index: tuple) -> tuple[int, ...]:
+    return base[tuple(index)].shape
+
+
+def with_flat_values(base: np.ndarray, flat: np.ndarray, values) -> np.ndarray:
+    """``with_values`` by flat positions: ``base.ravel()[flat] = values`` in a frozen copy."""
+    if _FROZEN.get(id(base)) is not base:
+        raise SessionError("with_values needs an array of a session", "array")
+    a = np.array(base)
+    a.reshape(-1)[flat] = values
+    a.flags.writeable = False
+    _FROZEN[id(a)] = a
+    _DERIVED[id(a)] = (weakref.ref(base), np.asarray(flat), weakref.ref(a))
+    if len(_DERIVED) > _DERIVED_SIZE:
+        _DERIVED.popitem(last=False)
+    return a
+
+
+def derived_from(a: np.ndarray):
+    """``(base, flat positions)`` when ``a`` was made by ``with_values`` from ``base`` and
+    both still live, else None: ``a`` equals ``base`` except at those positions."""
+    hit = _DERIVED.get(id(a))
+    if hit is None or hit[2]() is not a:
+        return None
+    base = hit[0]()
+    return None if base is None else (base, hit[1])
+
+
 @dataclass(frozen=True, eq=False)
 class Session:
     """Everything the user edits. Immutable and always valid once constructed."""

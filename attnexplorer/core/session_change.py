@@ -15,12 +15,12 @@ the changed positions on its device).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from .errors import SessionError
 from .session import Session, derived_from, with_flat_values
-
-_ARRAYS = ("embeddings", "w_query", "w_key", "w_value", "w_out")
-_OTHERS = ("tokens", "mask", "scale", "preset", "extra")
 # Positions + old + new values cost 24 bytes per changed cell, a whole array 8 per cell:
 # beyond a third of the cells the whole array is the smaller record.
 _WHOLE_ABOVE = 1 / 3
@@ -36,11 +36,16 @@ class SessionChange:
         self._whole: dict[str, tuple] = {}
         self._others: dict[str, tuple] = {}
         size = 0
-        for name in _ARRAYS:
+        # Every field of the session, so a stage added to it is undone like the rest.
+        for name in (f.name for f in dataclasses.fields(Session)):
             a, b = getattr(before, name), getattr(after, name)
             if a is b:
                 continue
-            if a is not None and b is not None and a.shape == b.shape:
+            if not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray):
+                if _differ(a, b):
+                    self._others[name] = (a, b)
+                continue
+            if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape:
                 # An edit made with ``with_values`` says where it wrote: no need to compare.
                 known = derived_from(b)
                 if known is not None and known[0] is a:
@@ -55,17 +60,19 @@ class SessionChange:
                     continue
             # One side is always the session the document holds; the other is the cost.
             self._whole[name] = (a, b)
-            size += max(0 if a is None else a.nbytes, 0 if b is None else b.nbytes)
-        for name in _OTHERS:
-            a, b = getattr(before, name), getattr(after, name)
-            if a is not b and a != b:
-                self._others[name] = (a, b)
+            size += max(getattr(a, "nbytes", 0), getattr(b, "nbytes", 0))
         self.nbytes = size
 
     def _apply(self, session: Session, side: int) -> Session:
         changes = {name: pair[side] for name, pair in self._whole.items()}
         for name, (flat, old, new) in self._cells.items():
-            changes[name] = with_flat_values(getattr(session, name), flat, (old, new)[side])
+            base = getattr(session, name)
+            try:
+                changes[name] = with_flat_values(base, flat, (old, new)[side])
+            except SessionError:  # an array the session module did not freeze: copy it plainly
+                array = np.array(base)
+                array.reshape(-1)[flat] = (old, new)[side]
+                changes[name] = array
         changes.update({name: pair[side] for name, pair in self._others.items()})
         return session.replace(**changes) if changes else session
 
@@ -76,3 +83,11 @@ class SessionChange:
     def redo(self, before: Session) -> Session:
         """The session after the edit, from the session before it."""
         return self._apply(before, 1)
+
+
+def _differ(a, b) -> bool:
+    """Whether two non-array field values differ (values holding arrays compare by identity)."""
+    try:
+        return bool(a != b)
+    except (ValueError, TypeError):  # e.g. a mapping holding arrays: no single truth value
+        return True

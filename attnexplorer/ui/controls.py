@@ -1,14 +1,11 @@
 """Controls: mask, scale (with a temperature slider), device, dtype and the preset's parameters.
 
 ``ControlsPanel(document)`` stacks four small groups that fit a narrow dock. Each control
-changes the session through ``document.edit`` (one undo step; dragging a slider is one step
-per drag) or the compute options through ``document.set_compute_options``; each is synced
+changes the session through ``user_actions`` (one undo step; dragging a slider is one step
+per drag) or the compute options through ``user_actions.set_compute_options``; each is synced
 back from the document with its signals blocked. While a slider is dragged its values go
 through ``document.edit_later``: when they come faster than the window redraws, only the
 newest is computed and drawn, and the release applies the last one.
-
-``toggle_padding(document, j)`` and ``toggle_blocked(document, i, j)`` are the paths the
-window and the panels call when a token header or a mask cell is clicked.
 """
 
 from __future__ import annotations
@@ -21,29 +18,16 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QWidget,
 )
 
-from ..core import edits
 from ..core.errors import AttnExplorerError
 from ..core.session import MAX_TOKENS, Mask, Scale
+from . import user_actions
 from .document import SessionDocument
-from .models import apply_edit
 
 MASKS = (("none", "None"), ("causal", "Causal"), ("window", "Sliding window"),
          ("padding", "Padding (click tokens)"), ("custom", "Custom (click cells)"))
 SCALES = (("inv_sqrt_dk", "1/√d_k"), ("none", "None"), ("temperature", "Temperature τ"))
 TEMPERATURE_RANGE = (1e-4, 1e4)
 _STEPS = 1000  # slider resolution for float values
-
-
-def toggle_padding(document: SessionDocument, j: int) -> bool:
-    """Block/unblock token ``j`` as a key for every query (a click on a token header)."""
-    keys = document.session.key_tokens  # the source's tokens in cross-attention
-    name = keys[j] if 0 <= j < len(keys) else j
-    return apply_edit(document, lambda s: edits.toggle_padding(s, j), f"Toggle padding of {name!r}")
-
-
-def toggle_blocked(document: SessionDocument, i: int, j: int) -> bool:
-    """Block/unblock the (query ``i``, key ``j``) cell (a click on a mask-view cell)."""
-    return apply_edit(document, lambda s: edits.toggle_blocked(s, i, j), f"Toggle mask cell [{i},{j}]")
 
 
 class ValueSlider(QWidget):
@@ -235,14 +219,14 @@ class ControlsPanel(QWidget):
             mask = Mask("custom", blocked=s.mask.matrix(s.n))
         else:
             mask = Mask(kind)
-        if not apply_edit(self.document, lambda s: edits.set_mask(s, mask), f"Mask: {self.mask_combo.currentText()}"):
+        if not user_actions.set_mask(self.document, mask, f"Mask: {self.mask_combo.currentText()}"):
             self._sync_mask(s)
 
     def _on_window(self, w: int) -> None:
         if self.document.session.mask.kind != "window":
             return
-        apply_edit(self.document, lambda s: edits.set_mask(s, Mask("window", window=int(w))),
-                   f"Window w = {w}", merge_key=("mask", "window"))
+        user_actions.set_mask(self.document, Mask("window", window=int(w)), f"Window w = {w}",
+                              merge_key=("mask", "window"))
 
     def _sync_mask(self, session) -> None:
         with QSignalBlocker(self.mask_combo), QSignalBlocker(self.window_spin):
@@ -263,7 +247,7 @@ class ControlsPanel(QWidget):
             scale = Scale(kind, min(max(tau, TEMPERATURE_RANGE[0]), TEMPERATURE_RANGE[1]))
         else:
             scale = Scale(kind)
-        if not apply_edit(self.document, lambda s: edits.set_scale(s, scale), f"Scale: {self.scale_combo.currentText()}"):
+        if not user_actions.set_scale(self.document, scale, f"Scale: {self.scale_combo.currentText()}"):
             self._sync_scale(s)
 
     def _on_temperature(self, tau: float, dragging: bool) -> None:
@@ -276,8 +260,7 @@ class ControlsPanel(QWidget):
     def _apply_temperature(self, tau: float, key) -> None:
         if self.document.session.scale.kind != "temperature":
             return
-        apply_edit(self.document, lambda s: edits.set_scale(s, Scale("temperature", tau)),
-                   f"Temperature τ = {tau:g}", merge_key=key)
+        user_actions.set_scale(self.document, Scale("temperature", tau), f"Temperature τ = {tau:g}", merge_key=key)
 
     def _sync_scale(self, session) -> None:
         with QSignalBlocker(self.scale_combo):
@@ -292,13 +275,13 @@ class ControlsPanel(QWidget):
         device = self.device_combo.currentData()
         if device and device != self.document.device:
             self._fill_dtypes(device)
-            self.document.set_compute_options(device=device, dtype=self.dtype_combo.currentData())
+            user_actions.set_compute_options(self.document, device=device, dtype=self.dtype_combo.currentData())
             self.document.message.emit(f"Computing on {device}")
 
     def _on_dtype(self, _index: int) -> None:
         dtype = self.dtype_combo.currentData()
         if dtype and dtype != self.document.dtype:
-            self.document.set_compute_options(dtype=dtype)
+            user_actions.set_compute_options(self.document, dtype=dtype)
 
     def _fill_dtypes(self, device: str) -> None:
         from ..core.engine import supported_dtypes
@@ -367,21 +350,11 @@ class ControlsPanel(QWidget):
             self._apply_param(param, value, None)
 
     def _apply_param(self, param, value: float, key) -> None:
-        from ..core.presets import build_preset
-
-        ref = self.document.session.preset
-        if ref is None:
+        if self.document.session.preset is None:
             return
-        params = dict(ref.params)
-        params[param.name] = int(value) if param.kind == "int" else value
-        try:
-            built = build_preset(ref.name, params)
-        except AttnExplorerError as err:
-            self.document.refuse(f"{param.label or param.name} not changed: {err}")
+        value = int(value) if param.kind == "int" else value
+        if not user_actions.set_preset_param(self.document, param.name, value, param.label or param.name, key):
             self._sync_params(self.document.session)
-            return
-        key = None if key is None else (*key, ref.name)
-        self.document.edit(built.session, f"{param.label or param.name} = {params[param.name]:g}", merge_key=key)
 
     def _sync_params(self, session) -> None:
         if session.preset is None:

@@ -36,6 +36,7 @@ from PySide6.QtGui import QUndoCommand, QUndoStack
 from ..core.engine import INTERMEDIATES, AttentionResult, compute
 from ..core.errors import AttnExplorerError
 from ..core.session import Session
+from ..core.session_change import SessionChange
 from .selection import Selection
 
 # Below this many score cells (heads × n × n) a CPU compute takes a few milliseconds at most
@@ -46,17 +47,29 @@ INLINE_CELLS = 512 * 512 * 2
 # Above this many score cells each n×n intermediate is tens of megabytes (16 MB in float32
 # here): only what the on-screen views read is computed and kept.
 LARGE_CELLS = 1 << 22
+# The undo history's bounds: this many steps, and about this many bytes of recorded changes
+# (a cell edit records a few bytes; a resize or an import records a whole array). Beyond
+# either, the oldest steps are forgotten.
+UNDO_STEPS = 1000
+UNDO_BYTES = 256 << 20
 
 
 class _EditCommand(QUndoCommand):
-    """Replace the whole session. Sessions are immutable, so old and new are just kept."""
+    """One undo step. It keeps what the edit changed (``SessionChange``), not the two whole
+    sessions: a one-cell edit of a large W_q costs a few bytes of history, not a copy of it.
+    Undo and redo rebuild the neighbouring session from the document's current one (the
+    stack guarantees that it is this step's "after" or "before")."""
 
     def __init__(self, doc: "SessionDocument", before: Session, after: Session, text: str, merge_key):
         super().__init__(text)
         self._doc = doc
-        self.before = before
-        self.after = after
+        self.change = SessionChange(before, after)
+        self._pushed = after  # what the push's first redo sets; dropped right after
         self.merge_key = merge_key
+
+    @property
+    def nbytes(self) -> int:
+        return self.change.nbytes if self.change is not None else 0
 
     def id(self) -> int:
         # Qt merges only commands with equal non-negative ids; the key says "same cell".
@@ -65,15 +78,28 @@ class _EditCommand(QUndoCommand):
     def mergeWith(self, other) -> bool:
         if not isinstance(other, _EditCommand) or other.merge_key != self.merge_key or self.merge_key is None:
             return False
-        self.after = other.after
+        if self.change is None:  # forgotten (beyond the memory bound): nothing to merge into
+            return False
+        after = self._doc.session  # the push has just applied ``other``
+        self.change = SessionChange(self.change.undo(other.change.undo(after)), after)
         self.setText(other.text())  # "Temperature τ = 1000" names where the drag ended
         return True
 
+    def forget(self) -> None:
+        """Drop this step's record; Qt then drops the step, unapplied, when it is undone."""
+        self.change = None
+        self.setText(f"{self.text()} (beyond the undo history's memory)")
+        self.setObsolete(True)
+
     def redo(self):
-        self._doc._set(self.after)
+        if self._pushed is not None:
+            after, self._pushed = self._pushed, None
+        else:
+            after = self.change.redo(self._doc.session)
+        self._doc._set(after)
 
     def undo(self):
-        self._doc._set(self.before)
+        self._doc._set(self.change.undo(self._doc.session))
 
 
 def _stop_thread(thread: QThread) -> None:
@@ -144,6 +170,7 @@ class SessionDocument(QObject):
         self.device = "cpu"
         self.dtype = "float32"
         self.undo_stack = QUndoStack(self)
+        self.undo_stack.setUndoLimit(UNDO_STEPS)  # Qt allows this only while the stack is empty
         self._generation = 0
         self._busy = False
         self._pending = None
@@ -193,6 +220,11 @@ class SessionDocument(QObject):
     @property
     def selection(self) -> Selection:
         return self._selection
+
+    @property
+    def computing(self) -> bool:
+        """Whether a compute is running on the worker thread now."""
+        return self._busy
 
     @property
     def needs(self) -> frozenset[str] | None:
@@ -253,6 +285,24 @@ class SessionDocument(QObject):
         if session == self._session:
             return
         self.undo_stack.push(_EditCommand(self, self._session, session, text, merge_key))
+        self._bound_history()
+
+    def history_bytes(self) -> int:
+        """What the undo history's recorded changes hold, in bytes."""
+        stack = self.undo_stack
+        return sum(getattr(stack.command(i), "nbytes", 0) for i in range(stack.count()))
+
+    def _bound_history(self) -> None:
+        """Forget the oldest applied steps while the history holds more than UNDO_BYTES."""
+        stack = self.undo_stack
+        total = self.history_bytes()
+        for i in range(stack.index() - 1):  # never the newest step, never a step to redo
+            if total <= UNDO_BYTES:
+                return
+            command = stack.command(i)
+            if isinstance(command, _EditCommand) and command.change is not None:
+                total -= command.nbytes
+                command.forget()
 
     def live_edit(self, text: str) -> LiveEdit:
         """Begin an edit shown as it happens (see ``LiveEdit``): one undo step named ``text``."""
@@ -336,7 +386,9 @@ class SessionDocument(QObject):
         s = self._session
         keep = self.keep_for(s)
         job = (self._generation, s, self.device, self.dtype, keep)
-        if s.heads * s.n * s.n <= INLINE_CELLS and self.device == "cpu":
+        # Inline only while the worker is idle: one compute at a time (the engine patches its
+        # cached device weights in place, so two computes must not overlap).
+        if s.heads * s.n * s.n <= INLINE_CELLS and self.device == "cpu" and not self._busy:
             self._pending = None
             try:
                 result = compute(s, device=self.device, dtype=self.dtype, keep=keep)

@@ -27,12 +27,12 @@ from PySide6.QtWidgets import (
     QSpinBox, QSplitter, QTabWidget, QToolButton, QVBoxLayout, QWidget,
 )
 
-from ..core import edits
 from ..core.errors import AttnExplorerError
 from ..core.session import MAX_DIM, MAX_HEADS
 from ..core.tokenize import detokenize, tokenize
 from .document import SessionDocument
-from .models import MatrixModel, TokenModel, apply_edit
+from . import user_actions
+from .models import MatrixModel, TokenModel
 from .table_view import MatrixTableView
 
 MATRIX_FILTER = "Matrices (*.csv *.tsv *.txt *.npy);;All files (*)"
@@ -264,9 +264,7 @@ class TokensPage(QWidget):
     def _on_token_header_clicked(self, row: int) -> None:
         # In cross-attention padding blocks source tokens, which this table does not list.
         if self.document.session.mask.kind == "padding" and self.document.session.source is None:
-            from .controls import toggle_padding
-
-            toggle_padding(self.document, row)
+            user_actions.toggle_padding(self.document, row)
 
     # -- token edits --------------------------------------------------------------------------
     def _on_sentence_entered(self) -> None:
@@ -275,56 +273,29 @@ class TokensPage(QWidget):
         except AttnExplorerError as err:
             self.document.refuse(f"Sentence not applied: {err}")
             return
-        apply_edit(self.document, lambda s: edits.retokenize(s, tokens, self.embed_function()),
-                   f"Set sentence ({len(tokens)} tokens)")
+        user_actions.set_sentence(self.document, tokens, self.embed_function())
 
     def _current_row(self) -> int:
         return min(max(self.document.selection.query, 0), self.document.session.n - 1)
 
     def insert_token(self, text: str = "token") -> bool:
         """Insert ``text`` after the current token, with a row from the embedding source."""
-        i = self._current_row() + 1
-        embed = self.embed_function()
-
-        def change(s):
-            tokens = s.tokens[:i] + (text,) + s.tokens[i:]
-            row = None if embed is None else np.asarray(embed(tokens))[i]
-            return edits.insert_token(s, i, text, row)
-
-        if apply_edit(self.document, change, f"Insert token {text!r}"):
-            self.document.set_selection(query=i)
-            return True
-        return False
+        return user_actions.insert_token(self.document, self._current_row() + 1, text, self.embed_function())
 
     def delete_token(self) -> bool:
-        i = self._current_row()
-        return apply_edit(self.document, lambda s: edits.delete_token(s, i),
-                          f"Delete token {self.document.session.tokens[i]!r}")
+        return user_actions.delete_token(self.document, self._current_row())
 
     def move_token(self, step: int) -> bool:
         i = self._current_row()
-        j = i + step
-        if not 0 <= j < self.document.session.n:
-            return False
-        if apply_edit(self.document, lambda s: edits.move_token(s, i, j),
-                      f"Move token {self.document.session.tokens[i]!r} {'up' if step < 0 else 'down'}"):
-            self.document.set_selection(query=j)
-            return True
-        return False
+        return user_actions.move_token(self.document, i, i + step)
 
     def fill_from_source(self) -> bool:
         """Replace every embedding row from the current source (manual = zeros)."""
-        embed = self.embed_function()
-
-        def change(s):
-            rows = np.zeros((s.n, s.d)) if embed is None else embed(s.tokens)
-            return edits.set_matrix(s, "embeddings", rows)
-
-        return apply_edit(self.document, change, f"Fill embeddings ({self.source_combo.currentText()})")
+        return user_actions.fill_embeddings(self.document, self.embed_function(), self.source_combo.currentText())
 
     def _on_d_changed(self, d: int) -> None:
         if d != self.document.session.d:
-            if not apply_edit(self.document, lambda s: edits.resize_d(s, d), f"Set d to {d}"):
+            if not user_actions.resize_d(self.document, d):
                 with QSignalBlocker(self.d_spin):
                     self.d_spin.setValue(self.document.session.d)
 
@@ -398,15 +369,7 @@ class WeightTable(QWidget):
 
     def initialise(self, kind: str) -> bool:
         """Fill this head's table with ``init_weight(kind, ...)`` using the page's seed."""
-        from ..core.weights import init_weight
-
-        rows, cols = self.model.array.shape
-        seed = self._seed_spin.value()
-
-        def change(s):
-            return edits.set_matrix(s, self.table, init_weight(kind, rows, cols, heads=1, seed=seed)[0], self.model.head)
-
-        return apply_edit(self.document, change, f"Initialise {self.model._label()} ({kind}, seed {seed})")
+        return user_actions.initialise_weights(self.document, self.table, kind, self._seed_spin.value(), self.model.head)
 
 
 class WeightsPage(QWidget):
@@ -459,15 +422,15 @@ class WeightsPage(QWidget):
 
     def _on_heads_changed(self, heads: int) -> None:
         if heads != self.document.session.heads:
-            if not apply_edit(self.document, lambda s: edits.set_heads(s, heads), f"Set heads to {heads}"):
+            if not user_actions.set_heads(self.document, heads):
                 self._on_session_changed(self.document.session)
 
     def _resize(self, which: str, value: int) -> None:
         s = self.document.session
         if value == (s.d_k if which == "d_k" else s.d_v):
             return
-        change = (lambda s: edits.resize_dk(s, value)) if which == "d_k" else (lambda s: edits.resize_dv(s, value))
-        if not apply_edit(self.document, change, f"Set {which} to {value}"):
+        change = user_actions.resize_dk if which == "d_k" else user_actions.resize_dv
+        if not change(self.document, value):
             self._on_session_changed(self.document.session)
 
     def _on_session_changed(self, session) -> None:

@@ -2,9 +2,8 @@
 
 Each model reads the document's current session and never holds its own copy of the
 numbers: ``data()`` indexes the session's read-only numpy array, so a 4,096-row table costs
-nothing until rows are scrolled into view. Edits go through ``core.edits`` and then
-``document.edit(...)`` (one undo step; typing into one cell again and again merges into one
-step via a per-cell merge key). A refused edit returns False from ``setData`` and reports
+nothing until rows are scrolled into view. Edits go through ``user_actions`` (one undo step;
+typing into one cell again and again merges into one step via a per-cell merge key). A refused edit returns False from ``setData`` and reports
 its reason with ``document.refuse`` — no dialogs here.
 
 The models follow ``document.session_changed``: a change of shape is one model reset, a
@@ -18,9 +17,8 @@ import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 
 from ..core import edits
-from ..core.errors import AttnExplorerError
-from ..core.expr import format_compact, format_full, parse_number
-from ..io.matrix_text import parse_matrix_text
+from ..core.expr import format_compact, format_full
+from . import user_actions
 from .document import SessionDocument
 
 _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -104,70 +102,32 @@ class MatrixModel(QAbstractTableModel):
             return Qt.ItemFlag.NoItemFlags
         return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsEditable
 
-    # -- editing --------------------------------------------------------------------------
+    # -- editing (each one undo step, through user_actions) -----------------------------------
     def setData(self, index, value, role=Qt.ItemDataRole.EditRole) -> bool:
         if not index.isValid() or role != Qt.ItemDataRole.EditRole:
             return False
-        r, c = index.row(), index.column()
-        name = edits.cell_name(self._session, self.table, r, c, self._head)
-        try:
-            number = parse_number(value if isinstance(value, str) else str(value))
-            new = edits.set_cell(self._session, self.table, r, c, number, self._head)
-        except AttnExplorerError as err:
-            self.document.refuse(f"{name} not changed: {err}")
-            return False
-        self.document.edit(new, f"Edit {name}", merge_key=("cell", self.table, self._head, r, c))
-        return True
+        text = value if isinstance(value, str) else str(value)
+        return user_actions.set_cell(self.document, self.table, index.row(), index.column(), text, self._head)
 
     def paste_text(self, top: int, left: int, text: str) -> bool:
         """Paste a block of text at (top, left) as one undo step; refuse (and say why) if it
         cannot be read or does not fit."""
-        try:
-            block = parse_matrix_text(text)
-        except AttnExplorerError as err:
-            self.document.refuse(f"Paste into {self.table} refused: {err}")
-            return False
-        return self.paste_block(top, left, block)
+        return user_actions.paste_text(self.document, self.table, top, left, text, self._head)
 
     def paste_block(self, top: int, left: int, block) -> bool:
-        try:
-            new = edits.set_block(self._session, self.table, top, left, block, self._head)
-        except AttnExplorerError as err:
-            self.document.refuse(f"Paste refused: {err}")
-            return False
-        b = np.atleast_2d(np.asarray(block))
-        self.document.edit(new, f"Paste {b.shape[0]}×{b.shape[1]} into {self._label()}")
-        return True
+        return user_actions.paste_block(self.document, self.table, top, left, block, self._head)
 
     def import_matrix(self, matrix, transpose: bool = False, source: str = "") -> bool:
         """Replace this table (this head) with ``matrix`` (``transpose`` for nn.Linear's
         ``(out, in)`` orientation), as one undo step; a shape mismatch is refused."""
-        m = np.asarray(matrix, dtype=np.float64)
-        if transpose:
-            m = m.T
-        try:
-            new = edits.set_matrix(self._session, self.table, m, self._head)
-        except AttnExplorerError as err:
-            hint = " after transposing from nn.Linear's (out × in)" if transpose else ""
-            self.document.refuse(f"Import{' of ' + source if source else ''} refused{hint}: {err}")
-            return False
-        self.document.edit(new, f"Import into {self._label()}")
-        return True
+        return user_actions.import_matrix(self.document, self.table, matrix, self._head, transpose, source)
 
     def fill(self, matrix, text: str) -> bool:
         """Replace this table with ``matrix`` (same shape) as one undo step named ``text``."""
-        try:
-            new = edits.set_matrix(self._session, self.table, matrix, self._head)
-        except AttnExplorerError as err:
-            self.document.refuse(f"{text} refused: {err}")
-            return False
-        self.document.edit(new, text)
-        return True
+        return user_actions.fill_matrix(self.document, self.table, matrix, text, self._head)
 
     def _label(self) -> str:
-        if self.table in ("W_q", "W_k", "W_v") and self._session.heads > 1:
-            return f"{self.table} (head {self._head})"
-        return self.table
+        return user_actions.table_label(self._session, self.table, self._head)
 
     # -- following the document --------------------------------------------------------------
     def set_head(self, head: int) -> None:
@@ -274,13 +234,7 @@ class TokenModel(QAbstractTableModel):
             return False
         i = index.row()
         if index.column() == self.TEXT and role == Qt.ItemDataRole.EditRole:
-            try:
-                new = edits.set_token(self._session, i, str(value))
-            except AttnExplorerError as err:
-                self.document.refuse(f"Token {i} not renamed: {err}")
-                return False
-            self.document.edit(new, f"Rename token {i} to {new.tokens[i]!r}", merge_key=("token", i))
-            return True
+            return user_actions.rename_token(self.document, i, str(value))
         if index.column() == self.BLOCKED and role == Qt.ItemDataRole.CheckStateRole:
             if self._session.source is not None:
                 self.document.refuse("With a source (cross-attention) the keys are the source's tokens: "
@@ -289,8 +243,7 @@ class TokenModel(QAbstractTableModel):
             want = Qt.CheckState(value) == Qt.CheckState.Checked if not isinstance(value, bool) else value
             if want == bool(self._blocked[i]):
                 return True
-            return apply_edit(self.document, lambda s: edits.toggle_padding(s, i),
-                              f"{'Block' if want else 'Unblock'} key {self._session.tokens[i]!r}")
+            return user_actions.set_padding(self.document, i, want)
         return False
 
     def _on_session_changed(self, session) -> None:
@@ -303,15 +256,3 @@ class TokenModel(QAbstractTableModel):
         self._session, self._blocked = session, self._blocked_keys(session)
         if session.tokens != old.tokens or session.mask != old.mask:
             self.dataChanged.emit(self.index(0, 0), self.index(session.n - 1, 1))
-
-
-def apply_edit(document: SessionDocument, change, text: str, merge_key=None) -> bool:
-    """Run ``change(session) -> new session`` and push it as one undo step named ``text``;
-    an AttnExplorerError is refused with its message instead. True when it was applied."""
-    try:
-        new = change(document.session)
-    except AttnExplorerError as err:
-        document.refuse(f"{text} refused: {err}")
-        return False
-    document.edit(new, text, merge_key=merge_key)
-    return True

@@ -180,7 +180,8 @@ def set_mask(document, mask: Mask, text: str, merge_key=None) -> bool:
 
 def toggle_padding(document, j: int) -> bool:
     """Block or free key ``j`` for every query (padding)."""
-    name = document.session.tokens[j] if 0 <= j < document.session.n else j
+    keys = getattr(document.session, "key_tokens", document.session.tokens)  # the source's tokens in cross-attention
+    name = keys[j] if 0 <= j < len(keys) else j
     return apply(document, lambda s: edits.toggle_padding(s, j), f"Toggle padding of {name!r}")
 
 

@@ -119,3 +119,32 @@ def test_a_score_overflowing_to_minus_inf_is_refused_not_taken_for_a_mask():
     with pytest.raises(EngineError, match="too large for float16.*float64"):
         compute(s, dtype="float16")
     assert compute(s, dtype="float32").scores[0, 0, 0] == -90000.0
+
+
+def test_an_edit_is_patched_into_the_device_weights_and_computes_like_a_fresh_session():
+    from attnexplorer.core import edits
+    from attnexplorer.core.session_change import SessionChange
+
+    rng = np.random.default_rng(5)
+    s = Session(tokens=tuple(f"t{i}" for i in range(5)), embeddings=rng.normal(size=(5, 6)),
+                w_query=rng.normal(size=(3, 6, 4)), w_key=rng.normal(size=(3, 6, 4)), w_value=rng.normal(size=(3, 6, 5)))
+    dev, tdtype = torch.device("cpu"), torch.float64
+    joined = device_inputs.projection_weights(s, tdtype, dev)
+    steps = [lambda t: edits.set_cell(t, "W_q", 1, 2, 7.0, head=2),
+             lambda t: edits.set_block(t, "W_v", 0, 1, [[1.0, 2.0], [3.0, 4.0]], head=0),
+             lambda t: edits.set_cell(t, "W_k", 5, 3, -2.5, head=1)]
+    sessions = [s]
+    for step in steps:
+        sessions.append(step(sessions[-1]))
+        # The same tensor, with only the edited cells written (no conversion of every weight).
+        assert device_inputs.projection_weights(sessions[-1], tdtype, dev) is joined
+    undone = SessionChange(sessions[-2], sessions[-1]).undo(sessions[-1])
+    assert device_inputs.projection_weights(undone, tdtype, dev) is joined  # an undo is patched too
+    for t in (undone, sessions[-1]):
+        fresh = Session(tokens=t.tokens, embeddings=np.array(t.embeddings), w_query=np.array(t.w_query),
+                        w_key=np.array(t.w_key), w_value=np.array(t.w_value))
+        expected = torch.cat([torch.tensor(w).permute(1, 0, 2).reshape(6, -1)
+                              for w in (fresh.w_query, fresh.w_key, fresh.w_value)], dim=1)
+        got = device_inputs.projection_weights(t, tdtype, dev)
+        assert torch.equal(got, expected)
+        np.testing.assert_array_equal(compute(t, dtype="float64").output, compute(fresh, dtype="float64").output)

@@ -6,7 +6,8 @@ from PySide6.QtWidgets import QApplication
 
 from attnexplorer.core.presets import build_preset, reference_curves
 from attnexplorer.core.session import Mask, Scale
-from attnexplorer.ui.controls import ControlsPanel, toggle_blocked, toggle_padding
+from attnexplorer.ui.controls import ControlsPanel
+from attnexplorer.ui.user_actions import toggle_blocked, toggle_padding
 from attnexplorer.ui.document import SessionDocument
 
 

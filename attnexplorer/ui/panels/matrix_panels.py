@@ -59,7 +59,7 @@ class _SingleMatrixPanel(FigurePanel):
         # With a custom mask the masked panels are the mask's editor: a click blocks or frees
         # the cell (one undo step), as well as selecting it.
         if self.masked and self.document.session.mask.kind == "custom":
-            from ..controls import toggle_blocked
+            from ..user_actions import toggle_blocked
 
             toggle_blocked(self.document, row, col)
         self.document.set_selection(query=row, key=col)

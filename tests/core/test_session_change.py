@@ -1,0 +1,81 @@
+"""An edit costs what it changed: one copy of the touched array, a few bytes of undo history."""
+
+import numpy as np
+import pytest
+
+from attnexplorer.core import edits
+from attnexplorer.core.errors import SessionError
+from attnexplorer.core.session import Mask, Session, derived_from, with_values
+from attnexplorer.core.session_change import SessionChange
+
+
+def big_session(heads=4, d=64, n=5, seed=0):
+    rng = np.random.default_rng(seed)
+    return Session(tokens=tuple(f"t{i}" for i in range(n)), embeddings=rng.normal(size=(n, d)),
+                   w_query=rng.normal(size=(heads, d, d)), w_key=rng.normal(size=(heads, d, d)),
+                   w_value=rng.normal(size=(heads, d, d)))
+
+
+def test_a_cell_edit_shares_every_array_it_does_not_touch():
+    s = big_session()
+    t = edits.set_cell(s, "W_q", 3, 4, 9.5, head=2)
+    assert t.w_key is s.w_key and t.w_value is s.w_value and t.embeddings is s.embeddings
+    assert t.w_query is not s.w_query and not t.w_query.flags.writeable
+    assert t.w_query[2, 3, 4] == 9.5 and s.w_query[2, 3, 4] != 9.5
+    changed = np.flatnonzero(t.w_query != s.w_query)
+    base, flat = derived_from(t.w_query)
+    assert base is s.w_query and list(flat) == list(changed) == [np.ravel_multi_index((2, 3, 4), s.w_query.shape)]
+    # The new array is trusted as it is: building a session from it copies nothing again.
+    assert t.replace(scale=t.scale).w_query is t.w_query
+
+
+def test_a_block_records_exactly_the_cells_it_wrote():
+    s = big_session()
+    t = edits.set_block(s, "W_v", 1, 2, [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], head=1)
+    base, flat = derived_from(t.w_value)
+    assert base is s.w_value
+    assert sorted(flat) == sorted(np.flatnonzero(t.w_value != s.w_value))
+    np.testing.assert_array_equal(t.w_value[1, 1:3, 2:5], [[1, 2, 3], [4, 5, 6]])
+    x = edits.set_cell(s, "embeddings", 4, 0, -2.0)
+    assert derived_from(x.embeddings)[0] is s.embeddings and x.w_query is s.w_query
+
+
+def test_with_values_needs_a_session_array():
+    with pytest.raises(SessionError, match="array of a session"):
+        with_values(np.zeros((2, 2)), (0, 0), 1.0)
+
+
+def test_a_cell_edit_costs_bytes_of_history_and_goes_both_ways():
+    s = big_session(heads=8, d=128)
+    t = edits.set_cell(s, "W_k", 5, 6, 1.25, head=7)
+    change = SessionChange(s, t)
+    assert change.nbytes <= 64  # positions and two values, not a 4 MB copy of W_k
+    back = change.undo(t)
+    assert back == s and back.w_query is t.w_query  # untouched arrays stay shared
+    assert change.redo(back) == t
+
+
+def test_shape_and_setting_changes_are_recorded_whole():
+    s = big_session()
+    for t in (edits.resize_dk(s, 3), edits.set_heads(s, 2), edits.delete_token(s, 1),
+              edits.set_mask(s, Mask("causal")), edits.set_token(s, 0, "hello"),
+              edits.set_matrix(s, "embeddings", np.ones((5, 64)))):
+        change = SessionChange(s, t)
+        assert change.undo(t) == s
+        assert change.redo(s) == t
+    assert SessionChange(s, s).undo(s) is s  # nothing changed: nothing to do
+
+
+def test_changes_chain_like_an_undo_stack():
+    s0 = big_session()
+    s1 = edits.set_cell(s0, "W_q", 0, 0, 1.0)
+    s2 = edits.set_cell(s1, "W_q", 0, 1, 2.0)
+    s3 = edits.set_mask(s2, Mask("causal"))
+    steps = [SessionChange(a, b) for a, b in ((s0, s1), (s1, s2), (s2, s3))]
+    current = s3
+    for step, expected in zip(reversed(steps), (s2, s1, s0)):
+        current = step.undo(current)
+        assert current == expected
+    for step, expected in zip(steps, (s1, s2, s3)):
+        current = step.redo(current)
+        assert current == expected
