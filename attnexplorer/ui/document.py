@@ -1,8 +1,10 @@
 """The open document: the current session, its undo stack, the selection and the result.
 
-Every widget talks to one ``SessionDocument``: inputs call ``edit(new_session, text)``
-(one undo step), panels listen to ``result_changed`` and ``selection_changed``. The document
-owns the compute runner, so the window never computes attention itself.
+Every widget talks to one ``SessionDocument``: inputs go through ``user_actions`` to
+``edit(new_session, text)`` (one undo step), panels listen to ``result_changed`` and
+``selection_changed``. The document owns a ``ComputeRunner`` (``compute_runner.py``: the
+worker thread, inline computes, stale results dropped), so the window never computes
+attention itself.
 
 Signals
 - ``session_changed(Session)``: after every edit, undo or redo (and ``set_session``).
@@ -12,7 +14,7 @@ Signals
 - ``compute_failed(str)``: the engine failed; the document has fallen back to the CPU.
 
 What is computed: every intermediate, except for a large session (more than
-``LARGE_CELLS`` score cells) or a device other than the CPU, where only what the on-screen
+``compute_runner.LARGE_CELLS`` score cells) or a device other than the CPU, where only what the on-screen
 views read is kept (``set_needs``, from the window: the union of the visible panels'
 ``needs``); a view that needs more coming on screen recomputes. ``full_result()`` gives
 exports a complete result of the current session, computing it then when the published one
@@ -27,26 +29,17 @@ applied, at the next turn of the event loop; ``flush()`` applies it now.
 from __future__ import annotations
 
 import time
-import weakref
 from typing import Callable, Iterable
 
-from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
 from ..core.engine import INTERMEDIATES, AttentionResult, compute
-from ..core.errors import AttnExplorerError
 from ..core.session import Session
 from ..core.session_change import SessionChange
+from .compute_runner import ComputeRunner
 from .selection import Selection
 
-# Below this many score cells (heads × n × n) a CPU compute takes a few milliseconds at most
-# (n = 512 with two heads: ~1.5 ms in float32, ~3 ms in float64 on two cores), so it runs
-# inline: a thread hop and the wait for its answer would cost more than that and add a frame
-# of lag to every step of a slider drag.
-INLINE_CELLS = 512 * 512 * 2
-# Above this many score cells each n×n intermediate is tens of megabytes (16 MB in float32
-# here): only what the on-screen views read is computed and kept.
-LARGE_CELLS = 1 << 22
 # The undo history's bounds: this many steps, and about this many bytes of recorded changes
 # (a cell edit records a few bytes; a resize or an import records a whole array). Beyond
 # either, the oldest steps are forgotten.
@@ -102,24 +95,6 @@ class _EditCommand(QUndoCommand):
         self._doc._set(self.change.undo(self._doc.session))
 
 
-def _stop_thread(thread: QThread) -> None:
-    thread.quit()
-    thread.wait(5000)
-
-
-class _Worker(QObject):
-    done = Signal(int, object, object)  # generation, result or None, error text or None
-
-    @Slot(int, object, str, str, object)
-    def run(self, generation: int, session: Session, device: str, dtype: str, keep):
-        try:
-            self.done.emit(generation, compute(session, device=device, dtype=dtype, keep=keep), None)
-        except AttnExplorerError as err:
-            self.done.emit(generation, None, str(err))
-        except Exception as err:  # an engine bug must not kill the thread or the window
-            self.done.emit(generation, None, f"the engine failed: {err}")
-
-
 class LiveEdit:
     """An edit shown while it happens (a fit): every ``show`` makes the new session current
     without an undo step of its own, and the whole edit is ONE undo step, from the session
@@ -148,7 +123,8 @@ class LiveEdit:
         """Make ``session`` current as part of this step; False (nothing done) once detached."""
         if not self.attached:
             return False
-        self._command.after = session
+        # The step records the change from before the live edit to what is shown now.
+        self._command.change = SessionChange(self.before, session)
         self._shown = session
         self._doc._set(session)
         return True
@@ -160,25 +136,18 @@ class SessionDocument(QObject):
     selection_changed = Signal(object)
     message = Signal(str)
     compute_failed = Signal(str)
-    _submit = Signal(int, object, str, str, object)
 
     def __init__(self, session: Session, parent=None):
         super().__init__(parent)
         self._session = session
         self._selection = Selection.from_view(session)
         self._result: AttentionResult | None = None
-        self.device = "cpu"
-        self.dtype = "float32"
         self.undo_stack = QUndoStack(self)
         self.undo_stack.setUndoLimit(UNDO_STEPS)  # Qt allows this only while the stack is empty
-        self._generation = 0
-        self._busy = False
-        self._pending = None
         self.last_compute_ms = 0.0
         # Why the current session has no result (None once one is published): a window made
         # after the document's first compute failed still has to say why it is blank.
         self.last_error: str | None = None
-        self._needs: frozenset[str] | None = None  # None: everything
         self._posted: Callable[[], None] | None = None
         self._post_timer = QTimer(self)
         self._post_timer.setSingleShot(True)
@@ -188,19 +157,10 @@ class SessionDocument(QObject):
         self._recompute_timer.setSingleShot(True)
         self._recompute_timer.setInterval(0)
         self._recompute_timer.timeout.connect(self.recompute)
-        self._thread = QThread()
-        self._thread.setObjectName("attnexplorer-compute")
-        self._worker = _Worker()
-        self._worker.moveToThread(self._thread)
-        self._submit.connect(self._worker.run)
-        self._worker.done.connect(self._on_done)
-        self._thread.start()
-        # Qt aborts the process when a QThread object is destroyed while its thread runs. A
-        # document dropped without shutdown() (a test, a closed window collected later) must
-        # stop its thread first: the finaliser holds the thread, not the document, and also
-        # runs at interpreter exit, before Qt tears down.
-        self._finalizer = weakref.finalize(self, _stop_thread, self._thread)
-        if self._partial(session):
+        self.runner = ComputeRunner(self)
+        self.runner.finished.connect(self._publish)
+        self.runner.failed.connect(self._fail)
+        if self.runner.partial(session):
             # A large session waits one turn of the event loop, so that the window can say
             # what is on screen first and the first compute keeps only that.
             self._recompute_timer.start()
@@ -224,23 +184,24 @@ class SessionDocument(QObject):
     @property
     def computing(self) -> bool:
         """Whether a compute is running on the worker thread now."""
-        return self._busy
+        return self.runner.computing
+
+    @property
+    def device(self) -> str:
+        return self.runner.device
+
+    @property
+    def dtype(self) -> str:
+        return self.runner.dtype
 
     @property
     def needs(self) -> frozenset[str] | None:
         """What the on-screen views read (None: everything); see ``set_needs``."""
-        return self._needs
+        return self.runner.needs
 
     def keep_for(self, session: Session | None = None) -> tuple[str, ...] | None:
-        """The ``keep`` a compute of ``session`` uses: None (everything) for a small session
-        on the CPU, where host arrays share the tensors' memory and keeping costs nothing."""
-        s = self._session if session is None else session
-        if self._needs is None or not self._partial(s):
-            return None
-        return tuple(name for name in INTERMEDIATES if name in self._needs)
-
-    def _partial(self, session: Session) -> bool:
-        return self.device != "cpu" or session.heads * session.n * session.n > LARGE_CELLS
+        """The ``keep`` a compute of ``session`` (default: the current one) uses."""
+        return self.runner.keep_for(self._session if session is None else session)
 
     def current_result(self) -> AttentionResult | None:
         """The current result when it was computed from the current session, else None (a
@@ -269,7 +230,7 @@ class SessionDocument(QObject):
         that are not on screen, and the panels draw the published result)."""
         result = self.full_result()
         if result is not self._result:
-            self._generation += 1  # a compute in flight for this same session is now stale
+            self.runner.drop_in_flight()  # a compute in flight for this same session is now stale
             self._publish(result)
         return result
 
@@ -329,9 +290,9 @@ class SessionDocument(QObject):
         None: everything). A large session then computes only that, and recomputes when a
         view that needs more than the current result holds comes on screen."""
         new = None if needs is None else frozenset(needs) & frozenset(INTERMEDIATES)
-        if new == self._needs:
+        if new == self.runner.needs:
             return
-        self._needs = new
+        self.runner.needs = new
         result = self._result
         if result is None or result.session is not self._session:
             return  # the compute on its way (or the next one) uses the new needs
@@ -364,9 +325,9 @@ class SessionDocument(QObject):
 
     def set_compute_options(self, device: str | None = None, dtype: str | None = None) -> None:
         if device is not None:
-            self.device = device
+            self.runner.device = device
         if dtype is not None:
-            self.dtype = dtype
+            self.runner.dtype = dtype
         self.recompute()
 
     def _set(self, session: Session) -> None:
@@ -382,41 +343,7 @@ class SessionDocument(QObject):
     def recompute(self) -> None:
         """Compute the current session; newer requests supersede pending ones."""
         self._recompute_timer.stop()
-        self._generation += 1
-        s = self._session
-        keep = self.keep_for(s)
-        job = (self._generation, s, self.device, self.dtype, keep)
-        # Inline only while the worker is idle: one compute at a time (the engine patches its
-        # cached device weights in place, so two computes must not overlap).
-        if s.heads * s.n * s.n <= INLINE_CELLS and self.device == "cpu" and not self._busy:
-            self._pending = None
-            try:
-                result = compute(s, device=self.device, dtype=self.dtype, keep=keep)
-            except AttnExplorerError as err:
-                self._fail(str(err))
-                return
-            self._publish(result)
-            return
-        if self._busy:
-            self._pending = job
-        else:
-            self._start(job)
-
-    def _start(self, job) -> None:
-        self._busy = True
-        self._submit.emit(*job)
-
-    @Slot(int, object, object)
-    def _on_done(self, generation: int, result, error) -> None:
-        self._busy = False
-        pending, self._pending = self._pending, None
-        if generation == self._generation:
-            if error is not None:
-                self._fail(error)
-            else:
-                self._publish(result)
-        if pending is not None and pending[0] == self._generation:
-            self._start(pending)
+        self.runner.request(self._session)
 
     def _publish(self, result: AttentionResult) -> None:
         self.last_error = None
@@ -427,7 +354,7 @@ class SessionDocument(QObject):
     def _fail(self, error: str) -> None:
         if self.device != "cpu":
             failed = self.device
-            self.device = "cpu"
+            self.runner.device = "cpu"
             self.last_error = f"{error}; falling back to the CPU (was {failed})"
             self.compute_failed.emit(self.last_error)
             self.recompute()
@@ -443,7 +370,7 @@ class SessionDocument(QObject):
         if self._recompute_timer.isActive():
             self.recompute()
         end = time.monotonic() + timeout_s
-        while self._busy or self._pending is not None:
+        while not self.runner.idle:
             QCoreApplication.processEvents()
             if time.monotonic() > end:
                 return False
@@ -452,4 +379,4 @@ class SessionDocument(QObject):
 
     def shutdown(self) -> None:
         """Stop the compute thread (idempotent)."""
-        self._finalizer()
+        self.runner.shutdown()

@@ -20,11 +20,11 @@ from attnexplorer.ui.document import SessionDocument
 @pytest.fixture
 def slow_document(qtbot, monkeypatch):
     """A document whose worker-thread computes wait for ``release``; inline ones run as usual."""
-    import attnexplorer.ui.document as document_module
+    import attnexplorer.ui.compute_runner as runner_module
 
     release = threading.Event()
     started = threading.Event()
-    real = document_module.compute
+    real = runner_module.compute
 
     def slow(*args, **kwargs):
         if threading.current_thread() is not threading.main_thread():
@@ -32,8 +32,8 @@ def slow_document(qtbot, monkeypatch):
             release.wait(30)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(document_module, "INLINE_CELLS", 0)  # every compute goes to the worker
-    monkeypatch.setattr(document_module, "compute", slow)
+    monkeypatch.setattr(runner_module, "INLINE_CELLS", 0)  # every compute goes to the worker
+    monkeypatch.setattr(runner_module, "compute", slow)
     doc = SessionDocument(build_preset("dessert").session)
     release.set()
     assert doc.wait_idle()

@@ -15,9 +15,6 @@ from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.main_window import MainWindow
 from attnexplorer.ui.settings import AppSettings
 
-# PySide6 6.12's emit() drops a reference to True on every call (see ui/app.py); without this
-# the test process aborts after a few thousand emits on CPython 3.11.
-
 
 @pytest.fixture
 def isolated(tmp_path, monkeypatch):
@@ -418,10 +415,10 @@ def _on_screen_needs(window):
 
 
 def test_large_session_keeps_only_what_on_screen_panels_need(make_window, monkeypatch):
-    import attnexplorer.ui.document as document_module
+    import attnexplorer.ui.compute_runner as runner_module
     from attnexplorer.core.engine import INTERMEDIATES
 
-    monkeypatch.setattr(document_module, "LARGE_CELLS", 0)  # every session counts as large
+    monkeypatch.setattr(runner_module, "LARGE_CELLS", 0)  # every session counts as large
     window = make_window("dessert")
     doc = window.document
     assert doc.wait_idle()
@@ -441,9 +438,9 @@ def test_large_session_keeps_only_what_on_screen_panels_need(make_window, monkey
 
 
 def test_hidden_panel_coming_on_screen_recomputes_with_its_needs(make_window, monkeypatch, qtbot):
-    import attnexplorer.ui.document as document_module
+    import attnexplorer.ui.compute_runner as runner_module
 
-    monkeypatch.setattr(document_module, "LARGE_CELLS", 0)
+    monkeypatch.setattr(runner_module, "LARGE_CELLS", 0)
     window = make_window("dessert")
     doc = window.document
     assert doc.wait_idle()
@@ -463,11 +460,11 @@ def test_hidden_panel_coming_on_screen_recomputes_with_its_needs(make_window, mo
 
 
 def test_exports_get_every_intermediate_of_a_partial_result(make_window, monkeypatch):
-    import attnexplorer.ui.document as document_module
+    import attnexplorer.ui.compute_runner as runner_module
     from attnexplorer.core.engine import INTERMEDIATES
     from attnexplorer.ui.matrix_export import matrices_by_name
 
-    monkeypatch.setattr(document_module, "LARGE_CELLS", 0)
+    monkeypatch.setattr(runner_module, "LARGE_CELLS", 0)
     window = make_window("dessert")
     doc = window.document
     assert doc.wait_idle()
@@ -525,7 +522,7 @@ def test_a_document_dropped_without_shutdown_stops_its_thread(qtbot):
     from attnexplorer.ui.document import SessionDocument
 
     doc = SessionDocument(build_preset("random", {"n": 600}).session)
-    thread = doc._thread
+    thread = doc.runner._thread
     assert thread.isRunning()
     gone = weakref.ref(doc)
     del doc

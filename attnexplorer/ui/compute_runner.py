@@ -1,0 +1,142 @@
+"""Runs the engine for a document: inline when that is cheapest, else on a worker thread.
+
+``request(session)`` computes the session; a newer request supersedes one not yet finished,
+whose result is then dropped (a generation counter), so ``finished`` only ever carries the
+result of the newest request and ``failed`` the newest error. One compute runs at a time:
+a small CPU session is computed inline (a thread hop would cost more than the compute and
+add a frame of lag to a slider drag) unless the worker is busy, in which case it queues.
+
+What is kept: every intermediate, except for a large session (more than ``LARGE_CELLS``
+score cells) or a device other than the CPU, where only ``needs`` (what the on-screen views
+read) is kept.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from ..core.engine import INTERMEDIATES, compute
+from ..core.errors import AttnExplorerError
+from ..core.session import Session
+
+# Below this many score cells (heads × n × n) a CPU compute takes a few milliseconds at most
+# (n = 512 with two heads: ~1.5 ms in float32, ~3 ms in float64 on two cores), so it runs
+# inline: a thread hop and the wait for its answer would cost more than that and add a frame
+# of lag to every step of a slider drag.
+INLINE_CELLS = 512 * 512 * 2
+# Above this many score cells each n×n intermediate is tens of megabytes (16 MB in float32
+# here): only what the on-screen views read is computed and kept.
+LARGE_CELLS = 1 << 22
+
+
+def _stop_thread(thread: QThread) -> None:
+    thread.quit()
+    thread.wait(5000)
+
+
+class _Worker(QObject):
+    done = Signal(int, object, object)  # generation, result or None, error text or None
+
+    @Slot(int, object, str, str, object)
+    def run(self, generation: int, session: Session, device: str, dtype: str, keep):
+        try:
+            self.done.emit(generation, compute(session, device=device, dtype=dtype, keep=keep), None)
+        except AttnExplorerError as err:
+            self.done.emit(generation, None, str(err))
+        except Exception as err:  # an engine bug must not kill the thread or the window
+            self.done.emit(generation, None, f"the engine failed: {err}")
+
+
+class ComputeRunner(QObject):
+    finished = Signal(object)  # the AttentionResult of the newest request
+    failed = Signal(str)  # why the newest request failed
+    _submit = Signal(int, object, str, str, object)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.device = "cpu"
+        self.dtype = "float32"
+        self.needs: frozenset[str] | None = None  # None: everything
+        self._generation = 0
+        self._busy = False
+        self._pending = None
+        self._thread = QThread()
+        self._thread.setObjectName("attnexplorer-compute")
+        self._worker = _Worker()
+        self._worker.moveToThread(self._thread)
+        self._submit.connect(self._worker.run)
+        self._worker.done.connect(self._on_done)
+        self._thread.start()
+        # Qt aborts the process when a QThread object is destroyed while its thread runs. A
+        # runner dropped without shutdown() (a test, a closed window collected later) must
+        # stop its thread first: the finaliser holds the thread, not the runner, and also
+        # runs at interpreter exit, before Qt tears down.
+        self._finalizer = weakref.finalize(self, _stop_thread, self._thread)
+
+    @property
+    def computing(self) -> bool:
+        """Whether a compute is running on the worker thread now."""
+        return self._busy
+
+    @property
+    def idle(self) -> bool:
+        """Nothing running and nothing queued."""
+        return not self._busy and self._pending is None
+
+    def partial(self, session: Session) -> bool:
+        """Whether a compute of ``session`` keeps only ``needs``."""
+        return self.device != "cpu" or session.heads * session.n * session.n > LARGE_CELLS
+
+    def keep_for(self, session: Session) -> tuple[str, ...] | None:
+        """The ``keep`` a compute of ``session`` uses: None (everything) for a small session
+        on the CPU, where host arrays share the tensors' memory and keeping costs nothing."""
+        if self.needs is None or not self.partial(session):
+            return None
+        return tuple(name for name in INTERMEDIATES if name in self.needs)
+
+    def request(self, session: Session) -> None:
+        """Compute ``session``; a request not yet finished is superseded."""
+        self._generation += 1
+        keep = self.keep_for(session)
+        job = (self._generation, session, self.device, self.dtype, keep)
+        # Inline only while the worker is idle: one compute at a time (the engine patches its
+        # cached device weights in place, so two computes must not overlap).
+        if session.heads * session.n * session.n <= INLINE_CELLS and self.device == "cpu" and not self._busy:
+            self._pending = None
+            try:
+                result = compute(session, device=self.device, dtype=self.dtype, keep=keep)
+            except AttnExplorerError as err:
+                self.failed.emit(str(err))
+                return
+            self.finished.emit(result)
+            return
+        if self._busy:
+            self._pending = job
+        else:
+            self._start(job)
+
+    def drop_in_flight(self) -> None:
+        """Drop the result of any request not yet finished (a newer result was published)."""
+        self._generation += 1
+
+    def _start(self, job) -> None:
+        self._busy = True
+        self._submit.emit(*job)
+
+    @Slot(int, object, object)
+    def _on_done(self, generation: int, result, error) -> None:
+        self._busy = False
+        pending, self._pending = self._pending, None
+        if generation == self._generation:
+            if error is not None:
+                self.failed.emit(error)
+            else:
+                self.finished.emit(result)
+        if pending is not None and pending[0] == self._generation:
+            self._start(pending)
+
+    def shutdown(self) -> None:
+        """Stop the worker thread (idempotent)."""
+        self._finalizer()
