@@ -202,8 +202,7 @@ def _check_qt(report: _Report):
 
 
 def _none_is_protected() -> bool:
-    """True when None's reference count cannot reach zero: immortal (Python 3.12+) or pinned
-    high by ``attnexplorer.ui`` (its work-around for the PySide6 6.12 bug below)."""
+    """True when None's reference count cannot reach zero (immortal, Python 3.12+)."""
     return sys.getrefcount(None) >= 1 << 31
 
 

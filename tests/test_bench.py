@@ -85,3 +85,18 @@ def test_bench_without_matplotlib_says_what_to_install_and_runs_nothing(monkeypa
     assert bench.run_bench(type("Args", (), {"quick": True})()) == 2
     err = capsys.readouterr().err
     assert "needs matplotlib" in err and "pip install matplotlib" in err
+
+
+def test_measure_engine_overhead_reports_its_fields():
+    import pytest
+
+    from attnexplorer import bench
+    from attnexplorer.core.errors import EngineError
+
+    r = bench.measure_engine_overhead(16, d=4, heads=2, repeats=3)
+    assert set(r) == {"n", "d", "heads", "device", "dtype", "repeats", "engine_ms", "bare_ms", "ratio"}
+    assert (r["n"], r["d"], r["heads"], r["device"], r["repeats"]) == (16, 4, 2, "cpu", 3)
+    assert r["engine_ms"] > 0 and r["bare_ms"] > 0
+    assert r["ratio"] == pytest.approx(r["engine_ms"] / r["bare_ms"])
+    with pytest.raises(EngineError, match="repeats"):
+        bench.measure_engine_overhead(16, repeats=0)

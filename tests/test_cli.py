@@ -258,3 +258,16 @@ def test_figures_are_written_headless_into_figures_folder(tmp_path):
     assert tmp_path / "d" / "figures" / "dashboard.png" in pngs and len(pngs) > 1
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["figures", "session.json"]
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="PySide6 6.12.0 is harmless from Python 3.12")
+def test_the_known_bad_pyside6_refuses_to_start_with_one_line():
+    code = ("import sys, PySide6; PySide6.__version__ = '6.12.0'\n"
+            "from attnexplorer.cli import main\n"
+            "sys.exit(main(['--preset', 'pronoun']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "PySide6 6.12.0 crashes on Python 3." in lines[0]
+    assert "PySide6-Essentials!=6.12.0" in lines[0] and "Python 3.12" in lines[0]

@@ -641,9 +641,11 @@ class MainWindow(QMainWindow):
 def _panel_needs(panel) -> frozenset[str] | None:
     """The intermediates ``panel`` reads, or None (everything) for a panel that does not say:
     the base class's empty default is not a statement that it reads nothing."""
+    from .panels.base import Panel
+
     for cls in type(panel).__mro__:
         if "needs" in vars(cls):
-            if cls.__name__ == "Panel" and cls is not type(panel):
+            if cls is Panel and cls is not type(panel):
                 return None
             return frozenset(getattr(panel, "needs"))
     return None

@@ -225,16 +225,6 @@ def test_single_token():
     np.testing.assert_allclose(r.head_outputs[:, 0], r.V[:, 0])
 
 
-def test_measure_engine_overhead_reports_its_fields():
-    r = engine.measure_engine_overhead(16, d=4, heads=2, repeats=3)
-    assert set(r) == {"n", "d", "heads", "device", "dtype", "repeats", "engine_ms", "bare_ms", "ratio"}
-    assert (r["n"], r["d"], r["heads"], r["device"], r["repeats"]) == (16, 4, 2, "cpu", 3)
-    assert r["engine_ms"] > 0 and r["bare_ms"] > 0
-    assert r["ratio"] == pytest.approx(r["engine_ms"] / r["bare_ms"])
-    with pytest.raises(EngineError, match="repeats"):
-        engine.measure_engine_overhead(16, repeats=0)
-
-
 def test_converted_inputs_are_reused_only_for_the_same_array():
     """An edit makes a new array; the device copy of the old one must never be used for it."""
     s = make_session(n=5, d=3, heads=2, d_k=2, d_v=2)

@@ -62,10 +62,10 @@ def test_each_panel_draws_a_result_computed_with_only_its_needs(preset, qtbot):
 def test_a_panel_tabbed_away_waits_and_catches_up_when_its_tab_is_raised(qtbot):
     from PySide6.QtWidgets import QDockWidget
 
-    from attnexplorer import bench
+    from ui_helpers import close_window, open_window
 
     built = build_preset("pronoun", {})
-    document, window = bench._window(built.session)
+    document, window = open_window(built.session)
     try:
         covered = [p for p in window.panels if p.isVisible() and not p.is_on_screen]
         if not covered:
@@ -84,4 +84,28 @@ def test_a_panel_tabbed_away_waits_and_catches_up_when_its_tab_is_raised(qtbot):
         qtbot.waitUntil(lambda: not panel.is_stale, timeout=3000)
         assert panel.is_on_screen
     finally:
-        bench._close(document, window)
+        close_window(document, window)
+
+
+def test_a_panel_that_does_not_say_what_it_reads_gets_everything(qtbot):
+    from attnexplorer.ui.main_window import _panel_needs
+    from attnexplorer.ui.panels.base import Panel
+
+    class Quiet(Panel):
+        kind = "quiet"
+
+    class Panel2(Panel):  # a name is not a statement: only the base class's default is
+        needs = frozenset({"weights"})
+
+    class Child(Panel2):
+        pass
+
+    Panel2.__name__ = "Panel"  # comparing names made Child read as "says nothing"
+
+    document = SessionDocument(build_preset("pronoun").session)
+    try:
+        assert _panel_needs(Quiet(document)) is None
+        assert _panel_needs(Panel2(document)) == {"weights"}
+        assert _panel_needs(Child(document)) == {"weights"}
+    finally:
+        document.shutdown()
