@@ -13,9 +13,6 @@ error: the default preset opens and the status bar says why.
 
 After start-up, work left by a window that crashed or was killed is offered for restore.
 
-For tests only: ``ATTNEXPLORER_TEST_EDIT="embeddings[i,j]=VALUE"`` makes the app apply that
-one edit through the document right after start (the kill-and-recover test uses it to have
-unsaved work in a separate process); ``ATTNEXPLORER_AUTOSAVE_MS`` shortens the autosave delay.
 For ``attnexplorer bench``: ``ATTNEXPLORER_EXIT_AFTER_PAINT=1`` prints ``painted <unix time>``
 once the window has been painted for the first time and then quits, so start-up to a painted
 window can be timed from outside (without the interpreter's own exit).
@@ -24,7 +21,6 @@ window can be timed from outside (without the interpreter's own exit).
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -72,20 +68,6 @@ def _report_startup_error(app, message: str) -> None:
     from PySide6.QtWidgets import QMessageBox
 
     QMessageBox.critical(None, "attnexplorer cannot start", message)
-
-
-def _apply_test_edit(document) -> None:
-    spec = os.environ.get("ATTNEXPLORER_TEST_EDIT")
-    if not spec:
-        return
-    match = re.fullmatch(r"embeddings\[(\d+),(\d+)\]=(.+)", spec.strip())
-    if not match:
-        print(f"attnexplorer: ignoring malformed ATTNEXPLORER_TEST_EDIT {spec!r}", file=sys.stderr)
-        return
-    i, j, value = int(match[1]), int(match[2]), float(match[3])
-    x = document.session.embeddings.copy()
-    x[i, j] = value
-    document.edit(document.session.replace(embeddings=x), "Test edit")
 
 
 def _quit_after_first_paint(app, window) -> None:
@@ -158,7 +140,6 @@ def run_app(args) -> int:
     if note:
         window.statusBar().showMessage(note, 10000)
     QTimer.singleShot(0, window.offer_recovery)
-    QTimer.singleShot(0, lambda: _apply_test_edit(document))
     try:
         return app.exec()
     finally:

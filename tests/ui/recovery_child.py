@@ -7,6 +7,9 @@ offer, print ``restored`` (or ``nothing``) and keep running until killed.
 ``embeddings[0,0] = k`` for k = 1..N, one edit every INTERVAL_MS, printing ``edit k <unix
 time>`` after each, then keep running until killed.
 
+``python recovery_child.py one-edit PRESET I J VALUE``: open PRESET, set ``embeddings[I,J] =
+VALUE`` as one undoable edit right after start, and keep running until killed.
+
 The data and settings folders come from the environment (``ATTNEXPLORER_DATA_DIR`` ...), the
 autosave timing is the product's own. Kept in the test tree so the app needs no hook for it.
 """
@@ -27,7 +30,7 @@ def main(argv):
     from attnexplorer.ui.settings import AppSettings
 
     app = make_app()
-    built = build_preset("dessert")
+    built = build_preset(argv[1] if argv[0] == "one-edit" else "dessert")
     document = SessionDocument(built.session)
     window = MainWindow(document, AppSettings())
     window.show()
@@ -48,6 +51,15 @@ def main(argv):
                 QTimer.singleShot(interval, one_edit)
 
         QTimer.singleShot(0, one_edit)
+    elif argv[0] == "one-edit":
+        i, j, value = int(argv[2]), int(argv[3]), float(argv[4])
+
+        def edit():
+            x = document.session.embeddings.copy()
+            x[i, j] = value
+            document.edit(document.session.replace(embeddings=x), "Edit X")
+
+        QTimer.singleShot(0, edit)
     else:
         raise SystemExit(f"unknown mode {argv[0]!r}")
     return app.exec()

@@ -15,7 +15,6 @@ from attnexplorer.cli import build_parser
 from attnexplorer.core.errors import PresetError, SessionError
 from attnexplorer.core.presets import build_preset, reference_curves
 from attnexplorer.io.session_file import save_session
-from attnexplorer.ui import app as app_module
 from attnexplorer.ui.app import initial_session, run_app
 from attnexplorer.ui.main_window import MainWindow
 from attnexplorer.ui.settings import AppSettings
@@ -123,17 +122,6 @@ def test_run_app_refuses_a_bad_preset_before_any_window(settings, capsys, monkey
     # A dialog too, wherever someone could see it (under Xvfb, not offscreen).
     assert len(shown) == (0 if QApplication.platformName() in ("offscreen", "minimal") else 1)
     assert not [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow) and w.isVisible()]
-
-
-def test_the_test_edit_hook_is_one_undoable_edit(settings, monkeypatch):
-    from attnexplorer.ui.document import SessionDocument
-
-    doc = SessionDocument(build_preset("pronoun").session)
-    monkeypatch.setenv("ATTNEXPLORER_TEST_EDIT", "embeddings[1,0]=2.5")
-    app_module._apply_test_edit(doc)
-    assert doc.session.embeddings[1, 0] == 2.5
-    assert doc.undo_stack.count() == 1
-    doc.shutdown()
 
 
 def test_namespace_without_optional_fields_is_accepted(settings):

@@ -1,10 +1,9 @@
 """Kill the app mid-session (SIGKILL, no clean-up at all) and get the work back.
 
-The app runs in a subprocess exactly as a user starts it (``python -m attnexplorer --preset
-pronoun``) with private settings and data folders. The documented test hook
-``ATTNEXPLORER_TEST_EDIT`` makes it apply one edit after start, so it holds unsaved work; once
-its recovery file appears the process is killed, and a window started here must offer that
-file and restore exactly the edited session.
+The app runs in a subprocess (``recovery_child.py``: the main window on the pronoun preset,
+as the app builds it) with private settings and data folders, and applies one edit after
+start, so it holds unsaved work; once its recovery file appears the process is killed, and a
+window started here must offer that file and restore exactly the edited session.
 """
 
 from __future__ import annotations
@@ -45,9 +44,8 @@ def _wait_for_recovery(folder, proc, timeout_s=120.0):
 def test_killed_app_offers_and_restores_its_unsaved_work(qtbot, tmp_path, monkeypatch):
     config, data = tmp_path / "config", tmp_path / "data"
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", ATTNEXPLORER_CONFIG_DIR=str(config),
-               ATTNEXPLORER_DATA_DIR=str(data), ATTNEXPLORER_AUTOSAVE_MS="200",
-               ATTNEXPLORER_TEST_EDIT="embeddings[2,1]=7.25")
-    proc = subprocess.Popen([sys.executable, "-m", "attnexplorer", "--preset", "pronoun"], env=env,
+               ATTNEXPLORER_DATA_DIR=str(data), ATTNEXPLORER_AUTOSAVE_MS="200")
+    proc = subprocess.Popen([sys.executable, CHILD, "one-edit", "pronoun", "2", "1", "7.25"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         (recovery_file,) = _wait_for_recovery(data, proc)
@@ -128,9 +126,8 @@ def test_a_kill_right_after_restoring_loses_nothing(tmp_path):
     # Regression: restoring deleted the recovery file and the next autosave came ~3 s later;
     # killed 1 s after restoring, the next start offered nothing.
     data = tmp_path / "data"
-    first = subprocess.Popen([sys.executable, "-m", "attnexplorer", "--preset", "pronoun"],
-                             env=_env(tmp_path, ATTNEXPLORER_AUTOSAVE_MS="200",
-                                      ATTNEXPLORER_TEST_EDIT="embeddings[2,1]=7.25"),
+    first = subprocess.Popen([sys.executable, CHILD, "one-edit", "pronoun", "2", "1", "7.25"],
+                             env=_env(tmp_path, ATTNEXPLORER_AUTOSAVE_MS="200"),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         _wait_for_recovery(data, first)
