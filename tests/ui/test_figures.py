@@ -382,16 +382,15 @@ class ScatterPanel(Panel):
 def test_exporting_a_large_scatter_plot_does_not_abort(qtbot, doc, tmp_path):
     """pyqtgraph draws each point with several Qt calls when exporting; under PySide6 6.12 on
     Python < 3.12 each such call loses a reference to None, which used to abort the process
-    ("deallocating None") part-way through a big export (see attnexplorer/ui/__init__.py)."""
+    ("deallocating None") part-way through a big export. That binding now refuses to start
+    (attnexplorer/ui/__init__.py); the one installed keeps None's count through 20,000 points."""
     import sys
 
     panel = shown(qtbot, ScatterPanel(doc, 20000))
     before = sys.getrefcount(None)
     path = figures.export_panel(panel, tmp_path / "many.png")
     assert QImage(str(path)).size().toTuple() == (420, 320)
-    if sys.version_info < (3, 12):
-        assert sys.getrefcount(None) > 1 << 39  # still far from zero, whatever Qt dropped
-    assert sys.getrefcount(None) > 0 and before > 0
+    assert sys.getrefcount(None) > before - 1000  # not one reference lost per Qt call
 
 
 def test_real_weights_panel_figure_matches_its_screen(qtbot):
