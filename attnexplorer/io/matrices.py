@@ -430,8 +430,18 @@ def _float_cell(cell: str) -> float | None:
 
 
 def _read_csv(text: str, source: str) -> np.ndarray:
+    # Python 3.10's csv reader raises at a NUL character where 3.11+ reads it as any other, so
+    # it is refused here first, the same on every Python. Text CSV never holds one: such a file
+    # is UTF-16 (each ASCII character followed by a NUL) or binary.
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise MatrixError(f"{source}: line {text.count(chr(10), 0, nul) + 1} holds a NUL character; "
+                          "a CSV file must be UTF-8 text (is this one UTF-16 or binary?)")
     # Blank lines are skipped; a row of empty cells is kept (it may be a header of empty labels).
-    rows = [r for r in csv.reader(io.StringIO(text, newline="")) if r and (len(r) > 1 or r[0].strip())]
+    try:
+        rows = [r for r in csv.reader(io.StringIO(text, newline="")) if r and (len(r) > 1 or r[0].strip())]
+    except csv.Error as err:  # a cell longer than the csv module's field limit (128 KiB)
+        raise MatrixError(f"{source}: is not readable as CSV: {err}") from None
     if not rows:
         raise MatrixError(f"{source}: holds no numbers")
     # Labels. The first row is a header when its first cell is empty (the corner of a labelled

@@ -208,6 +208,11 @@ def test_read_npy(tmp_path):
     ("h.csv", "a,b\n", "h.csv: has a header row but no numbers"),
     ("x.xlsx", "1", "x.xlsx: cannot read .xlsx; use .csv, .npy, .tsv or .txt"),
     ("t.tsv", "1\tbanana\n", "t.tsv: "),
+    # UTF-16 without a byte-order mark is valid UTF-8 full of NULs (a csv error on Python 3.10)
+    ("u.csv", "1,2\n3,4\n".encode("utf-16-le").decode("utf-8"), "u.csv: line 1 holds a NUL character; "
+     "a CSV file must be UTF-8 text (is this one UTF-16 or binary?)"),
+    ("z.csv", "a,b\n1,2\n3,\x004\n", "z.csv: line 3 holds a NUL character"),
+    ("f.csv", ",\"" + "b" * 200_000 + "\"\nx,1\n", "f.csv: is not readable as CSV: field larger than field limit"),
 ])
 def test_read_bad_text_files(tmp_path, name, content, message):
     p = tmp_path / name
