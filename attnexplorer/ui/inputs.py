@@ -163,13 +163,6 @@ class TokensPage(QWidget):
             buttons.addWidget(b)
         buttons.addStretch(1)
 
-        top = QWidget()
-        top_layout = QVBoxLayout(top)
-        top_layout.setContentsMargins(0, 0, 0, 0)
-        top_layout.addWidget(self.sentence)
-        top_layout.addLayout(buttons)
-        top_layout.addWidget(self.token_view, 1)
-
         # Embeddings: width, source, seed, fill, import, then the table.
         self.d_spin = _spin(1, MAX_DIM, "Embedding width d (every weight table follows)")
         self.d_spin.valueChanged.connect(self._on_d_changed)
@@ -197,27 +190,33 @@ class TokensPage(QWidget):
         row1.addWidget(self.d_spin)
         row1.addWidget(QLabel("seed"))
         row1.addWidget(self.seed_spin, 1)
-        form.addRow("d", row1)
+        form.addRow("embeddings d", row1)
         row2 = QHBoxLayout()
         row2.addWidget(self.source_combo, 1)
         row2.addWidget(fill)
         row2.addWidget(importer)
         form.addRow("source", row2)
 
-        bottom = QWidget()
-        bottom_layout = QVBoxLayout(bottom)
-        bottom_layout.setContentsMargins(0, 0, 0, 0)
-        bottom_layout.addWidget(QLabel("Embeddings (tokens × d)"))
-        bottom_layout.addLayout(form)
-        bottom_layout.addWidget(self.embedding_view, 1)
+        # The token table and the embedding table side by side: their rows are the same
+        # tokens, so they line up (and scroll together), and a walkthrough's sentence fits
+        # in both without scrolling at 1280×800.
+        tables = QSplitter(Qt.Orientation.Horizontal)
+        tables.addWidget(self.token_view)
+        tables.addWidget(self.embedding_view)
+        tables.setChildrenCollapsible(False)
+        tables.setStretchFactor(0, 2)
+        tables.setStretchFactor(1, 3)
+        for a, b in ((self.token_view, self.embedding_view), (self.embedding_view, self.token_view)):
+            a.verticalScrollBar().valueChanged.connect(b.verticalScrollBar().setValue)
+        self.embedding_view.verticalHeader().hide()  # the token table beside it names the rows
 
-        splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(top)
-        splitter.addWidget(bottom)
-        splitter.setChildrenCollapsible(False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(splitter)
+        layout.addWidget(self.sentence)
+        layout.addLayout(buttons)
+        layout.addLayout(form)
+        layout.addWidget(tables)
+        layout.addStretch(1)  # room left over goes below, not into empty table rows
 
         self._preset_name = None
         document.session_changed.connect(self._on_session_changed)
@@ -404,7 +403,8 @@ class WeightsPage(QWidget):
         row2.addWidget(self.dv_spin)
         row2.addStretch(1)
         grid.addRow("d_k", row2)
-        grid.addRow("seed", self.seed_spin)
+        row2.insertWidget(row2.count() - 1, QLabel("seed"))
+        row2.insertWidget(row2.count() - 1, self.seed_spin, 1)
 
         self.tables = {t: WeightTable(document, t, self.seed_spin) for t in ("W_q", "W_k", "W_v")}
         splitter = QSplitter(Qt.Orientation.Vertical)
@@ -414,7 +414,8 @@ class WeightsPage(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(grid)
-        layout.addWidget(splitter, 1)
+        layout.addWidget(splitter)
+        layout.addStretch(1)  # room left over goes below, not into empty table rows
 
         document.session_changed.connect(self._on_session_changed)
         document.selection_changed.connect(self._on_selection_changed)

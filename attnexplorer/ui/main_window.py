@@ -54,6 +54,9 @@ DETAIL_KINDS = ("query", "explain")
 STATUS_MESSAGE_MS = 5000
 
 
+# The Inputs dock's default width in px (at least, at most): its tables need about 400 px.
+INPUTS_WIDTH = (380, 440)
+
 class MainWindow(QMainWindow):
     def __init__(self, document, settings: AppSettings | None = None, panels=None,
                  inputs=None, controls=None, data_dir: Path | None = None):
@@ -190,15 +193,26 @@ class MainWindow(QMainWindow):
         kinds = [p.kind for p in self.panels]
         main = [self.docks[k] for k in MAIN_KINDS if k in kinds]
         detail = [self.docks[k] for k in DETAIL_KINDS if k in kinds]
-        width = self.width()
+        width, height = self.width(), self.height()
+        # The inputs get what their tables need (about 400 px), never half a wide screen: the
+        # plots take the rest. (Every dock of a row is sized in one call: sizing only the
+        # first dock of the right-hand area leaves the left one half the window.)
+        inputs = max(INPUTS_WIDTH[0], min(INPUTS_WIDTH[1], int(width * 0.3)))
+        rest = max(width - inputs, 1)
         if main:
-            self.resizeDocks([self.docks["inputs"], main[0]], [int(width * 0.3), int(width * 0.35)],
+            self.resizeDocks([self.docks["inputs"], *main], [inputs] + [rest // len(main)] * len(main),
                              Qt.Orientation.Horizontal)
         if main and detail:
-            self.resizeDocks([main[0], detail[0]], [60, 40], Qt.Orientation.Vertical)
+            self.resizeDocks([main[0], detail[0]], [55, 45], Qt.Orientation.Vertical)
         if len(detail) == 2:  # the explanation's lines are long; give it nearly half
-            self.resizeDocks(detail, [55, 45], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["inputs"], self.docks["controls"]], [62, 38], Qt.Orientation.Vertical)
+            self.resizeDocks([self.docks["inputs"], *detail], [inputs, int(rest * 0.55), int(rest * 0.45)],
+                             Qt.Orientation.Horizontal)
+        # The inputs' tables get the rows they hold (MatrixTableView.sizeHint), up to three
+        # quarters of the height; the controls get the rest and scroll.
+        wanted = self.inputs.sizeHint().height() + 40  # and the dock's title and tabs
+        share = min(0.75, max(0.5, wanted / max(height - 60, 1)))
+        self.resizeDocks([self.docks["inputs"], self.docks["controls"]], [int(share * 100), int((1 - share) * 100)],
+                         Qt.Orientation.Vertical)
 
     def setVisible(self, visible: bool) -> None:
         first = visible and not self._shown_once
@@ -226,9 +240,10 @@ class MainWindow(QMainWindow):
     def _default_size(self):
         screen = self.screen() or QGuiApplication.primaryScreen()
         avail = screen.availableGeometry() if screen is not None else None
-        width, height = 1260, 760  # fits a 1280×800 screen with its window frame and panel
+        width, height = 1260, 760
         if avail is not None and avail.width() > 0:
-            width, height = min(width, avail.width() - 20), min(height, avail.height() - 40)
+            # The screen's available area, less the window manager's frame and title bar.
+            width, height = avail.width() - 20, avail.height() - 40
         from PySide6.QtCore import QSize
 
         return QSize(max(width, 640), max(height, 480))
@@ -307,6 +322,11 @@ class MainWindow(QMainWindow):
             view.addAction(dock.toggleViewAction())
         view.addSeparator()
         self._build_number_menu(view.addMenu("Numbers in &cells"))
+        self.auto_weight_colors_action = view.addAction("&Weights coloured up to the largest weight")
+        self.auto_weight_colors_action.setCheckable(True)
+        self.auto_weight_colors_action.setToolTip("Off: weights coloured 0 to 1. On: 0 to the largest weight "
+                                                  "shown, for long sentences whose weights are all small")
+        self.auto_weight_colors_action.toggled.connect(self._on_auto_weight_colors)
         self.reset_layout_action = view.addAction("&Reset layout", self.reset_layout)
 
         help_menu = bar.addMenu("&Help")
@@ -584,6 +604,11 @@ class MainWindow(QMainWindow):
             group.addAction(action)
             self.number_format_actions[key] = action
         self._apply_number_format(chosen)
+
+    def _on_auto_weight_colors(self, on: bool) -> None:
+        for panel in self.panels:
+            if hasattr(panel, "set_color_range"):
+                panel.set_color_range("auto" if on else "unit")
 
     def set_number_format(self, number_format: str) -> None:
         self.number_format_actions[number_format].setChecked(True)

@@ -17,12 +17,18 @@ from __future__ import annotations
 
 from PySide6.QtCore import QItemSelectionModel, Qt, QTimer
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
+from PySide6.QtCore import QSize
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTableView
 
 from .document import SessionDocument
 
 
 class MatrixTableView(QTableView):
+    # A table asks for room for every row it holds, up to this many (more scroll), so a
+    # layout gives a walkthrough's tables all their rows and the plots the rest.
+    ROWS_WANTED = 12
+    ROWS_AT_LEAST = 3
+
     def __init__(self, model=None, parent=None):
         super().__init__(parent)
         self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
@@ -36,7 +42,9 @@ class MatrixTableView(QTableView):
         rows.setDefaultSectionSize(max(20, self.fontMetrics().height() + 6))
         cols = self.horizontalHeader()
         cols.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-        cols.setDefaultSectionSize(self.fontMetrics().horizontalAdvance("-0.0000e+00") + 4)
+        # Room for "-0.0002533" (4 significant digits); longer ones ("1.234e-05") are elided,
+        # the editor and the tooltip show them whole.
+        cols.setDefaultSectionSize(self.fontMetrics().horizontalAdvance("-0.0000000") + 8)
         cols.setMinimumSectionSize(24)
         self._menu_actions: list[QAction] = []
         self._document: SessionDocument | None = None
@@ -45,6 +53,28 @@ class MatrixTableView(QTableView):
         self.paste_action = self._action("&Paste", QKeySequence.StandardKey.Paste, self.paste_clipboard)
         if model is not None:
             self.setModel(model)
+
+    def setModel(self, model) -> None:
+        super().setModel(model)
+        if model is not None:
+            for signal in (model.modelReset, model.rowsInserted, model.rowsRemoved, model.layoutChanged):
+                signal.connect(self.updateGeometry)
+
+    def _rows_height(self, rows: int) -> int:
+        header = self.horizontalHeader().sizeHint().height() if self.horizontalHeader().isVisible() else 0
+        scrollbar = self.horizontalScrollBar().sizeHint().height()  # columns may scroll
+        return header + rows * self.verticalHeader().defaultSectionSize() + 2 * self.frameWidth() + scrollbar
+
+    def _rows(self) -> int:
+        model = self.model()
+        return 0 if model is None else model.rowCount()
+
+    def sizeHint(self) -> QSize:
+        return QSize(super().sizeHint().width(), self._rows_height(max(1, min(self._rows(), self.ROWS_WANTED))))
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(super().minimumSizeHint().width(),
+                     self._rows_height(max(1, min(self._rows(), self.ROWS_AT_LEAST))))
 
     def _action(self, text, shortcut, slot) -> QAction:
         action = QAction(text, self)

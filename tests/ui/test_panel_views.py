@@ -298,3 +298,22 @@ def test_grids_are_opaque_and_lie_behind_the_data(pronoun, sine, qtbot):
         specs = axis.generateDrawSpecs(painter)
         painter.end()
         assert specs and all(pen.color().alpha() == 255 for pen, _p1, _p2 in specs[1])
+
+
+def test_weights_can_be_coloured_up_to_the_largest_weight(qtbot):
+    from attnexplorer.ui.panels import WeightsPanel
+
+    built = build_preset("sine", {"N": 300, "tau": 0.5})
+    doc = SessionDocument(built.session)
+    assert doc.wait_idle(60)
+    panel = shown(qtbot, WeightsPanel(doc))
+    assert panel.view.levels == (0.0, 1.0) and "(auto)" not in panel.heading.text
+    panel.set_color_range("auto")
+    top = float(doc.result.weights[0].max())
+    assert top < 0.5 and panel.view.levels[0] == 0.0 and top <= panel.view.levels[1] <= 2 * top
+    assert "colours 0 to" in panel.heading.text and "(auto)" in panel.heading.text
+    panel.set_color_range("unit")
+    assert panel.view.levels == (0.0, 1.0)
+    with pytest.raises(ValueError):
+        panel.set_color_range("rows")
+    doc.shutdown()

@@ -566,3 +566,15 @@ def test_numbers_in_cells_can_be_fixed_decimals_and_are_remembered(make_window):
     assert window.number_format_actions["fixed4"].isChecked()
     window.set_number_format("auto")
     assert not any(t.startswith((".", "-.")) for t in weights.view.cell_texts().values())
+
+
+def test_view_menu_colours_the_weights_up_to_the_largest_weight(make_window):
+    window = make_window("dessert")
+    weights = next(p for p in window.panels if p.kind == "weights")
+    window.document.wait_idle(60)
+    QApplication.processEvents()
+    window.auto_weight_colors_action.trigger()
+    assert weights.color_range == "auto" and weights.view.levels[1] < 1.0
+    assert "(auto)" in weights.heading.text
+    window.auto_weight_colors_action.trigger()
+    assert weights.color_range == "unit" and weights.view.levels == (0.0, 1.0)

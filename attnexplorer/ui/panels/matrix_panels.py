@@ -6,6 +6,8 @@ query (row) and, in token × token matrices, its key (column) everywhere.
 
 from __future__ import annotations
 
+import numpy as np
+
 from . import theme
 from .common import FigurePanel, clamp_selection, feature_names
 from .matrix_view import MatrixView
@@ -39,14 +41,18 @@ class _SingleMatrixPanel(FigurePanel):
             self.view.clear_matrix()
             return
         head, query, key = clamp_selection(self.document, result)
-        self.set_heading(self.heading_text(head, data.shape[0]))
         matrix = data[head]
         blocked = result.mask if self.masked else None
         blocked_rows = result.blocked_rows if self.masked else None
-        levels = None if self.signed else (0.0, 1.0)
+        levels = None if self.signed else self.levels_for(matrix, blocked)
         self.view.set_matrix(matrix, row_labels=result.tokens, col_labels=result.key_tokens, levels=levels,
                              blocked=blocked, blocked_rows=blocked_rows)
+        self.set_heading(self.heading_text(head, data.shape[0]))  # after: it may name the levels
         self.view.set_selection(query, key)
+
+    def levels_for(self, matrix, blocked) -> tuple[float, float]:
+        """The colour range of an unsigned matrix: 0..1 (weights are probabilities)."""
+        return (0.0, 1.0)
 
     def redraw_selection(self) -> None:
         result = self.document.result
@@ -103,6 +109,31 @@ class WeightsPanel(_SingleMatrixPanel):
     needs = frozenset({"weights"})
     signed = False
     masked = True
+    # "auto": colours from 0 to the largest weight shown (a nice bound above it), so a long
+    # sentence whose weights are all small is not uniformly dark; the heading says so.
+    color_range = "unit"
+
+    def set_color_range(self, color_range: str) -> None:
+        if color_range not in ("unit", "auto"):
+            raise ValueError(f"unknown colour range {color_range!r}; use 'unit' or 'auto'")
+        if color_range != self.color_range:
+            self.color_range = color_range
+            self.refresh()
+
+    def levels_for(self, matrix, blocked) -> tuple[float, float]:
+        if self.color_range == "unit":
+            return (0.0, 1.0)
+        values = np.asarray(matrix, dtype=float)
+        if blocked is not None and blocked.any():
+            values = np.where(blocked, 0.0, values)
+        top = float(values.max()) if values.size else 1.0
+        return (0.0, min(1.0, theme.nice_bound(top)) if top > 0 else 1.0)
+
+    def heading_text(self, head: int, heads: int) -> str:
+        text = super().heading_text(head, heads)
+        if self.color_range == "auto":
+            text += f" — colours 0 to {theme.format_value(self.view.levels[1], 3)} (auto)"
+        return text
 
 
 class QKVPanel(FigurePanel):

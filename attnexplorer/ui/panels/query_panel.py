@@ -157,10 +157,11 @@ class QueryPanel(FigurePanel):
         self._sum_dims = self._sum_full_dims = -1
         self.sum_chart.addItem(self.totals)
         self._groups: list[tuple[str, np.ndarray]] = []
-        # Which colour is which key: a legend row under the stacked bars. Its entries are
+        # Which colour is which key: a legend beside the stacked bars. Its entries are
         # rebuilt only when the keys drawn change (not on every edit of a weight).
-        self.legend = pg.LegendItem(colCount=4, labelTextSize="8pt", verSpacing=-6, horSpacing=10)
-        self.figure.addItem(self.legend, row=3, col=0, colspan=2)
+        # Beside the bars, one key a line: below them it took the height the charts need.
+        self.legend = pg.LegendItem(colCount=1, labelTextSize="8pt", verSpacing=-8)
+        self.figure.addItem(self.legend, row=2, col=2)
         # (Scatter items: a legend draws a PlotDataItem's sample from its data's brush, which
         # an item with no data does not have yet.)
         self._legend_samples = [pg.ScatterPlotItem(symbol="s", size=9, pen=None, brush=pg.mkBrush(color))
@@ -168,6 +169,10 @@ class QueryPanel(FigurePanel):
         self._legend_names: tuple[str, ...] = ()
         self.figure.layout.setRowStretchFactor(1, 1)
         self.figure.layout.setRowStretchFactor(2, 1)
+        # The two charts of the first row share the width; the legend's column takes only
+        # what its labels need.
+        self.figure.layout.setColumnStretchFactor(0, 1)
+        self.figure.layout.setColumnStretchFactor(1, 1)
         self._contributions: dict = {}
         self.canvas.scene().sigMouseClicked.connect(self._on_scene_clicked)
         self.canvas.scene().sigMouseMoved.connect(self._on_scene_moved)

@@ -1,0 +1,87 @@
+"""Tables with room: at 1280×800 every preset's tokens and weight rows show without scrolling,
+the window opens at the screen's size, and on a wide screen the plots get the width."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QApplication
+
+from attnexplorer.core.presets import build_preset
+from attnexplorer.ui.document import SessionDocument
+from attnexplorer.ui.main_window import INPUTS_WIDTH, MainWindow
+from attnexplorer.ui.settings import AppSettings
+from attnexplorer.ui.table_view import MatrixTableView
+
+
+@pytest.fixture
+def window_at(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
+    docs = []
+
+    def make(preset, size):
+        built = build_preset(preset)
+        doc = SessionDocument(built.session)
+        docs.append(doc)
+        window = MainWindow(doc, AppSettings())
+        window.ask_unsaved = lambda: "discard"
+        qtbot.addWidget(window)
+        window.resize(*size)  # a 1280×800 screen less the window frame, as _default_size gives
+        window.show()
+        qtbot.waitExposed(window)
+        doc.wait_idle(60)
+        qtbot.wait(100)  # the default dock sizes are applied just after the first show
+        QApplication.processEvents()
+        return window
+
+    yield make
+    for doc in docs:
+        doc.shutdown()
+
+
+def rows_shown(view: MatrixTableView) -> tuple[int, int]:
+    """(first row in view, how many rows are wholly in view)."""
+    n = view.model().rowCount()
+    height = view.viewport().height()
+    whole = [r for r in range(n) if 0 <= view.rowViewportPosition(r) and
+             view.rowViewportPosition(r) + view.rowHeight(r) <= height]
+    return (whole[0] if whole else -1), len(whole)
+
+
+@pytest.mark.parametrize("preset", ["pronoun", "dessert", "random", "sine"])
+def test_every_token_and_weight_row_shows_at_1280x800(window_at, preset):
+    window = window_at(preset, (1260, 760))
+    session = window.document.session
+    tokens = window.inputs.tokens
+    wanted = min(session.n, MatrixTableView.ROWS_WANTED)  # sine's 60 samples: a dozen, then scroll
+    for view in (tokens.token_view, tokens.embedding_view):
+        first, count = rows_shown(view)
+        assert count >= wanted, (preset, view.model(), count, wanted)
+        if session.n <= MatrixTableView.ROWS_WANTED:
+            assert first == 0  # nothing scrolled away
+    window.inputs.setCurrentWidget(window.inputs.weights)
+    QApplication.processEvents()
+    for name, table in window.inputs.weights.tables.items():
+        first, count = rows_shown(table.view)
+        assert (first, count) == (0, session.d), (preset, name, first, count)
+
+
+def test_the_window_opens_at_the_screens_size(window_at, qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "fresh"))
+    built = build_preset("pronoun")
+    doc = SessionDocument(built.session)
+    window = MainWindow(doc, AppSettings())
+    window.ask_unsaved = lambda: "discard"
+    qtbot.addWidget(window)
+    avail = (window.screen() or QGuiApplication.primaryScreen()).availableGeometry()
+    assert (window.width(), window.height()) == (max(avail.width() - 20, 640), max(avail.height() - 40, 480))
+    doc.shutdown()
+
+
+def test_on_a_wide_screen_the_plots_get_the_width(window_at):
+    window = window_at("pronoun", (1900, 1040))
+    inputs = window.docks["inputs"].width()
+    assert INPUTS_WIDTH[0] - 20 <= inputs <= INPUTS_WIDTH[1] + 20, inputs
+    weights = window.docks["weights"].width()
+    assert weights > inputs * 1.3, (weights, inputs)
