@@ -150,10 +150,15 @@ from attnexplorer.io.recovery import claim, owner_lock, scan_recoveries
 folder, me, go = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 lock = owner_lock(folder, me)
 assert lock.acquire()
+(folder / f"ready-{me}").touch()
 while not go.exists():
     time.sleep(0.001)
 got = [c.file.name for c in (claim(r, me) for r in scan_recoveries(folder).found) if c is not None]
 print(len(got), flush=True)
+# Stay alive (lock held) until every window has looked: a window that has exited really is
+# gone, and its claimed file is an orphan again, which a later start rightly offers.
+while not (folder / "done").exists():
+    time.sleep(0.001)
 """
 
 
@@ -163,12 +168,15 @@ def test_windows_started_together_claim_an_orphan_exactly_once(tmp_path, session
     go = tmp_path / "go"
     children = [subprocess.Popen([sys.executable, "-c", CLAIMER, str(tmp_path), f"w{i}", str(go)],
                                  stdout=subprocess.PIPE, text=True) for i in range(4)]
-    time.sleep(1.0)  # all of them waiting at the line
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("ready-*"))) < 4:  # all of them waiting at the line, locks held
+        assert time.monotonic() < deadline, "the claimers did not start"
+        time.sleep(0.01)
     go.touch()
-    counts = []
+    counts = [int(child.stdout.readline()) for child in children]
+    (tmp_path / "done").touch()
     for child in children:
-        out, _ = child.communicate(timeout=60)
-        counts.append(int(out))
+        child.communicate(timeout=60)
     assert sorted(counts) == [0, 0, 0, 1]
     assert len(list(tmp_path.glob("recovery-*.json"))) == 1  # moved, never copied
 
