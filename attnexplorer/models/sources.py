@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +58,10 @@ def missing_dependencies() -> str | None:
     missing = [m for m in REQUIRED_MODULES if importlib.util.find_spec(m) is None]
     if not missing:
         return None
+    if sys.version_info < (3, 11):
+        # transformers 5.24+, the release these imports are checked against, needs Python 3.11.
+        return (f"opening a model needs {', '.join(missing)}, which need Python 3.11 or newer "
+                f"(this is Python {sys.version_info[0]}.{sys.version_info[1]})")
     return f"opening a model needs {', '.join(missing)}: {INSTALL_HINT}"
 
 
