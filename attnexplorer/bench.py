@@ -151,20 +151,28 @@ def measure_engine_overhead(n: int, d: int = 64, heads: int = 1, repeats: int = 
     def engine():
         return compute(session, device=device, dtype=dtype, keep=keep)
 
-    for _ in range(3):  # warm-up: first calls allocate, load kernels and fill caches
+    engine_ms, bare_ms = interleaved_medians(engine, bare, repeats, warmups=3)
+    return {"n": n, "d": d, "heads": heads, "device": str(dev), "dtype": dtype, "repeats": repeats,
+            "engine_ms": engine_ms, "bare_ms": bare_ms, "ratio": engine_ms / bare_ms}
+
+
+def interleaved_medians(engine, bare, repeats: int, warmups: int) -> tuple[float, float]:
+    """Median milliseconds of ``engine()`` and ``bare()``, timed call by call.
+
+    The first ``warmups`` calls of each (allocations, kernels, the engine's device caches) are
+    not timed; then the two alternate, in swapped order every other round, so that neither
+    always runs right after the other's garbage. Each callable synchronises its own device.
+    """
+    for _ in range(warmups):
         bare()
         engine()
     times = {"bare": [], "engine": []}
     for r in range(repeats):
-        # Alternate the order so that neither always runs right after the other's garbage.
         for name, fn in (("bare", bare), ("engine", engine)) if r % 2 == 0 else (("engine", engine), ("bare", bare)):
             start = time.perf_counter()
             fn()
             times[name].append((time.perf_counter() - start) * 1000.0)
-    engine_ms = float(np.median(times["engine"]))
-    bare_ms = float(np.median(times["bare"]))
-    return {"n": n, "d": d, "heads": heads, "device": str(dev), "dtype": dtype, "repeats": repeats,
-            "engine_ms": engine_ms, "bare_ms": bare_ms, "ratio": engine_ms / bare_ms}
+    return statistics.median(times["engine"]), statistics.median(times["bare"])
 
 
 def bench_engine(sizes, devices, repeats) -> list[dict]:
@@ -187,7 +195,7 @@ def bench_engine(sizes, devices, repeats) -> list[dict]:
 
 
 def bench_stages(sizes, devices, repeats) -> list[dict]:
-    from .core.stage_bench import measure_stages_overhead
+    from .stage_bench import measure_stages_overhead
 
     rows = []
     for device in devices:

@@ -5,21 +5,19 @@ with biases on Q, K and V, grouped-query K/V heads (8 query heads sharing 2) and
 (a session holds one kind of positions), against bare torch from tensors already on the
 device: ``softmax((X·W_q + b_q)(X·W_k + b_k)ᵀ·s [+ bias])·(X·W_v + b_v)`` with RoPE applied to
 Q and K by hand and K, V repeated for the query heads that share them. Like
-``engine.measure_engine_overhead``, calls alternate, device work is synchronised before a
+``bench.measure_engine_overhead``, calls alternate, device work is synchronised before a
 clock is read, and the ratio is everything the engine adds (its caches, overflow bound and
 host arrays of every intermediate).
 """
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
-from .engine import compute, resolve
-from .errors import EngineError
-from .session import Session
-from .stages import Positions, alibi_slopes, rope_angles
+from .core.engine import compute, resolve
+from .core.errors import EngineError
+from .core.session import Session
+from .core.stages import Positions, alibi_slopes, rope_angles
 
 
 def stage_session(n: int, d: int = 512, heads: int = 8, kv_heads: int = 2, d_k: int = 64, positions: str = "rope",
@@ -92,16 +90,8 @@ def measure_stages_overhead(n: int, positions: str = "rope", repeats: int = 5, d
     def engine():
         return compute(s, device=device, dtype=dtype, keep=keep)
 
-    for _ in range(2):  # warm-up: allocations, kernels, the engine's device caches
-        bare()
-        engine()
-    times = {"bare": [], "engine": []}
-    for r in range(repeats):
-        for name, fn in (("bare", bare), ("engine", engine)) if r % 2 == 0 else (("engine", engine), ("bare", bare)):
-            start = time.perf_counter()
-            fn()
-            times[name].append((time.perf_counter() - start) * 1000.0)
-    engine_ms = float(np.median(times["engine"]))
-    bare_ms = float(np.median(times["bare"]))
+    from .bench import interleaved_medians  # bench imports this module lazily, so no cycle
+
+    engine_ms, bare_ms = interleaved_medians(engine, bare, repeats, warmups=2)
     return {"n": n, "d": d, "heads": heads, "kv_heads": kv_heads, "positions": positions, "device": str(dev),
             "dtype": dtype, "repeats": repeats, "engine_ms": engine_ms, "bare_ms": bare_ms, "ratio": engine_ms / bare_ms}
