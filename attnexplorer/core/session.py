@@ -216,6 +216,27 @@ class PresetRef:
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
+def _checked_tokens(value, where: str) -> tuple[str, ...]:
+    """``value`` as a tuple of token strings, or SessionError naming ``where`` (``tokens`` or
+    ``source.tokens``): one rule for every sequence of tokens a session holds."""
+    if isinstance(value, (str, bytes)):
+        raise SessionError("must be a list of strings, not one string", where)
+    try:
+        tokens = tuple(value)
+    except TypeError:
+        raise SessionError(f"must be a list of strings, got {type(value).__name__}", where) from None
+    for i, t in enumerate(tokens):
+        if not isinstance(t, str):
+            raise SessionError(f"must be a string, got {type(t).__name__}", f"{where}[{i}]")
+        if len(t) > MAX_TOKEN_CHARS:
+            raise SessionError(f"is longer than {MAX_TOKEN_CHARS} characters", f"{where}[{i}]")
+    if _CONTROL.search("".join(tokens)):  # one search per sequence, not one per token
+        i, bad = next((i, control_character(t)) for i, t in enumerate(tokens) if control_character(t))
+        raise SessionError(f"holds the control character U+{ord(bad):04X}; tokens may not hold "
+                           "control characters (tabs, line breaks, NUL, escapes)", f"{where}[{i}]")
+    return tokens
+
+
 def control_character(text: str) -> str | None:
     """The first control character in ``text`` (C0, DEL or C1), or None.
 
@@ -347,21 +368,7 @@ class Session:
     source: Source | None = None
 
     def __post_init__(self):
-        if isinstance(self.tokens, (str, bytes)):
-            raise SessionError("must be a list of strings, not one string", "tokens")
-        try:
-            tokens = tuple(self.tokens)
-        except TypeError:
-            raise SessionError(f"must be a list of strings, got {type(self.tokens).__name__}", "tokens") from None
-        for i, t in enumerate(tokens):
-            if not isinstance(t, str):
-                raise SessionError(f"must be a string, got {type(t).__name__}", f"tokens[{i}]")
-            if len(t) > MAX_TOKEN_CHARS:
-                raise SessionError(f"is longer than {MAX_TOKEN_CHARS} characters", f"tokens[{i}]")
-        if _CONTROL.search("".join(tokens)):  # one search per session, not one per token
-            i, bad = next((i, control_character(t)) for i, t in enumerate(tokens) if control_character(t))
-            raise SessionError(f"holds the control character U+{ord(bad):04X}; tokens may not hold "
-                               "control characters (tabs, line breaks, NUL, escapes)", f"tokens[{i}]")
+        tokens = _checked_tokens(self.tokens, "tokens")
         object.__setattr__(self, "tokens", tokens)
         n = len(tokens)
         if n < 1:
@@ -540,21 +547,7 @@ def _checked_source(source) -> Source:
     """``source`` with its tokens and embeddings checked as the session's own are."""
     if not isinstance(source, Source):
         raise SessionError("must be a Source or None", "source")
-    if isinstance(source.tokens, (str, bytes)):
-        raise SessionError("must be a list of strings, not one string", "source.tokens")
-    try:
-        tokens = tuple(source.tokens)
-    except TypeError:
-        raise SessionError(f"must be a list of strings, got {type(source.tokens).__name__}", "source.tokens") from None
-    for i, t in enumerate(tokens):
-        if not isinstance(t, str):
-            raise SessionError(f"must be a string, got {type(t).__name__}", f"source.tokens[{i}]")
-        if len(t) > MAX_TOKEN_CHARS:
-            raise SessionError(f"is longer than {MAX_TOKEN_CHARS} characters", f"source.tokens[{i}]")
-        bad = control_character(t)
-        if bad is not None:  # the same rule as the session's own tokens
-            raise SessionError(f"holds the control character U+{ord(bad):04X}; tokens may not hold "
-                               "control characters (tabs, line breaks, NUL, escapes)", f"source.tokens[{i}]")
+    tokens = _checked_tokens(source.tokens, "source.tokens")  # the session's own rule
     if not 1 <= len(tokens) <= MAX_TOKENS:
         raise SessionError(f"has {len(tokens)} tokens, expected 1..{MAX_TOKENS}", "source.tokens")
     x = _frozen_matrix(source.embeddings, "source.embeddings", 2)
