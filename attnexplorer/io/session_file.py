@@ -516,7 +516,7 @@ def _positions(value: Any, source: str, d_k: int) -> Positions | None:
         return None
     keys = {"sinusoidal": ("base",), "learned": ("table",), "rope": ("theta", "dims", "layout", "offset"),
             "alibi": ("slopes",)}
-    if not isinstance(value, dict) or value.get("kind") not in keys or not isinstance(value.get("kind"), str):
+    if not isinstance(value, dict) or not isinstance(value.get("kind"), str) or value.get("kind") not in keys:
         got = _describe(value.get("kind")) if isinstance(value, dict) else _describe(value)
         where = "positions.kind" if isinstance(value, dict) else "positions"
         _fail(source, where, f"is {got}, expected null or an object with \"kind\": \"sinusoidal\", \"learned\", "

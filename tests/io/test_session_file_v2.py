@@ -208,3 +208,18 @@ def test_fuzz_mutated_v2_files_raise_only_session_error(d):
         assert str(err).startswith("f.json: ") and "\n" not in str(err)
     else:
         assert loads_session(dumps_session(s)) == s
+
+
+def test_a_kind_that_is_not_a_string_is_refused_in_one_line(tmp_path):
+    # Found by the fuzz above: {"kind": []} reached a dict lookup and raised TypeError.
+    from attnexplorer.core.errors import SessionError
+    from attnexplorer.io.session_file import session_from_dict
+
+    for kind in ([], {}, 3, None):
+        d = {"format": "attnexplorer-session", "version": 2, "tokens": ["a", "b"],
+             "embeddings": [[1.0, 0.0], [0.0, 1.0]],
+             "heads": [{"W_q": [[1, 0], [0, 1]], "W_k": [[1, 0], [0, 1]], "W_v": [[1, 0], [0, 1]]}],
+             "positions": {"kind": kind}}
+        with pytest.raises(SessionError) as err:
+            session_from_dict(d, "f.json")
+        assert "positions" in str(err.value) and "\n" not in str(err.value)
