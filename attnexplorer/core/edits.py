@@ -253,6 +253,17 @@ def move_token(session: Session, i: int, j: int) -> Session:
     return _reorder(session, [session.tokens[k] for k in mapping], mapping)
 
 
+def align_tokens(old: Sequence[str], new: Sequence[str]) -> list[int | None]:
+    """``mapping[k]`` = the position in ``old`` whose token the ``k``-th of ``new`` is, or
+    None for a new token: the longest matching runs, as ``diff`` aligns lines."""
+    mapping: list[int | None] = [None] * len(new)
+    matcher = difflib.SequenceMatcher(a=tuple(old), b=tuple(new), autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            mapping[block.b + k] = block.a + k
+    return mapping
+
+
 def retokenize(session: Session, tokens: Sequence[str],
                embed: Callable[[tuple[str, ...]], np.ndarray] | None = None) -> Session:
     """The session for a new token list; tokens that stay keep their embedding rows.
@@ -265,11 +276,7 @@ def retokenize(session: Session, tokens: Sequence[str],
     tokens = tuple(tokens)
     if not tokens:
         raise SessionError("a session needs at least one token", "tokens")
-    mapping: list[int | None] = [None] * len(tokens)
-    matcher = difflib.SequenceMatcher(a=session.tokens, b=tokens, autojunk=False)
-    for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            mapping[block.b + k] = block.a + k
+    mapping = align_tokens(session.tokens, tokens)
     rows = None
     if embed is not None and any(m is None for m in mapping):
         rows = np.asarray(embed(tokens), dtype=np.float64)
@@ -335,11 +342,19 @@ def resize_d(session: Session, d: int) -> Session:
 
 
 def resize_dk(session: Session, d_k: int) -> Session:
-    """Query/key width ``d_k`` (W_q and W_k together, and their biases)."""
+    """Query/key width ``d_k`` (W_q and W_k together, and their biases). RoPE rotating more
+    dimensions than the new d_k holds (or all of an odd d_k) rotates the largest even number
+    that fits; with d_k = 1 it is refused, naming why."""
     d_k = _check_size(d_k, "d_k", MAX_DIM)
     h, g, d_in = session.heads, session.kv_heads, _d_in(session, session.d)
+    changes = {}
+    p = session.positions
+    if p is not None and p.kind == "rope" and d_k >= 2 and (p.rope_dims(session.d_k) > d_k or (p.dims is None and d_k % 2)):
+        # RoPE keeps rotating as many pairs as fit: the largest even number of dimensions.
+        changes["positions"] = replace(p, dims=min(p.rope_dims(session.d_k), d_k - d_k % 2))
     return session.replace(w_query=_fit(session.w_query, (h, session.d, d_k)), w_key=_fit(session.w_key, (g, d_in, d_k)),
-                           b_query=_fit_or_none(session.b_query, (h, d_k)), b_key=_fit_or_none(session.b_key, (g, d_k)))
+                           b_query=_fit_or_none(session.b_query, (h, d_k)), b_key=_fit_or_none(session.b_key, (g, d_k)),
+                           **changes)
 
 
 def resize_dv(session: Session, d_v: int) -> Session:

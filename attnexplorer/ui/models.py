@@ -1,4 +1,5 @@
-"""Table models over the session's arrays: embeddings, one head of W_q / W_k / W_v, tokens.
+"""Table models over the session's arrays: embeddings, one head of W_q / W_k / W_v, the
+stages' tables (biases, norm, learned positions, ALiBi slopes, the source's embeddings), tokens.
 
 Each model reads the document's current session and never holds its own copy of the
 numbers: ``data()`` indexes the session's read-only numpy array, so a 4,096-row table costs
@@ -16,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 
-from ..core import edits
+from ..core import stage_edits
+from ..core.errors import SessionError
 from ..core.expr import format_compact, format_full
 from . import user_actions
 from .document import SessionDocument
@@ -30,31 +32,56 @@ _AXES = {
     "W_k": ("input dimension (of d)", "key dimension (of d_k)"),
     "W_v": ("input dimension (of d)", "value dimension (of d_v)"),
     "W_o": ("concatenated value dimension", "output dimension"),
+    "b_q": ("query bias", "query dimension (of d_k)"),
+    "b_k": ("key bias", "key dimension (of d_k)"),
+    "b_v": ("value bias", "value dimension (of d_v)"),
+    "b_o": ("output bias", "output dimension"),
+    "norm.weight": ("norm weight (scale)", "embedding dimension"),
+    "norm.bias": ("norm bias (shift)", "embedding dimension"),
+    "positions.table": ("position", "embedding dimension"),
+    "positions.slopes": ("ALiBi slope", "head"),
+    "source.embeddings": ("source token", "source embedding dimension"),
 }
+_EMPTY = np.zeros((0, 0))
+_EMPTY.flags.writeable = False
+_GREY = None  # set on first use: a QColor needs the GUI module loaded
+
+
+def _matrix(session, table: str, head: int) -> np.ndarray:
+    """What ``table`` shows for ``head``, or an empty table when the session has none of it
+    (no norm, no source, positions of another kind): a stage turned off empties its table."""
+    try:
+        return stage_edits.table_matrix(session, table, head)
+    except SessionError:
+        return _EMPTY
 
 
 class MatrixModel(QAbstractTableModel):
-    """One editable 2-D table of the session: ``"embeddings"`` or a head of ``"W_q"``, ...
+    """One editable 2-D table of the session: ``"embeddings"``, a head of ``"W_q"``, a bias,
+    ... (any of ``core.stage_edits.TABLES``).
 
     ``head`` picks the head of a per-head table; with ``follow_selection`` the model shows
     the document's selected head. Compact numbers (4 significant digits) are displayed; the
-    editor and tooltip get full precision.
+    editor and tooltip get full precision. A table the session does not have (a stage that
+    is off) has no rows; a bias that is absent shows its zeros in grey, and typing into it
+    adds it.
     """
 
     def __init__(self, document: SessionDocument, table: str, head: int = 0,
                  follow_selection: bool = False, parent=None):
         super().__init__(parent)
-        edits.table_matrix(document.session, table, head)  # raises early on a bad table
+        stage_edits.has_table(document.session, table)  # raises early on an unknown table
         self.document = document
         self.table = table
         self._head = head
         self._session = document.session
-        self._array = edits.table_matrix(self._session, table, head)
-        document.session_changed.connect(self._on_session_changed)
         if follow_selection:
             self._head = document.selection.head
-            self._array = edits.table_matrix(self._session, table, self._head)
             document.selection_changed.connect(self._on_selection_changed)
+        self._array = _matrix(self._session, table, self._head)
+        self._stored = stage_edits.is_stored(self._session, table)
+        self._source_tokens = None if self._session.source is None else self._session.source.tokens
+        document.session_changed.connect(self._on_session_changed)
 
     # -- reading --------------------------------------------------------------------------
     @property
@@ -81,16 +108,29 @@ class MatrixModel(QAbstractTableModel):
             return format_full(self._array[index.row(), index.column()])
         if role == Qt.ItemDataRole.ToolTipRole:
             r, c = index.row(), index.column()
-            return f"{edits.cell_name(self._session, self.table, r, c, self._head)} = {format_full(self._array[r, c])}"
+            tip = f"{stage_edits.cell_name(self._session, self.table, r, c, self._head)} = {format_full(self._array[r, c])}"
+            return tip if self._stored else f"{tip} (absent, so this default; type a number to set it)"
         if role == Qt.ItemDataRole.TextAlignmentRole:
             return _RIGHT
+        if role == Qt.ItemDataRole.ForegroundRole and not self._stored:
+            return _grey()
         return None
+
+    @property
+    def stored(self) -> bool:
+        """Whether the table holds its own numbers, not an absent stage's default (zeros)."""
+        return self._stored
 
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
         if role == Qt.ItemDataRole.DisplayRole:
-            if orientation == Qt.Orientation.Vertical and self.table == "embeddings":
-                if 0 <= section < self._session.n:
+            if orientation == Qt.Orientation.Vertical:
+                if self.table == "embeddings" and 0 <= section < self._session.n:
                     return f"{section} {self._session.tokens[section]}"
+                source = self._session.source
+                if self.table == "source.embeddings" and source is not None and 0 <= section < source.n:
+                    return f"{section} {source.tokens[section]}"
+                if self._array.shape[0] == 1 and self.table in stage_edits.STAGE_TABLES:
+                    return self.table.split(".")[-1]  # a one-row table: its row is the vector
             return str(section)
         if role == Qt.ItemDataRole.ToolTipRole:
             rows, cols = _AXES[self.table]
@@ -145,22 +185,37 @@ class MatrixModel(QAbstractTableModel):
         self._sync(session, tokens_changed)
 
     def _sync(self, session, tokens_changed: bool) -> None:
-        new = edits.table_matrix(session, self.table, self._head)
+        new = _matrix(session, self.table, self._head)
         old = self._array
+        stored, was_stored = stage_edits.is_stored(session, self.table), self._stored
+        source_tokens, old_source_tokens = (None if session.source is None else session.source.tokens), self._source_tokens
+        self._source_tokens = source_tokens
         if new.shape != old.shape:
             self.beginResetModel()
-            self._session, self._array = session, new
+            self._session, self._array, self._stored = session, new, stored
             self.endResetModel()
             return
-        self._session, self._array = session, new
+        self._session, self._array, self._stored = session, new, stored
+        if stored != was_stored and new.size:  # grey ↔ black: every cell's colour changed
+            self.dataChanged.emit(self.index(0, 0), self.index(new.shape[0] - 1, new.shape[1] - 1))
         if new is not old and not np.array_equal(new, old):
             rows, cols = np.nonzero(new != old)
             self.dataChanged.emit(self.index(int(rows.min()), int(cols.min())),
                                   self.index(int(rows.max()), int(cols.max())))
-        if tokens_changed and self.table == "embeddings":
+        if (tokens_changed and self.table == "embeddings") or (
+                self.table == "source.embeddings" and source_tokens != old_source_tokens):
             self.headerDataChanged.emit(Qt.Orientation.Vertical, 0, new.shape[0] - 1)
         # Nothing else: the column headers are indices, the same for every head and value, so
         # a value-only edit (a dragged preset slider rebuilds equal arrays) costs no signal.
+
+
+def _grey():
+    global _GREY
+    if _GREY is None:
+        from PySide6.QtGui import QColor
+
+        _GREY = QColor(128, 128, 128)
+    return _GREY
 
 
 class TokenModel(QAbstractTableModel):

@@ -6,8 +6,11 @@ session and pushes the result as one undo step named for the user, or refuses, l
 everything as it was and saying why through ``document.refuse``. Each returns True when it
 changed the session.
 
-A new action goes here: a pure edit in ``core/edits.py`` (tested without Qt), then a
-function below that names the undo step and the refusal.
+A new action goes here: a pure edit in ``core/edits.py`` or ``core/stage_edits.py`` (tested
+without Qt), then a function below that names the undo step and the refusal. The table
+actions (cells, paste, import, fill) take any table of ``stage_edits.TABLES``: the weights,
+the embeddings, the biases, the norm's weight and bias, the learned positions, the ALiBi
+slopes and the source's embeddings.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..core import edits
-from ..core.errors import AttnExplorerError
+from ..core import edits, stage_edits
+from ..core.errors import AttnExplorerError, SessionError
 from ..core.session import Mask, Scale, Session
+from ..core.stages import Norm, Positions, Source
 
 
 def apply(document, change: Callable[[Session], Session], text: str, merge_key=None,
@@ -39,10 +43,9 @@ def apply(document, change: Callable[[Session], Session], text: str, merge_key=N
 
 
 def table_label(session: Session, table: str, head: int) -> str:
-    """``W_q (head 1)`` with several heads, else the table's name: for undo texts."""
-    if table in ("W_q", "W_k", "W_v") and session.heads > 1:
-        return f"{table} (head {head})"
-    return table
+    """``W_q (head 1)`` (``W_k (K/V head 0)`` when shared) with several heads, else the
+    table's name: for undo texts."""
+    return stage_edits.table_label(session, table, head)
 
 
 # -- matrices ------------------------------------------------------------------------------------
@@ -51,8 +54,8 @@ def set_cell(document, table: str, row: int, col: int, text: str, head: int = 0)
     ``core.expr``); typing into the same cell again merges into the same undo step."""
     from ..core.expr import parse_number
 
-    name = edits.cell_name(document.session, table, row, col, head)
-    return apply(document, lambda s: edits.set_cell(s, table, row, col, parse_number(text), head),
+    name = stage_edits.cell_name(document.session, table, row, col, head)
+    return apply(document, lambda s: stage_edits.set_cell(s, table, row, col, parse_number(text), head),
                  f"Edit {name}", merge_key=("cell", table, head, row, col), refusal=f"{name} not changed")
 
 
@@ -70,7 +73,7 @@ def paste_text(document, table: str, top: int, left: int, text: str, head: int =
 
 def paste_block(document, table: str, top: int, left: int, block, head: int = 0) -> bool:
     b = np.atleast_2d(np.asarray(block))
-    return apply(document, lambda s: edits.set_block(s, table, top, left, block, head),
+    return apply(document, lambda s: stage_edits.set_block(s, table, top, left, block, head),
                  f"Paste {b.shape[0]}×{b.shape[1]} into {table_label(document.session, table, head)}",
                  refusal="Paste refused")
 
@@ -81,14 +84,14 @@ def import_matrix(document, table: str, matrix, head: int = 0, transpose: bool =
     if transpose:
         m = m.T
     hint = " after transposing from nn.Linear's (out × in)" if transpose else ""
-    return apply(document, lambda s: edits.set_matrix(s, table, m, head),
+    return apply(document, lambda s: stage_edits.set_matrix(s, table, m, head),
                  f"Import into {table_label(document.session, table, head)}",
                  refusal=f"Import{' of ' + source if source else ''} refused{hint}")
 
 
 def fill_matrix(document, table: str, matrix, text: str, head: int = 0) -> bool:
     """Replace one table (one head) with ``matrix`` of the same shape, as a step named ``text``."""
-    return apply(document, lambda s: edits.set_matrix(s, table, matrix, head), text)
+    return apply(document, lambda s: stage_edits.set_matrix(s, table, matrix, head), text)
 
 
 def initialise_weights(document, table: str, kind: str, seed: int, head: int = 0) -> bool:
@@ -96,8 +99,8 @@ def initialise_weights(document, table: str, kind: str, seed: int, head: int = 0
     from ..core.weights import init_weight
 
     def change(s):
-        rows, cols = edits.table_matrix(s, table, head).shape
-        return edits.set_matrix(s, table, init_weight(kind, rows, cols, heads=1, seed=seed)[0], head)
+        rows, cols = stage_edits.table_matrix(s, table, head).shape
+        return stage_edits.set_matrix(s, table, init_weight(kind, rows, cols, heads=1, seed=seed)[0], head)
 
     return apply(document, change, f"Initialise {table_label(document.session, table, head)} ({kind}, seed {seed})")
 
@@ -151,7 +154,7 @@ def fill_embeddings(document, embed, source: str) -> bool:
     """Replace every embedding row from ``embed(tokens)`` (None: zeros)."""
     def change(s):
         rows = np.zeros((s.n, s.d)) if embed is None else embed(s.tokens)
-        return edits.set_matrix(s, "embeddings", rows)
+        return stage_edits.set_matrix(s, "embeddings", rows)
 
     return apply(document, change, f"Fill embeddings ({source})")
 
@@ -198,6 +201,170 @@ def toggle_blocked(document, i: int, j: int) -> bool:
 
 def set_scale(document, scale: Scale, text: str, merge_key=None) -> bool:
     return apply(document, lambda s: edits.set_scale(s, scale), text, merge_key=merge_key)
+
+
+# -- stages: biases, output projection, norm, positions, K/V heads ---------------------------------
+def add_bias(document, table: str) -> bool:
+    """Add bias ``table`` (b_q, b_k, b_v, b_o) at zeros: nothing changes until it is edited."""
+    return apply(document, lambda s: stage_edits.add_bias(s, table), f"Add {table}")
+
+
+def remove_bias(document, table: str) -> bool:
+    """Remove bias ``table``: it becomes zero."""
+    return apply(document, lambda s: stage_edits.remove_bias(s, table), f"Remove {table}")
+
+
+def add_output(document) -> bool:
+    """Add the output projection W_o = I (the output stays the concatenated heads)."""
+    return apply(document, stage_edits.add_output, "Add W_o")
+
+
+def remove_output(document) -> bool:
+    return apply(document, stage_edits.remove_output, "Remove W_o and b_o")
+
+
+def resize_d_out(document, d_out: int) -> bool:
+    return apply(document, lambda s: stage_edits.resize_d_out(s, d_out), f"Set d_out to {d_out}")
+
+
+def set_norm(document, norm: Norm | None, text: str | None = None, merge_key=None) -> bool:
+    """Set the norm (None: none), named ``text`` or for what changed (``Norm: LayerNorm``)."""
+    text = text or stage_edits.describe_norm(document.session.norm, norm)
+    return apply(document, lambda s: stage_edits.set_norm(s, norm), text, merge_key=merge_key)
+
+
+def set_norm_kind(document, kind: str) -> bool:
+    """Switch the norm to ``kind`` ("none", "layer", "rms"), keeping its weight."""
+    try:
+        norm = stage_edits.norm_of_kind(document.session, kind)
+    except AttnExplorerError as err:
+        document.refuse(f"Norm not changed: {err}")
+        return False
+    return set_norm(document, norm)
+
+
+def set_norm_eps(document, eps: float) -> bool:
+    """Change the norm's eps (refused, saying why, when there is no norm or eps is not > 0)."""
+    from dataclasses import replace
+
+    def change(s):
+        if s.norm is None:
+            raise SessionError("there is no norm; choose LayerNorm or RMSNorm first", "norm.eps")
+        return stage_edits.set_norm(s, replace(s.norm, eps=eps))
+
+    norm = document.session.norm
+    name = "Norm" if norm is None else ("LayerNorm" if norm.kind == "layer" else "RMSNorm")
+    return apply(document, change, f"{name} eps = {eps:g}", merge_key=("norm", "eps"))
+
+
+def set_positions(document, positions: Positions | None, text: str | None = None, merge_key=None) -> bool:
+    """Set the positions (None: none), as one undo step named ``text`` or for what changed
+    (``RoPE offset = 3``); a slider's drag passes one ``merge_key`` for the whole drag. A
+    change that does not fit the session (RoPE dims over d_k, RoPE or ALiBi with a source…)
+    is refused with the reason."""
+    text = text or stage_edits.describe_positions(document.session.positions, positions)
+    return apply(document, lambda s: stage_edits.set_positions(s, positions), text, merge_key=merge_key)
+
+
+def set_positions_kind(document, kind: str) -> bool:
+    """Switch the positions to ``kind`` ("none", "sinusoidal", "learned", "rope", "alibi"),
+    starting from ``stage_edits.positions_of_kind``."""
+    try:
+        positions = stage_edits.positions_of_kind(document.session, kind)
+    except AttnExplorerError as err:
+        document.refuse(f"Positions not changed: {err}")
+        return False
+    return set_positions(document, positions)
+
+
+def change_positions(document, merge_key=None, **fields) -> bool:
+    """Change some fields of the current positions (``theta=500``, ``offset=3``,
+    ``slopes=None`` for the geometric ALiBi slopes); a bad value is refused, saying why."""
+    from dataclasses import replace
+
+    current = document.session.positions
+    if current is None:
+        document.refuse("Positions not changed: there are no positions; choose a kind first")
+        return False
+    try:
+        positions = replace(current, **fields)
+    except AttnExplorerError as err:
+        document.refuse(f"Positions not changed: {err}")
+        return False
+    return set_positions(document, positions, merge_key=merge_key)
+
+
+def set_kv_heads(document, kv_heads: int | None) -> bool:
+    """Share K/V heads among the query heads (None: one per query head)."""
+    text = "One K/V head per query head" if kv_heads is None else f"Set K/V heads to {kv_heads}"
+    return apply(document, lambda s: stage_edits.set_kv_heads(s, kv_heads), text)
+
+
+# -- the source sequence (cross-attention) -------------------------------------------------------
+def set_source(document, source: Source | None = None) -> bool:
+    """Turn cross-attention on (``source`` None: a copy of the tokens and their embeddings)
+    or replace the source; a causal or window mask, RoPE and ALiBi are refused, saying why."""
+    text = "Cross-attention on" if document.session.source is None else "Set source"
+    return apply(document, lambda s: stage_edits.set_source(s, source), text)
+
+
+def clear_source(document) -> bool:
+    """Back to self-attention: the keys come from the tokens again."""
+    return apply(document, stage_edits.clear_source, "Cross-attention off")
+
+
+def set_source_sentence(document, tokens, embed=None) -> bool:
+    """Replace the source's tokens; tokens that stay keep their rows, new ones get rows from
+    ``embed`` (None: zeros)."""
+    return apply(document, lambda s: stage_edits.retokenize_source(s, tokens, embed),
+                 f"Set source sentence ({len(tokens)} tokens)")
+
+
+def rename_source_token(document, i: int, text: str) -> bool:
+    def change(s):
+        return stage_edits.set_source_token(s, i, str(text))
+
+    return apply(document, change, f"Rename source token {i} to {str(text).strip()!r}", merge_key=("source token", i),
+                 refusal=f"Source token {i} not renamed")
+
+
+def insert_source_token(document, i: int, text: str, embed=None) -> bool:
+    """Insert ``text`` into the source at ``i`` with a row from ``embed(tokens)`` (None: zeros)."""
+    def change(s):
+        src = s.source
+        tokens = () if src is None else src.tokens[:i] + (text,) + src.tokens[i:]
+        row = None if embed is None or src is None else np.asarray(embed(tokens))[i]
+        return stage_edits.insert_source_token(s, i, text, row)
+
+    return apply(document, change, f"Insert source token {text!r}")
+
+
+def delete_source_token(document, i: int) -> bool:
+    src = document.session.source
+    name = src.tokens[i] if src is not None and 0 <= i < src.n else i
+    return apply(document, lambda s: stage_edits.delete_source_token(s, i), f"Delete source token {name!r}")
+
+
+def move_source_token(document, i: int, j: int) -> bool:
+    src = document.session.source
+    if src is None or not 0 <= j < src.n or not 0 <= i < src.n:
+        return False
+    return apply(document, lambda s: stage_edits.move_source_token(s, i, j),
+                 f"Move source token {src.tokens[i]!r} {'up' if j < i else 'down'}")
+
+
+def resize_source_d(document, d: int) -> bool:
+    return apply(document, lambda s: stage_edits.resize_source_d(s, d), f"Set source width d_s to {d}")
+
+
+def fill_source_embeddings(document, embed, source: str) -> bool:
+    """Replace every source row from ``embed(tokens)`` (None: zeros)."""
+    def change(s):
+        src = stage_edits.need_source(s)
+        rows = np.zeros((src.n, src.d)) if embed is None else embed(src.tokens)
+        return stage_edits.set_matrix(s, "source.embeddings", rows)
+
+    return apply(document, change, f"Fill source embeddings ({source})")
 
 
 # -- presets and compute options -------------------------------------------------------------------
