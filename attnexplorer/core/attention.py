@@ -174,25 +174,14 @@ def _inplace_ok(keep_overwritten: bool) -> bool:
     return not keep_overwritten and not _torch().is_grad_enabled()
 
 
-def attend(inputs: AttentionInputs, wanted=frozenset(INTERMEDIATES), check_finite=None) -> dict:
-    """Run scaled dot-product attention for all heads at once (batched, no loop over heads).
+def project(inputs: AttentionInputs) -> dict:
+    """Every step before the scores: X = norm(E + P), then Q, K and V of every head (RoPE
+    applied), as a dict of tensors (see ``attend``'s first entries).
 
-    Returns a dict of tensors: ``joined`` (X·w_qkv, (n, ·): Q, K and V side by side), ``Q``,
-    ``K``, ``V`` (H, n, ·) views of it, ``scores`` (raw QKᵀ), ``scaled_scores`` (× factor, not
-    masked), ``weights`` (H, n, n; blocked cells 0, blocked rows 0), ``head_outputs``
-    (H, n, d_v), and ``output`` (concat·W_o, or None without W_o: the concatenation is made by
-    whoever needs it). ``wanted`` names the intermediates the caller will read: without
-    autograd, a buffer not wanted is overwritten in place (an n×n buffer per intermediate is the
-    whole memory bill at 4,096 tokens), so ``scores`` and ``scaled_scores`` may then be the same
-    tensor as a later stage and must not be read.
-
-    ``check_finite`` (a function tensor → bool), when given, is asked about the scaled scores
-    before the mask writes its own −inf into them; a False raises ``AttentionOverflow`` (a score
-    that overflowed to −inf would otherwise pass for a masked cell and never reach the output).
-
-    Fitting calls this with autograd on and takes the gradient of a loss on ``weights``.
+    ``attend`` starts with it, and so does the streamed path for long inputs
+    (``core.long``), which then makes the scores a block of rows at a time: one formula for
+    X, Q, K and V, whichever path shows them.
     """
-    torch = _torch()
     x = inputs.x
     if inputs.positions_add is not None:
         x = x + inputs.positions_add
@@ -217,6 +206,33 @@ def attend(inputs: AttentionInputs, wanted=frozenset(INTERMEDIATES), check_finit
     if inputs.rope is not None:
         q_unrotated, k_unrotated = q, k
         q, k = rotate(q, inputs.rope), rotate(k, inputs.rope)
+    return {"joined": joined, "joined_kv": joined_kv, "X": x, "Q": q, "K": k, "V": v,
+            "Q_unrotated": q_unrotated, "K_unrotated": k_unrotated}
+
+
+def attend(inputs: AttentionInputs, wanted=frozenset(INTERMEDIATES), check_finite=None) -> dict:
+    """Run scaled dot-product attention for all heads at once (batched, no loop over heads).
+
+    Returns a dict of tensors: ``joined`` (X·w_qkv, (n, ·): Q, K and V side by side), ``Q``,
+    ``K``, ``V`` (H, n, ·) views of it, ``scores`` (raw QKᵀ), ``scaled_scores`` (× factor, not
+    masked), ``weights`` (H, n, n; blocked cells 0, blocked rows 0), ``head_outputs``
+    (H, n, d_v), and ``output`` (concat·W_o, or None without W_o: the concatenation is made by
+    whoever needs it). ``wanted`` names the intermediates the caller will read: without
+    autograd, a buffer not wanted is overwritten in place (an n×n buffer per intermediate is the
+    whole memory bill at 4,096 tokens), so ``scores`` and ``scaled_scores`` may then be the same
+    tensor as a later stage and must not be read.
+
+    ``check_finite`` (a function tensor → bool), when given, is asked about the scaled scores
+    before the mask writes its own −inf into them; a False raises ``AttentionOverflow`` (a score
+    that overflowed to −inf would otherwise pass for a masked cell and never reach the output).
+
+    Fitting calls this with autograd on and takes the gradient of a loss on ``weights``.
+    """
+    torch = _torch()
+    t = project(inputs)
+    q, k, v = t["Q"], t["K"], t["V"]
+    heads, d_k = inputs.heads, inputs.d_k
+    kv_heads = heads if inputs.kv_heads is None else inputs.kv_heads
     group = heads // kv_heads
     n = q.shape[1]
     if group > 1:
@@ -250,10 +266,14 @@ def attend(inputs: AttentionInputs, wanted=frozenset(INTERMEDIATES), check_finit
         head_out = (weights.view(kv_heads, group * n, -1) @ v).view(heads, n, -1)
     else:
         head_out = weights @ v
-    output = None
-    if inputs.w_out is not None:
-        concat = head_out.transpose(0, 1).reshape(head_out.shape[1], -1)
-        output = _project(concat, inputs.w_out, inputs.b_out)
-    return {"joined": joined, "joined_kv": joined_kv, "X": x, "Q": q, "K": k, "V": v,
-            "Q_unrotated": q_unrotated, "K_unrotated": k_unrotated, "scores": scores, "scaled_scores": scaled,
-            "weights": weights, "head_outputs": head_out, "output": output}
+    t.update(scores=scores, scaled_scores=scaled, weights=weights, head_outputs=head_out,
+             output=combine_heads(head_out, inputs))
+    return t
+
+
+def combine_heads(head_out, inputs: AttentionInputs):
+    """output = concat·W_o + b_o from the (H, n, d_v) head outputs, or None without W_o."""
+    if inputs.w_out is None:
+        return None
+    concat = head_out.transpose(0, 1).reshape(head_out.shape[1], -1)
+    return _project(concat, inputs.w_out, inputs.b_out)

@@ -92,19 +92,29 @@ class Mask:
 
         Raises SessionError when the mask does not fit ``n`` tokens (see ``check``).
         """
+        return self.block(n, n_k)
+
+    def block(self, n: int, n_k: int | None = None, rows: slice = slice(None), cols: slice = slice(None)) -> np.ndarray:
+        """The rectangle ``[rows, cols]`` of ``matrix(n, n_k)``, made without the rest (a new,
+        writable array): the streamed path for long inputs reads the mask a block at a time.
+        """
         self.check(n, n_k)
-        i = np.arange(n)
-        if self.kind == "none":
-            return np.zeros((n, n if n_k is None else n_k), dtype=bool)
+        keys = n if n_k is None else n_k
+        r0, r1, _ = rows.indices(n)
+        c0, c1, _ = cols.indices(keys)
+        r1, c1 = max(r0, r1), max(c0, c1)
+        i = np.arange(r0, r1)[:, None]
+        j = np.arange(c0, c1)[None, :]
         if self.kind == "causal":
-            return i[None, :] > i[:, None]
+            return j > i
         if self.kind == "window":
-            return (i[None, :] > i[:, None]) | (i[None, :] <= i[:, None] - self.window)
+            return (j > i) | (j <= i - self.window)
+        m = np.zeros((r1 - r0, c1 - c0), dtype=bool)
         if self.kind == "padding":
-            m = np.zeros((n, n if n_k is None else n_k), dtype=bool)
-            m[:, list(self.padding)] = True
-            return m
-        return np.array(self.blocked, dtype=bool)
+            m[:, [p - c0 for p in self.padding if c0 <= p < c1]] = True
+        elif self.kind == "custom":
+            m[:] = self.blocked[r0:r1, c0:c1]
+        return m
 
     def check(self, n: int, n_k: int | None = None) -> None:
         """Raise SessionError when this mask does not fit ``n`` tokens (queries) and ``n_k``

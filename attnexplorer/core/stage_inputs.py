@@ -76,8 +76,12 @@ def positions_array(session: Session) -> np.ndarray | None:
     return p.table[: session.n]  # a view of a read-only table is read-only
 
 
-def stage_tensors(session: Session, tdtype, dev) -> dict:
-    """``AttentionInputs`` keyword arguments for the session's stages (empty when none)."""
+def stage_tensors(session: Session, tdtype, dev, dense_bias: bool = True) -> dict:
+    """``AttentionInputs`` keyword arguments for the session's stages (empty when none).
+
+    ``dense_bias=False`` (the streamed path for long inputs) gives ALiBi's slopes as
+    ``alibi_slopes`` instead of the H × n × n ``position_bias`` (see ``alibi_block``).
+    """
     torch = _torch()
     out: dict = {}
 
@@ -122,6 +126,8 @@ def stage_tensors(session: Session, tdtype, dev) -> dict:
             return tensor(np.cos(angles)), tensor(np.sin(angles)), dims, p.layout
 
         out["rope"] = _kept(p, (session.n, dims, dev, tdtype), rope)
+    elif not dense_bias:
+        out["alibi_slopes"] = p.slopes_for(session.heads)
     else:
         slopes = p.slopes_for(session.heads)
         out["position_bias"] = _kept(p, (session.n, session.heads, dev, tdtype),
@@ -132,9 +138,16 @@ def stage_tensors(session: Session, tdtype, dev) -> dict:
 def alibi_tensor(slopes: np.ndarray, n: int, tdtype, dev):
     """position_bias[h, i, j] = −slope_h·|i − j| made on the device (H, n, n): at 4,096 tokens
     a host copy would be larger than everything else the engine sends."""
+    return alibi_block(slopes, slice(0, n), slice(0, n), tdtype, dev)
+
+
+def alibi_block(slopes: np.ndarray, rows: slice, cols: slice, tdtype, dev):
+    """The rectangle ``[:, rows, cols]`` of ``alibi_tensor``: the streamed path for long inputs
+    adds ALiBi a block at a time instead of holding H × n × n."""
     torch = _torch()
-    i = torch.arange(n, device=dev, dtype=torch.float64)
-    distance = (i[:, None] - i[None, :]).abs()
+    i = torch.arange(rows.start, rows.stop, device=dev, dtype=torch.float64)
+    j = torch.arange(cols.start, cols.stop, device=dev, dtype=torch.float64)
+    distance = (i[:, None] - j[None, :]).abs()
     # 0 − x, not −x: the diagonal is +0, not −0 (which exports would write as "-0.0").
     return (0.0 - torch.tensor(slopes, dtype=torch.float64, device=dev)[:, None, None] * distance).to(tdtype)
 

@@ -1,0 +1,414 @@
+"""The streamed pass: softmax normalisers, head outputs and pooled overviews, a block of query
+rows at a time; then exact tiles and rows from Q, K and the normalisers.
+
+The weight of query i for key j in head h is exp(s_ij − m_i) / z_i, where s is the scaled,
+masked score, m_i the row's largest s and z_i = Σ_j exp(s_ij − m_i): the softmax of the dense
+engine, written with the two numbers per query that make any cell of the row computable on
+its own. ``stream`` finds m and z for every query, a block of rows at a time (each block
+holds its rows in full, so no online rescaling is needed); ``StreamedResult.tile`` then
+recomputes only the scores of the rectangle asked for.
+
+torch is imported lazily, as in the engine.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..attention import AttentionInputs, combine_heads, project
+from ..device_inputs import cannot_overflow, device_tensor, projection_weights
+from ..engine import _all_finite, _kv_head_of, _overflow, _uses_stages, resolve
+from ..errors import EngineError
+from ..session import Session
+from ..stage_inputs import alibi_block, stage_bound, stage_tensors
+from .pooling import POOLED, POOLS, Pooled, pool_rows
+
+# Bytes of one (heads × rows × keys) buffer of a block: the pass holds a few of them at once.
+# 64 MB is 256 query rows of 4 heads × 16,384 keys in float32: large enough that each matrix
+# product is efficient, small enough that the peak stays a few hundred MB at any n.
+BLOCK_BYTES = 64 * 1024**2
+MATRICES = tuple(POOLED)  # "scores", "scaled_scores", "weights"
+
+
+class Cancelled(Exception):
+    """The caller asked the streamed work to stop (a newer edit supersedes it)."""
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+@dataclass(frozen=True, eq=False)
+class RowDetail:
+    """One query's full row in one head: ``scores`` (raw QKᵀ), ``scaled_scores`` (× scale +
+    position bias, unmasked), ``weights`` (blocked keys 0) over the n_k keys, ``blocked`` the
+    row of the mask, and ``output`` = Σ_j weight_j · V_j (d_v,)."""
+
+    head: int
+    query: int
+    scores: np.ndarray
+    scaled_scores: np.ndarray
+    weights: np.ndarray
+    blocked: np.ndarray
+    output: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class StreamedResult:
+    """What the streamed pass knows about one session: small arrays only.
+
+    - ``Q`` (H, n, d_k), ``K`` (H_kv, n_k, d_k), ``V`` (H_kv, n_k, d_v): after every stage
+      (biases, norm, positions, RoPE), as the dense engine makes them.
+    - ``row_max``, ``row_sum`` (H, n): each query's largest scaled, masked score and
+      Σ exp(score − row_max); a query with every key blocked has −inf and 0 (its weights are 0).
+    - ``blocked_rows`` (n,): the queries with every key blocked.
+    - ``head_outputs`` (H, n, d_v), ``output`` (concat·W_o + b_o, or the concatenation without
+      W_o): None when the pass was asked not to make them.
+    - ``overviews``: name → ``Pooled`` made during the pass.
+
+    Host arrays are read-only numpy (float64 for a float64 compute, float32 otherwise).
+    """
+
+    session: Session
+    device: str
+    dtype: str
+    scale_factor: float
+    Q: np.ndarray
+    K: np.ndarray
+    V: np.ndarray
+    row_max: np.ndarray
+    row_sum: np.ndarray
+    blocked_rows: np.ndarray
+    head_outputs: np.ndarray | None
+    output: np.ndarray | None
+    overviews: dict
+    compute_ms: float
+    _prepared: Any = field(repr=False, default=None)
+
+    @property
+    def heads(self) -> int:
+        return self.Q.shape[0]
+
+    @property
+    def n(self) -> int:
+        return self.session.n
+
+    @property
+    def n_keys(self) -> int:
+        return self.session.n_keys
+
+    @property
+    def log_sum_exp(self) -> np.ndarray:
+        """log Σ_j exp(s_ij) per head and query (−inf for a fully blocked row)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.blocked_rows[None, :], -np.inf, self.row_max + np.log(self.row_sum))
+
+    def _check_head(self, head: int) -> None:
+        if not 0 <= head < self.heads:
+            raise EngineError(f"head {head} is outside 0..{self.heads - 1}")
+
+    def tile(self, head: int, rows: slice, cols: slice, what: str = "weights") -> np.ndarray:
+        """The exact rectangle ``[rows, cols]`` of matrix ``what`` ("scores", "scaled_scores",
+        "weights") of ``head``, as the dense engine's result holds it."""
+        if what not in MATRICES:
+            raise EngineError(f"unknown matrix {what!r}; choose one of {', '.join(MATRICES)}")
+        self._check_head(head)
+        rows, cols = _bounded(rows, self.n), _bounded(cols, self.n_keys)
+        p = self._prepared
+        with _torch().inference_mode():
+            values = _block(p, rows, cols, heads=slice(head, head + 1), what=what,
+                            row_max=self.row_max, row_sum=self.row_sum, blocked_rows=self.blocked_rows)
+            return _to_host(values[0])
+
+    def row(self, head: int, query: int) -> RowDetail:
+        """Query ``query``'s whole row in ``head``, exact, with its output Σ weight · value."""
+        self._check_head(head)
+        if not 0 <= query < self.n:
+            raise EngineError(f"query {query} is outside 0..{self.n - 1}")
+        p = self._prepared
+        rows, cols = slice(query, query + 1), slice(0, self.n_keys)
+        torch = _torch()
+        with torch.inference_mode():
+            scores = _block(p, rows, cols, heads=slice(head, head + 1), what="scores")
+            scaled = _block(p, rows, cols, heads=slice(head, head + 1), what="scaled_scores")
+            weights = _block(p, rows, cols, heads=slice(head, head + 1), what="weights",
+                             row_max=self.row_max, row_sum=self.row_sum, blocked_rows=self.blocked_rows)
+            output = weights[0] @ p.v[p.kv_head_of[head]]
+        blocked = p.mask_block(rows, cols)
+        return RowDetail(head=head, query=query, scores=_to_host(scores[0, 0]), scaled_scores=_to_host(scaled[0, 0]),
+                         weights=_to_host(weights[0, 0]),
+                         blocked=np.zeros(self.n_keys, dtype=bool) if blocked is None else blocked[0],
+                         output=_to_host(output[0]))
+
+    def overview(self, what: str = "weights", fy: int = 1, fx: int = 1, pool: str = "max",
+                 progress: Callable | None = None, cancelled: Callable[[], bool] | None = None) -> Pooled:
+        """A new pooled overview of ``what`` (see ``pooling``), a block of rows at a time from
+        Q, K and the normalisers; ``progress(pooled_so_far)`` after each block, and
+        ``Cancelled`` raised when ``cancelled()`` says so."""
+        _check_pool(what, pool)
+        p = self._prepared
+        fy, fx = max(1, int(fy)), max(1, int(fx))
+        out = _empty_pooled(self.heads, self.n, self.n_keys, fy, fx, p.host_dtype)
+        step = _rows_per_block(p, fy)
+        torch = _torch()
+        with torch.inference_mode():
+            buffer = torch.empty(self.heads * min(step, self.n) * self.n_keys, dtype=p.tdtype, device=p.dev)
+            for r0 in range(0, self.n, step):
+                if cancelled is not None and cancelled():
+                    raise Cancelled()
+                rows = slice(r0, min(self.n, r0 + step))
+                values = _block(p, rows, slice(0, self.n_keys), heads=slice(None), what=what, row_max=self.row_max,
+                                row_sum=self.row_sum, blocked_rows=self.blocked_rows, buffer=buffer)
+                blocked = p.mask_tensor(rows)
+                out[:, r0 // fy: -(-rows.stop // fy)] = _to_host(pool_rows(values, blocked, fy, fx, what, pool))
+                if progress is not None:
+                    progress(Pooled(what, pool, fy, fx, self.n, out, rows.stop))
+        out.flags.writeable = False
+        return Pooled(what, pool, fy, fx, self.n, out, self.n)
+
+
+def _bounded(s: slice, size: int) -> slice:
+    start, stop, _ = s.indices(size)
+    return slice(start, max(start, stop))
+
+
+def _check_pool(what: str, pool: str) -> None:
+    if what not in MATRICES:
+        raise EngineError(f"unknown matrix {what!r}; choose one of {', '.join(MATRICES)}")
+    if pool not in POOLS:
+        raise EngineError(f"unknown pooling {pool!r}; choose one of {', '.join(POOLS)}")
+
+
+def _empty_pooled(heads: int, n: int, n_k: int, fy: int, fx: int, dtype) -> np.ndarray:
+    return np.full((heads, -(-n // fy), -(-n_k // fx)), np.nan, dtype=dtype)
+
+
+def _to_host(t) -> np.ndarray:
+    if t.dtype.itemsize == 2:
+        t = t.float()
+    a = t.cpu().numpy()
+    a.flags.writeable = False
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class _Prepared:
+    """The device tensors one session's blocks are made from (never handed to a view)."""
+
+    session: Session
+    dev: Any
+    tdtype: Any
+    q: Any
+    k: Any
+    v: Any
+    factor: float
+    kv_head_of: np.ndarray
+    slopes: np.ndarray | None
+    any_blocked: bool
+    inputs: AttentionInputs
+    block_bytes: int
+
+    @property
+    def host_dtype(self):
+        return np.float64 if self.tdtype.itemsize == 8 else np.float32
+
+    def mask_block(self, rows: slice, cols: slice) -> np.ndarray | None:
+        """The mask's rectangle, or None when nothing in the session is blocked."""
+        if not self.any_blocked:
+            return None
+        s = self.session
+        return s.mask.block(s.n, None if s.source is None else s.source.n, rows, cols)
+
+    def mask_tensor(self, rows: slice, cols: slice | None = None):
+        block = self.mask_block(rows, slice(0, self.session.n_keys) if cols is None else cols)
+        return None if block is None or not block.any() else _torch().from_numpy(block).to(self.dev)
+
+
+def _prepare(session: Session, dev, tdtype, block_bytes: int) -> tuple[_Prepared, dict]:
+    """X, Q, K and V by the dense engine's own ``project``, and what the blocks need."""
+    staged = _uses_stages(session)
+    stages = stage_tensors(session, tdtype, dev, dense_bias=False) if staged else {}
+    slopes = stages.pop("alibi_slopes", None)
+    inputs = AttentionInputs(
+        x=device_tensor(session.embeddings, tdtype, dev),
+        w_qkv=stages.pop("w_q") if "w_q" in stages else projection_weights(session, tdtype, dev),
+        heads=session.heads, d_k=session.d_k, d_v=session.d_v, factor=session.scale.factor(session.d_k),
+        w_out=None if session.w_out is None else device_tensor(session.w_out, tdtype, dev), **stages)
+    t = project(inputs)
+    prepared = _Prepared(session=session, dev=dev, tdtype=tdtype, q=t["Q"].contiguous(), k=t["K"].contiguous(),
+                         v=t["V"].contiguous(), factor=inputs.factor,
+                         kv_head_of=_kv_head_of(session.heads, session.kv_heads), slopes=slopes,
+                         any_blocked=session.mask.kind != "none", inputs=inputs, block_bytes=block_bytes)
+    return prepared, t
+
+
+def _block(p: _Prepared, rows: slice, cols: slice, heads: slice, what: str,
+           row_max=None, row_sum=None, blocked_rows=None, buffer=None):
+    """Matrix ``what`` over ``[heads, rows, cols]`` as a torch tensor (heads × rows × cols).
+
+    For weights, ``row_max``/``row_sum`` are the normalisers (host arrays) of the whole rows.
+    ``buffer``, a flat tensor at least that large, is written into instead of a new
+    allocation: a fresh 64 MB block costs as much in page faults as the matrix product
+    that fills it.
+    """
+    torch = _torch()
+    hs = range(p.session.heads)[heads]
+    q = p.q[hs.start:hs.stop, rows]
+    kv = p.kv_head_of[hs.start:hs.stop]
+    first, last = int(kv[0]), int(kv[-1]) + 1
+    k = p.k[first:last, cols]
+    group = len(hs) // (last - first)
+    c, width = q.shape[1], k.shape[1]
+    # Grouped-query: the query heads of one K/V head in one product, as the dense engine.
+    q = q.reshape(last - first, group * c, q.shape[-1]) if group > 1 else q
+    if buffer is None:
+        scores = q @ k.mT
+    else:
+        scores = torch.bmm(q, k.mT, out=buffer[: len(hs) * c * width].view(q.shape[0], q.shape[1], width))
+    scores = scores.view(len(hs), c, width)
+    if what == "scores":
+        return scores
+    scaled = scores.mul_(p.factor)
+    if p.slopes is not None:
+        scaled.add_(alibi_block(p.slopes[hs.start:hs.stop], rows, cols, p.tdtype, p.dev))
+    if what == "scaled_scores":
+        return scaled
+    blocked = p.mask_tensor(rows, cols)
+    if blocked is not None:
+        scaled.masked_fill_(blocked, float("-inf"))
+    m = torch.tensor(row_max[hs.start:hs.stop, rows], dtype=p.tdtype, device=p.dev)[..., None]
+    z = torch.tensor(row_sum[hs.start:hs.stop, rows], dtype=p.tdtype, device=p.dev)[..., None]
+    weights = scaled.sub_(torch.where(torch.isfinite(m), m, torch.zeros_like(m))).exp_().mul_(1.0 / z)
+    dead = blocked_rows[rows]
+    if dead.any():
+        weights.masked_fill_(torch.tensor(dead, device=p.dev)[None, :, None], 0.0)
+    return weights
+
+
+def _rows_per_block(p: _Prepared, fy: int = 1) -> int:
+    """Query rows per block: about ``block_bytes`` per heads × rows × keys buffer, a whole
+    number of pooled rows."""
+    s = p.session
+    per_row = s.heads * s.n_keys * p.tdtype.itemsize
+    rows = max(1, p.block_bytes // max(1, per_row))
+    return max(fy, rows // fy * fy)
+
+
+def stream(session: Session, device: str = "cpu", dtype: str = "float32", *, overviews=("weights",),
+           fy: int = 1, fx: int = 1, pool: str = "max", outputs: bool = True,
+           progress: Callable | None = None, cancelled: Callable[[], bool] | None = None,
+           block_bytes: int = BLOCK_BYTES) -> StreamedResult:
+    """The streamed pass over ``session``: normalisers, head outputs (unless ``outputs`` is
+    False) and a pooled overview of each matrix named in ``overviews`` at ``fy`` × ``fx``
+    cells per pixel, all from one computation of each block of rows.
+
+    ``progress(rows_done, n, overviews_so_far)`` is called after each block; ``cancelled()``
+    is asked before each block and ``Cancelled`` raised when it says True. ``block_bytes``
+    bounds each block's buffer (tests make it tiny to cross many block edges). Raises
+    ``EngineError`` as ``compute`` does (device, dtype, overflow, a device failure).
+    """
+    if not isinstance(session, Session):
+        raise EngineError(f"stream() needs a Session, got {type(session).__name__}")
+    for what in overviews:
+        _check_pool(what, pool)
+    torch = _torch()
+    dev, tdtype = resolve(device, dtype)
+    fy, fx = max(1, int(fy)), max(1, int(fx))
+    start = time.perf_counter()
+    info = torch.finfo(tdtype)
+    factor = session.scale.factor(session.d_k)
+    checked = cannot_overflow(session, factor, info.max, info.eps,
+                              stage_bound if _uses_stages(session) else None)
+    try:
+        with torch.inference_mode():
+            return _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, progress, cancelled,
+                        checked, start, block_bytes)
+    except (RuntimeError, NotImplementedError, MemoryError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise EngineError(f"the engine failed on {device} ({dtype}): {first}") from None
+
+
+def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, progress, cancelled, checked, start,
+         block_bytes):
+    torch = _torch()
+    p, t = _prepare(session, dev, tdtype, block_bytes)
+    n, n_k, heads = session.n, session.n_keys, session.heads
+    host = p.host_dtype
+    row_max = np.empty((heads, n), dtype=host)
+    row_sum = np.empty((heads, n), dtype=host)
+    blocked_rows = np.zeros(n, dtype=bool)
+    pooled = {what: _empty_pooled(heads, n, n_k, fy, fx, host) for what in overviews}
+    head_out = torch.empty((heads, n, session.d_v), dtype=tdtype, device=dev) if outputs else None
+    group = heads // session.kv_heads
+    step = _rows_per_block(p, fy)
+    buffer = torch.empty(heads * min(step, n) * n_k, dtype=tdtype, device=dev)
+    for r0 in range(0, n, step):
+        if cancelled is not None and cancelled():
+            raise Cancelled()
+        rows = slice(r0, min(n, r0 + step))
+        c = rows.stop - rows.start
+        out_rows = slice(r0 // fy, -(-rows.stop // fy))
+        scores = _block(p, rows, slice(0, n_k), slice(None), "scores", buffer=buffer)
+        if not checked and not _all_finite(scores):
+            raise _overflow(dtype, device)
+        if "scores" in pooled:
+            pooled["scores"][:, out_rows] = _to_host(pool_rows(scores, None, fy, fx, "scores", pool))
+        # scaled = scores × factor + bias, in the scores' buffer once they are pooled.
+        scaled = scores.mul_(p.factor)
+        if p.slopes is not None:
+            scaled.add_(alibi_block(p.slopes, rows, slice(0, n_k), tdtype, dev))
+        if not checked and not _all_finite(scaled):
+            raise _overflow(dtype, device)
+        blocked = p.mask_tensor(rows)
+        if "scaled_scores" in pooled:
+            pooled["scaled_scores"][:, out_rows] = _to_host(pool_rows(scaled, blocked, fy, fx, "scaled_scores", pool))
+        if blocked is not None:
+            scaled.masked_fill_(blocked, float("-inf"))
+            dead = blocked.all(dim=-1)
+            blocked_rows[rows] = dead.cpu().numpy()
+        m = scaled.amax(dim=-1, keepdim=True)
+        # A fully blocked row has m = −inf: subtract 0 instead, so its sum is 0, not NaN.
+        e = scaled.sub_(torch.where(torch.isfinite(m), m, torch.zeros_like(m))).exp_()
+        z = e.sum(dim=-1, keepdim=True)
+        weights = e.mul_(1.0 / z)
+        if blocked is not None and blocked_rows[rows].any():
+            weights.masked_fill_(torch.tensor(blocked_rows[rows], device=dev)[None, :, None], 0.0)
+        row_max[:, rows] = _to_host(m[..., 0])
+        row_sum[:, rows] = _to_host(z[..., 0])
+        if "weights" in pooled:
+            pooled["weights"][:, out_rows] = _to_host(pool_rows(weights, blocked, fy, fx, "weights", pool))
+        if outputs:
+            if group > 1:
+                kv = session.kv_heads
+                head_out[:, rows] = (weights.view(kv, group * c, -1) @ p.v).view(heads, c, -1)
+            else:
+                head_out[:, rows] = weights @ p.v
+        del scores, scaled, e, weights
+        if progress is not None:
+            progress(rows.stop, n, {w: Pooled(w, pool, fy, fx, n, a, rows.stop) for w, a in pooled.items()})
+    output = None
+    if outputs:
+        out = combine_heads(head_out, p.inputs)
+        if not checked and not (_all_finite(head_out) and (out is None or _all_finite(out))):
+            raise _overflow(dtype, device)
+        if out is None:
+            output = _to_host(head_out.transpose(0, 1).reshape(n, -1))
+        else:
+            output = _to_host(out)
+        head_out = _to_host(head_out)
+    for a in (row_max, row_sum, blocked_rows, *pooled.values()):
+        a.flags.writeable = False
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    return StreamedResult(
+        session=session, device=str(dev), dtype=dtype, scale_factor=p.factor,
+        Q=_to_host(p.q), K=_to_host(p.k), V=_to_host(p.v), row_max=row_max, row_sum=row_sum,
+        blocked_rows=blocked_rows, head_outputs=head_out, output=output,
+        overviews={w: Pooled(w, pool, fy, fx, n, a, n) for w, a in pooled.items()},
+        compute_ms=(time.perf_counter() - start) * 1000.0, _prepared=p)
