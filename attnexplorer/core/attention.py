@@ -68,6 +68,10 @@ class AttentionInputs:
       ``interleaved``.
     - ``position_bias``: (H, n, n), added to the scaled scores (ALiBi).
     - ``b_out``: (d_out,), added to the output.
+
+    ``project``: a function ``(x, w, b) -> x·w + b`` for the projections in place of the plain
+    product (the engine's reuse of the previous edit's product, ``projection_reuse``); None:
+    the plain product.
     """
 
     x: Any
@@ -88,6 +92,7 @@ class AttentionInputs:
     rope: Any = None
     position_bias: Any = None
     b_out: Any = None
+    project: Any = None
 
 
 def _torch():
@@ -189,17 +194,18 @@ def project(inputs: AttentionInputs) -> dict:
         x = _normalise(x, inputs.norm)
     heads, d_k = inputs.heads, inputs.d_k
     kv_heads = heads if inputs.kv_heads is None else inputs.kv_heads
+    project = _project if inputs.project is None else inputs.project
     if inputs.source_x is None:
         # X·[W_q | W_k | W_v] (+ b): every projection of every head in one matrix product.
-        joined = _project(x, inputs.w_qkv, inputs.b_qkv)
+        joined = project(x, inputs.w_qkv, inputs.b_qkv)
         joined_kv = None
         q, k, v = split_projections(joined, heads, d_k, inputs.d_v, kv_heads)
     else:
         # Cross-attention: queries from X, keys and values from the source's rows.
         hk = heads * d_k
         b = inputs.b_qkv
-        joined = _project(x, inputs.w_qkv, None if b is None else b[:hk])
-        joined_kv = _project(inputs.source_x, inputs.w_kv, None if b is None else b[hk:])
+        joined = project(x, inputs.w_qkv, None if b is None else b[:hk])
+        joined_kv = project(inputs.source_x, inputs.w_kv, None if b is None else b[hk:])
         q = _per_head(joined, heads)
         k, v = split_key_value(joined_kv, kv_heads, d_k)
     q_unrotated = k_unrotated = None

@@ -23,6 +23,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .attention import join_projections, split_projections  # noqa: F401 (split_projections: re-exported)
+from .projection_reuse import note_patched
 from .session import Session, derived_from
 
 # Keyed by the arrays' ids (plus device and dtype); weak references prove that the ids still
@@ -109,8 +110,9 @@ def _patched_projection(arrays: tuple, tdtype, dev):
     if last is None:
         return None
     refs, joined = last
-    heads, d, d_k = arrays[0].shape
-    offsets = (0, heads * d_k, 2 * heads * d_k)
+    # Where each array's columns start in the join: W_k and W_v may have fewer (K/V) heads.
+    w_query, w_key, _ = arrays
+    offsets = (0, w_query.shape[0] * w_query.shape[2], w_query.shape[0] * w_query.shape[2] + w_key.shape[0] * w_key.shape[2])
     patches = []
     for ref, new, offset in zip(refs, arrays, offsets):
         old = ref()
@@ -131,6 +133,8 @@ def _patched_projection(arrays: tuple, tdtype, dev):
         for rows, cols, values in patches:
             index = (torch.as_tensor(rows, device=dev), torch.as_tensor(cols, device=dev))
             joined.index_put_(index, torch.as_tensor(values, dtype=tdtype, device=dev))
+    if patches:  # the products made from it are now out of date in these columns
+        note_patched(joined, np.concatenate([cols for _, cols, _ in patches]))
     return joined
 
 

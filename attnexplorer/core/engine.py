@@ -6,6 +6,8 @@ returns an ``AttentionResult`` of numpy arrays on the host. The window and the C
 attention arithmetic themselves; they call this. The arithmetic itself is ``attention.attend``,
 a torch-level function that fitting also calls (with autograd), so what is trained is what is
 shown; this module adds the device, dtype, caching, overflow checks and host arrays around it.
+After a small edit the projections are made from the previous ones (``projection_reuse``):
+only the columns or rows that the edit changed are multiplied again.
 
 torch is imported lazily so that ``attnexplorer --help`` and the file tools stay instant.
 """
@@ -24,6 +26,7 @@ from .device_inputs import cannot_overflow, device_tensor, projection_weights
 from .stage_inputs import positions_array, stage_bound, stage_tensors
 from .errors import EngineError
 from .memory import check_memory
+from .projection_reuse import project as reuse_projection
 from .session import Session
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -304,7 +307,7 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
                 mask=torch.tensor(mask_np, device=dev) if any_blocked else None,
                 blocked_rows=torch.tensor(blocked_rows_np, device=dev) if any_blocked and blocked_rows_np.any() else None,
                 w_out=None if session.w_out is None else device_tensor(session.w_out, tdtype, dev),
-                **stages)
+                project=reuse_projection, **stages)
             try:
                 # Unless the bound rules overflow out, the scores are looked at before masking.
                 t = attend(inputs, wanted, check_finite=None if checked else _all_finite)
