@@ -202,8 +202,9 @@ def explain_cell(result: AttentionResult, head: int, query: int, key: int) -> Ce
     bias_row = _alibi_row(result, h, i)
     bias = None if bias_row is None else float(bias_row[j])
     if bias is not None:
-        slope = -bias / abs(i - j) if i != j else None
-        what = f"ALiBi −{fmt(slope)}×|{i}−{j}|" if slope is not None else f"ALiBi −slope×|{i}−{j}|"
+        # The slope from the session (on the diagonal the bias is 0 and does not tell it).
+        slope = float(session.positions.slopes_for(session.heads)[h])
+        what = f"ALiBi −{fmt(slope)}×|{i}−{j}|"
         lines.append(f"scaled score = {fmt(score)} × {fmt(factor)} + {what} = {fmt(score * factor)} + ({fmt(bias)})"
                      f" = {fmt(scaled)}")
     elif session.scale.kind == "none":
@@ -320,6 +321,8 @@ def explain_output(result: AttentionResult, head: int, query: int, top: int | No
     if rest:
         shown.append(f"… ({rest} more, total weight {fmt(rest_weight)})")
     lines = [f"out({qt}) = " + " + ".join(shown)]
+    if session.b_value is not None:
+        lines.append(f"  each v = X·W_v + b_v: the bias {fmt_vector(session.b_value[g])} is added to every value")
     for t in terms[:MAX_TERMS_SHOWN]:
         lines.append(f"  {fmt(t.weight)} × {fmt_vector(t.value)} = {fmt_vector(t.contribution)}   ({t.token})")
     lines.append(f"= {fmt_vector(output)}" + (f"  (the whole sum over all {len(order)} visible keys)" if rest else ""))

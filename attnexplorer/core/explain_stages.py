@@ -10,11 +10,9 @@ not carry, are worked out in float64 from the session's rows.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from .stages import rope_pairs
+from .stages import norm_statistics, rope_pairs
 
 MAX_PAIRS_SHOWN = 4
 
@@ -30,15 +28,17 @@ def _norm_line(session, result, i: int, token: str) -> str:
         x = x + table[i]
     norm = session.norm
     out = "" if result.X is None else f" = {fmt_vector(result.X[i])}"
+    mean, scale = norm_statistics(norm.kind, x[None, :], norm.eps)
+    scale = float(scale[0])
     if norm.kind == "layer":
-        mean = float(x.mean())
+        mean = float(mean[0])
         var = float(((x - mean) ** 2).mean())
-        scale = 1.0 / math.sqrt(var + norm.eps)
+        # "row − −1.13" reads as a typo: subtracting a negative mean is written as adding it.
+        centred = f"row − {fmt(mean)}" if mean >= 0 else f"row + {fmt(-mean)}"
         return (f"LayerNorm of {token}'s row: mean {fmt(mean)}, scale 1/√(variance + eps) = 1/√({fmt(var)} + {norm.eps:g}) "
-                f"= {fmt(scale)}; X({token}) = (row − {fmt(mean)}) × {fmt(scale)} × weight + bias{out}")
-    rms = math.sqrt(float((x * x).mean()) + norm.eps)
-    return (f"RMSNorm of {token}'s row: scale 1/√(mean(row²) + eps) = 1/√({fmt(rms * rms - norm.eps)} + {norm.eps:g}) "
-            f"= {fmt(1.0 / rms)}; X({token}) = row × {fmt(1.0 / rms)} × weight{out}")
+                f"= {fmt(scale)}; X({token}) = ({centred}) × {fmt(scale)} × weight + bias{out}")
+    return (f"RMSNorm of {token}'s row: scale 1/√(mean(row²) + eps) = 1/√({fmt(float((x * x).mean()))} + {norm.eps:g}) "
+            f"= {fmt(scale)}; X({token}) = row × {fmt(scale)} × weight{out}")
 
 
 def stage_lines(session, result, h: int, i: int, j: int) -> list[str]:

@@ -287,3 +287,18 @@ def rope_angles(n: int, dims: int, theta: float, offset: int = 0) -> np.ndarray:
     inv_freq = theta ** (-np.arange(0, dims, 2, dtype=np.float64) / dims)
     pos = np.arange(offset, offset + n, dtype=np.float64)
     return pos[:, None] * inv_freq[None, :]
+
+
+def norm_statistics(kind: str, rows, eps: float) -> tuple[np.ndarray | None, np.ndarray]:
+    """What the norm does to each row x of E + P, before its weight and bias: (mean, scale).
+
+    ``layer``: mean(x) and 1/√(var(x) + eps) (the variance biased, ÷ d), so x is centred and
+    then multiplied by the scale; ``rms``: no mean (None) and 1/√(mean(x²) + eps). float64,
+    one number per row. The window's stage panel and the explanations read them from here.
+    """
+    x = np.asarray(rows, dtype=np.float64)
+    if kind == "layer":
+        mean = x.mean(axis=1)
+        var = ((x - mean[:, None]) ** 2).mean(axis=1)
+        return mean, 1.0 / np.sqrt(var + eps)
+    return None, 1.0 / np.sqrt((x * x).mean(axis=1) + eps)

@@ -56,3 +56,27 @@ def test_a_result_kept_small_explains_alibi_the_same():
     a, b = ax.explain_cell(full, 1, 4, 1), ax.explain_cell(small, 1, 4, 1)
     assert b.scaled_score == pytest.approx(a.scaled_score, rel=1e-12) and b.weight == pytest.approx(a.weight, rel=1e-12)
     assert "ALiBi" in b.text
+
+
+def test_norm_statistics_match_torch_layer_and_rms_norm():
+    torch = pytest.importorskip("torch")
+    from attnexplorer.core.stages import norm_statistics
+
+    x = np.random.default_rng(3).normal(size=(5, 6)) * 3 + 1
+    mean, scale = norm_statistics("layer", x, 1e-5)
+    want = torch.nn.functional.layer_norm(torch.tensor(x), (6,), eps=1e-5).numpy()
+    assert np.allclose((x - mean[:, None]) * scale[:, None], want, rtol=1e-12, atol=1e-12)
+    none, scale = norm_statistics("rms", x, 1e-6)
+    want = torch.nn.functional.rms_norm(torch.tensor(x), (6,), eps=1e-6).numpy()
+    assert none is None and np.allclose(x * scale[:, None], want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_negative_mean_is_added_the_diagonal_alibi_term_names_its_slope_and_b_v_is_named():
+    s = Session(("a", "b"), np.array([[-1.0, -3.0], [0.5, 2.0]]), np.ones((2, 2, 2)), np.ones((2, 2, 2)),
+                np.ones((2, 2, 1)), b_value=np.array([[0.5], [-2.0]]), norm=Norm("layer"),
+                positions=Positions("alibi", slopes=[0.5, 0.25]))
+    r = ax.compute(s, dtype="float64")
+    text = ax.explain_cell(r, head=1, query=0, key=0).text
+    assert "X(a) = (row + 2) ×" in text and "− −" not in text
+    assert "ALiBi −0.25×|0−0|" in text
+    assert "the bias [-2] is added to every value" in ax.explain_output(r, head=1, query=0).text
