@@ -337,6 +337,21 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
                            device=str(dev), dtype=dtype, compute_ms=elapsed, **fields)
 
 
+def carries(session: Session, name: str) -> bool:
+    """Whether a full compute of ``session`` has intermediate ``name`` (not None): every one of
+    ``INTERMEDIATES`` and ``X`` always; ``P`` with absolute positions, ``Q_unrotated`` and
+    ``K_unrotated`` with RoPE, ``position_bias`` with ALiBi. A view that keeps only what it
+    reads asks this before taking a missing stage for one not kept."""
+    p = session.positions
+    if name == "P":
+        return p is not None and p.absolute
+    if name in ("Q_unrotated", "K_unrotated"):
+        return p is not None and p.kind == "rope"
+    if name == "position_bias":
+        return p is not None and p.kind == "alibi"
+    return name in _KEEPABLE
+
+
 def _uses_stages(session: Session) -> bool:
     return not (session.b_query is None and session.b_key is None and session.b_value is None and session.b_out is None
                 and session.norm is None and session.positions is None and session.source is None

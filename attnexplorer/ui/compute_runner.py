@@ -17,7 +17,7 @@ import weakref
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from ..core.engine import INTERMEDIATES, compute
+from ..core.engine import INTERMEDIATES, STAGE_INTERMEDIATES, compute
 from ..core.errors import AttnExplorerError
 from ..core.session import Session
 
@@ -94,7 +94,7 @@ class ComputeRunner(QObject):
         on the CPU, where host arrays share the tensors' memory and keeping costs nothing."""
         if self.needs is None or not self.partial(session):
             return None
-        return tuple(name for name in INTERMEDIATES if name in self.needs)
+        return tuple(name for name in INTERMEDIATES + STAGE_INTERMEDIATES if name in self.needs)
 
     def request(self, session: Session) -> None:
         """Compute ``session``; a request not yet finished is superseded."""

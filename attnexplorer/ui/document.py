@@ -34,7 +34,7 @@ from typing import Callable, Iterable
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
-from ..core.engine import INTERMEDIATES, AttentionResult, compute
+from ..core.engine import INTERMEDIATES, STAGE_INTERMEDIATES, AttentionResult, carries, compute
 from ..core.session import Session
 from ..core.session_change import SessionChange
 from .compute_runner import ComputeRunner
@@ -286,10 +286,11 @@ class SessionDocument(QObject):
             apply()
 
     def set_needs(self, needs: Iterable[str] | None) -> None:
-        """Say what the on-screen views read from a result (names from ``INTERMEDIATES``;
-        None: everything). A large session then computes only that, and recomputes when a
-        view that needs more than the current result holds comes on screen."""
-        new = None if needs is None else frozenset(needs) & frozenset(INTERMEDIATES)
+        """Say what the on-screen views read from a result (names from ``INTERMEDIATES`` and
+        ``STAGE_INTERMEDIATES``; None: everything). A large session then computes only that,
+        and recomputes when a view that needs more than the current result holds comes on
+        screen (a stage the session does not use is None in any result: no reason to)."""
+        new = None if needs is None else frozenset(needs) & frozenset(INTERMEDIATES + STAGE_INTERMEDIATES)
         if new == self.runner.needs:
             return
         self.runner.needs = new
@@ -297,7 +298,7 @@ class SessionDocument(QObject):
         if result is None or result.session is not self._session:
             return  # the compute on its way (or the next one) uses the new needs
         wanted = INTERMEDIATES if new is None else new
-        if any(getattr(result, name) is None for name in wanted):
+        if any(getattr(result, name) is None and carries(result.session, name) for name in wanted):
             self._recompute_timer.start()  # coalesces a burst of dock changes into one
 
     def set_session(self, session: Session) -> None:

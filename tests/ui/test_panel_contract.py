@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnexplorer.core.engine import INTERMEDIATES, compute
+from attnexplorer.core.engine import INTERMEDIATES, STAGE_INTERMEDIATES, compute
 from attnexplorer.core.presets import build_preset
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels import PANEL_CLASSES, make_panels
@@ -15,7 +15,7 @@ from attnexplorer.ui.panels import PANEL_CLASSES, make_panels
 def test_every_panel_has_a_short_title_and_names_what_it_needs(cls):
     assert cls.short_title != "Panel" and 0 < len(cls.short_title) <= 16
     assert isinstance(cls.needs, frozenset) and cls.needs
-    assert cls.needs <= set(INTERMEDIATES)
+    assert cls.needs <= set(INTERMEDIATES + STAGE_INTERMEDIATES)
 
 
 def test_short_titles_are_distinct():
@@ -23,7 +23,7 @@ def test_short_titles_are_distinct():
     assert len(set(titles)) == len(titles)
 
 
-@pytest.mark.parametrize("preset", ["pronoun", "sine", "dessert"])
+@pytest.mark.parametrize("preset", ["pronoun", "sine", "dessert", "rope", "translate"])
 def test_each_panel_draws_a_result_computed_with_only_its_needs(preset, qtbot):
     built = build_preset(preset, {})
     document = SessionDocument(built.session)

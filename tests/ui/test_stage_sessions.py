@@ -71,3 +71,18 @@ def test_cross_attention_puts_the_source_tokens_along_the_bottom(open_window, qt
     qkv.redraw()
     assert qkv.k_view.getAxis("left").labels == ("the", "black", "cat", ".")  # K's rows are the source's
     assert qkv.k_view.matrix_shape == (4, 3) and qkv.q_view.matrix_shape == (3, 3)
+
+
+def test_stage_panels_appear_only_for_sessions_that_use_their_stage(open_window, qtbot):
+    window = open_window(build_preset("rope").session)
+    shown = lambda kind: not window.docks[kind].isHidden()  # noqa: E731
+    assert shown("rope") and not shown("alibi") and not shown("attention_input")
+    rng = np.random.default_rng(1)
+    alibi = Session(tuple("abcd"), rng.normal(size=(4, 2)), rng.normal(size=(2, 2, 2)), rng.normal(size=(2, 2, 2)),
+                    rng.normal(size=(2, 2, 2)), norm=Norm("layer"), positions=Positions("alibi"))
+    window.document.edit(alibi, "alibi")
+    qtbot.waitUntil(lambda: shown("alibi"))
+    assert shown("attention_input") and not shown("rope")
+    window.document.undo_stack.undo()
+    qtbot.waitUntil(lambda: shown("rope"))
+    assert not shown("alibi")

@@ -1,23 +1,30 @@
 """The result panels: every intermediate of the attention computation, drawn live.
 
 ``PANEL_CLASSES`` lists them in the default layout order (the order the computation runs,
-then the close-ups); ``make_panels(document)`` builds one of each on a document. Every
+then the close-ups; a stage's panel comes after the step it explains, so that the first panel
+is one every session has); ``make_panels(document)`` builds one of each on a document. Every
 panel follows the ``Panel`` contract in ``base.py``.
 """
 
 from __future__ import annotations
 
+from .alibi_panel import AlibiPanel
 from .base import Panel
 from .embedding_panel import EmbeddingPanel
 from .explain_panel import ExplainPanel
+from .input_panel import InputPanel
 from .matrix_panels import OutputPanel, QKVPanel, ScaledScoresPanel, ScoresPanel, WeightsPanel
 from .matrix_view import MatrixView
 from .query_panel import QueryPanel
+from .rope_panel import RopePanel
 from .signal_panel import SignalPanel
 
 PANEL_CLASSES: tuple[type[Panel], ...] = (
     QKVPanel,
+    InputPanel,
+    RopePanel,
     ScoresPanel,
+    AlibiPanel,
     ScaledScoresPanel,
     WeightsPanel,
     OutputPanel,
@@ -35,13 +42,16 @@ def make_panels(document) -> list[Panel]:
 
 __all__ = [
     "PANEL_CLASSES",
+    "AlibiPanel",
     "EmbeddingPanel",
     "ExplainPanel",
+    "InputPanel",
     "MatrixView",
     "OutputPanel",
     "Panel",
     "QKVPanel",
     "QueryPanel",
+    "RopePanel",
     "ScaledScoresPanel",
     "ScoresPanel",
     "SignalPanel",

@@ -8,9 +8,10 @@ items: no new items per frame); it reports clicks back with ``document.set_selec
   names (QSettings layout) and exported figure names.
 - ``title``: what an exported figure is titled (and the panel's heading).
 - ``short_title``: at most about 16 characters, for a dock's tab.
-- ``needs``: the names from ``attnexplorer.core.engine.INTERMEDIATES`` the panel reads
-  from a result, so that a document may compute (or copy to the host) only what the
-  visible panels need (``compute(keep=...)``). A panel given a result in which an
+- ``needs``: the names from ``attnexplorer.core.engine.INTERMEDIATES`` (and
+  ``STAGE_INTERMEDIATES``, for a stage's panel) the panel reads from a result, so that a
+  document may compute (or copy to the host) only what the visible panels need
+  (``compute(keep=...)``). A panel given a result in which an
   intermediate it does not need is None draws normally; one that it needs is None draws
   nothing (it never raises).
 - ``export_item()``: the pyqtgraph/QGraphics item an exporter renders (a

@@ -136,6 +136,20 @@ class WeightsPanel(_SingleMatrixPanel):
         return text
 
 
+def projection_titles(session) -> tuple[str, str, str]:
+    """How Q, K and V were made in ``session``: ``Q = RoPE(X·W_q + b_q)``, ``K = source·W_k``
+    (the source's rows, in cross-attention) …, naming only the stages it uses."""
+    rope = session.positions is not None and session.positions.kind == "rope"
+    keys_from = "X" if session.source is None else "source"
+
+    def made(name, rows, weight, bias, rotated):
+        text = f"{rows}·{weight}" + (f" + {bias}" if getattr(session, name) is not None else "")
+        return f"RoPE({text})" if rotated else text
+
+    return (f"Q = {made('b_query', 'X', 'W_q', 'b_q', rope)}", f"K = {made('b_key', keys_from, 'W_k', 'b_k', rope)}",
+            f"V = {made('b_value', keys_from, 'W_v', 'b_v', False)}")
+
+
 class QKVPanel(FigurePanel):
     """Q, K and V of the selected head side by side, on one shared colour scale.
 
@@ -176,13 +190,17 @@ class QKVPanel(FigurePanel):
                 view.clear_matrix()
             return
         head, query, key = clamp_selection(self.document, result)
-        self.set_heading(self.title if result.Q.shape[0] == 1 else f"{self.title} — head {head}")
-        # With grouped-query attention this query head reads a shared K/V head.
+        # With grouped-query attention this query head reads a shared K/V head: the heading
+        # says which, and which other query heads read it too.
         group = head if result.kv_head_of is None else int(result.kv_head_of[head])
+        self.set_heading(self.heading_text(result, head, group))
         q, k, v = result.Q[head], result.K[group], result.V[group]
         bound = max(theme.symmetric_levels(m)[1] for m in (q, k, v))
         levels = (-bound, bound)
         tokens = result.tokens
+        for view, text in zip(self.views(), projection_titles(result.session)):
+            if view.titleLabel.text != text:  # a new title text costs a layout pass
+                view.setTitle(text, size="10pt")
         self.q_view.set_matrix(q, row_labels=tokens, col_labels=feature_names("q", q.shape[1]), levels=levels)
         keys = result.key_tokens
         cross = result.source_tokens is not None
@@ -194,6 +212,16 @@ class QKVPanel(FigurePanel):
         self.k_view.set_matrix(k, row_labels=keys, col_labels=feature_names("k", k.shape[1]), levels=levels)
         self.v_view.set_matrix(v, row_labels=keys, col_labels=feature_names("v", v.shape[1]), levels=levels)
         self.redraw_selection()
+
+    def heading_text(self, result, head: int, group: int) -> str:
+        heads = result.Q.shape[0]
+        if heads == 1:
+            return self.title
+        kv_heads = result.K.shape[0]
+        if kv_heads == heads:
+            return f"{self.title} — head {head}"
+        sharing = ", ".join(str(h) for h in np.flatnonzero(np.asarray(result.kv_head_of) == group))
+        return f"{self.title} — head {head} · K/V head {group} (read by heads {sharing})"
 
     def redraw_selection(self) -> None:
         result = self.document.result

@@ -271,7 +271,8 @@ class QueryPanel(FigurePanel):
             self.sum_chart.setXRange(0, max(d_v, 1), padding=0)
         self._sum_y_range = set_nice_y_range(self.sum_chart, np.concatenate([up, down, total]), self._sum_y_range)
         self._groups = groups
-        names = tuple(repr(result.tokens[k]) for k in shown) + ((f"other keys ({len(rest)})",) if rest else ())
+        # Key labels: the source's tokens in cross-attention, which may outnumber the queries.
+        names = tuple(repr(result.key_tokens[k]) for k in shown) + ((f"other keys ({len(rest)})",) if rest else ())
         self._set_legend(names, len(shown))
 
     def _set_legend(self, names: tuple[str, ...], own_colours: int) -> None:
