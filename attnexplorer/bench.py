@@ -622,6 +622,9 @@ def collect(quick: bool = False, device: str | None = None) -> dict:
         results["startup"] = bench_startup(3)
     from .commands.fit_bench import bench_fit_gui, bench_fit_steps
 
+    from .commands.long_bench import bench_long
+
+    results.update(bench_long(quick))
     results["fit_steps"] = bench_fit_steps(steps=100 if quick else 300, repeats=1 if quick else 3)
     results["fit_gui"] = bench_fit_gui(128 if quick else 512, seconds=1.0 if quick else 3.0)
     # Real models (MiniLM, SmolLM2 from its cache): fresh processes of their own; not with --quick,
@@ -700,6 +703,10 @@ def format_report(r: dict) -> str:
     else:
         out.append(f"Start-up to a painted window: {s['app_s']:.2f} s vs {s['baseline_s']:.2f} s for the imports alone "
                    f"= +{s['extra_s']:.2f} s (target ≤ +0.7 s){_mark(s['met'])}")
+    if "long" in r:
+        from .commands.long_bench import format_long
+
+        out += format_long(r, _mark)
     if "fit_steps" in r:
         from .commands.fit_bench import format_fit
 

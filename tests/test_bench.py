@@ -17,6 +17,7 @@ LARGE_FIELDS = {"n", "heads", "first_window_ms", "edit_to_drawn_ms", "compute_ms
 EDIT_COST_FIELDS = {"heads", "d", "edits", "undo_steps", "median_ms", "growth_mb", "target_ms", "target_mb", "met"}
 STARTUP_FIELDS = {"baseline_s", "app_s", "extra_s", "target_extra_s", "met"}
 FIT_STEPS_FIELDS = {"n", "d", "steps", "steps_per_s", "target_per_s", "met"}
+LONG_FIELDS = {"n", "heads", "path", "overview_s", "outputs_s", "tile_ms", "row_ms", "peak_mb", "met"}
 FIT_GUI_FIELDS = {"n", "seconds", "steps", "steps_per_s", "frames_per_s", "max_block_ms", "target_block_ms", "met"}
 
 
@@ -44,6 +45,8 @@ def test_bench_json_has_the_documented_fields():
     assert FIT_STEPS_FIELDS <= set(data["fit_steps"]) and data["fit_steps"]["steps_per_s"] > 0
     assert FIT_GUI_FIELDS <= set(data["fit_gui"]), data["fit_gui"]
     assert data["fit_gui"]["steps"] > 0 and data["fit_gui"]["frames_per_s"] > 0  # the window followed the fit
+    assert LONG_FIELDS <= set(data["long"]), data["long"]
+    assert [row["path"] for row in data["long_dense"]] == ["dense", "streamed"]
 
 
 def test_bench_text_report_names_every_section():

@@ -26,8 +26,9 @@ from .errors import SessionError
 from .stages import Norm, Positions, Source
 
 # Documented bounds (README, "Session files"). They keep a hostile or mistaken file from
-# asking for gigabytes, while leaving room for the 4,096-token sessions we promise.
-MAX_TOKENS = 8192
+# asking for gigabytes, while leaving room for the 16,384-token sessions that the streamed
+# path for long inputs (core/long) computes without holding n × n per head.
+MAX_TOKENS = 16384
 MAX_DIM = 1024  # d, d_k, d_v and d_out
 MAX_HEADS = 64
 MAX_TOKEN_CHARS = 200

@@ -166,7 +166,7 @@ def test_mask_matrix_is_a_fresh_writable_copy():
 
 @pytest.mark.parametrize("kwargs,where,match", [
     (dict(kind="diagonal"), "mask", "unknown mask kind 'diagonal'"),
-    (dict(kind="window", window=0), "mask.window", "whole number in 1..8192, got 0"),
+    (dict(kind="window", window=0), "mask.window", "whole number in 1..16384, got 0"),
     (dict(kind="window", window=2.5), "mask.window", "got 2.5"),
     (dict(kind="window", window=True), "mask.window", "got True"),
     (dict(kind="padding", padding=(1.5,)), "mask.padding", "whole numbers, got 1.5"),

@@ -155,7 +155,7 @@ CASES = [
     (("mask",), "diagonal", "mask", 'mask is \'diagonal\', expected "none", "causal" or an object with "window", "padding" or "blocked"'),
     (("mask",), {"window": 2, "padding": [1]}, "mask", "mask is an object with keys ['padding', 'window'], expected "
      '"none", "causal", {"window": w}, {"padding": [j, ...]} or {"blocked": [[0 or 1, ...], ...]}'),
-    (("mask",), {"window": 0}, "mask.window", "mask.window is 0, expected 1..8192"),
+    (("mask",), {"window": 0}, "mask.window", f"mask.window is 0, expected 1..{MAX_TOKENS}"),
     (("mask",), {"window": 2.5}, "mask.window", "mask.window is 2.5, expected a whole number"),
     (("mask",), {"window": True}, "mask.window", "mask.window is true, expected a whole number"),
     (("mask",), {"padding": [0, 3]}, "mask.padding[1]", "mask.padding[1] is 3, expected 0..2"),

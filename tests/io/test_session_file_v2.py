@@ -139,7 +139,7 @@ def test_each_v2_problem_is_named_exactly(edit, message):
     (lambda d: d.update(positions={"kind": "alibi"}), "positions alibi encodes the distance"),
     (lambda d: d["heads"][0].update(W_k=[[1, 0]] * 2), "heads[0].W_k has 2 rows, expected 3 (the source embedding width)"),
     (lambda d: d["source"].update(embeddings=[[1, 0, 0]] * 2), "source.embeddings has 2 rows, expected 3 (one per source token)"),
-    (lambda d: d["source"].update(tokens=[]), "source.tokens has 0 tokens, expected 1..8192"),
+    (lambda d: d["source"].update(tokens=[]), "source.tokens has 0 tokens, expected 1..16384"),
     (lambda d: d.update(source={"tokens": ["x"]}), "source has no \"embeddings\""),
 ])
 def test_cross_attention_refusals_say_why(edit, message):

@@ -65,8 +65,10 @@ class StreamedResult:
 
     - ``Q`` (H, n, d_k), ``K`` (H_kv, n_k, d_k), ``V`` (H_kv, n_k, d_v): after every stage
       (biases, norm, positions, RoPE), as the dense engine makes them.
-    - ``row_max``, ``row_sum`` (H, n): each query's largest scaled, masked score and
-      Σ exp(score − row_max); a query with every key blocked has −inf and 0 (its weights are 0).
+    - ``row_max``, ``row_scale`` (H, n): each query's largest scaled, masked score m and
+      1 / Σ exp(score − m), so that a weight is exp(score − m) · row_scale, the very
+      arithmetic of torch's softmax; a query with every key blocked has −inf and 0 (its
+      weights are 0). ``row_sum`` is Σ exp(score − m) itself.
     - ``blocked_rows`` (n,): the queries with every key blocked.
     - ``head_outputs`` (H, n, d_v), ``output`` (concat·W_o + b_o, or the concatenation without
       W_o): None when the pass was asked not to make them.
@@ -83,7 +85,7 @@ class StreamedResult:
     K: np.ndarray
     V: np.ndarray
     row_max: np.ndarray
-    row_sum: np.ndarray
+    row_scale: np.ndarray
     blocked_rows: np.ndarray
     head_outputs: np.ndarray | None
     output: np.ndarray | None
@@ -104,10 +106,15 @@ class StreamedResult:
         return self.session.n_keys
 
     @property
+    def row_sum(self) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.where(self.blocked_rows[None, :], 0.0, 1.0 / self.row_scale)
+
+    @property
     def log_sum_exp(self) -> np.ndarray:
         """log Σ_j exp(s_ij) per head and query (−inf for a fully blocked row)."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(self.blocked_rows[None, :], -np.inf, self.row_max + np.log(self.row_sum))
+            return np.where(self.blocked_rows[None, :], -np.inf, self.row_max - np.log(self.row_scale))
 
     def _check_head(self, head: int) -> None:
         if not 0 <= head < self.heads:
@@ -123,7 +130,7 @@ class StreamedResult:
         p = self._prepared
         with _torch().inference_mode():
             values = _block(p, rows, cols, heads=slice(head, head + 1), what=what,
-                            row_max=self.row_max, row_sum=self.row_sum, blocked_rows=self.blocked_rows)
+                            row_max=self.row_max, row_scale=self.row_scale, blocked_rows=self.blocked_rows)
             return _to_host(values[0])
 
     def row(self, head: int, query: int) -> RowDetail:
@@ -138,7 +145,7 @@ class StreamedResult:
             scores = _block(p, rows, cols, heads=slice(head, head + 1), what="scores")
             scaled = _block(p, rows, cols, heads=slice(head, head + 1), what="scaled_scores")
             weights = _block(p, rows, cols, heads=slice(head, head + 1), what="weights",
-                             row_max=self.row_max, row_sum=self.row_sum, blocked_rows=self.blocked_rows)
+                             row_max=self.row_max, row_scale=self.row_scale, blocked_rows=self.blocked_rows)
             output = weights[0] @ p.v[p.kv_head_of[head]]
         blocked = p.mask_block(rows, cols)
         return RowDetail(head=head, query=query, scores=_to_host(scores[0, 0]), scaled_scores=_to_host(scaled[0, 0]),
@@ -164,7 +171,7 @@ class StreamedResult:
                     raise Cancelled()
                 rows = slice(r0, min(self.n, r0 + step))
                 values = _block(p, rows, slice(0, self.n_keys), heads=slice(None), what=what, row_max=self.row_max,
-                                row_sum=self.row_sum, blocked_rows=self.blocked_rows, buffer=buffer)
+                                row_scale=self.row_scale, blocked_rows=self.blocked_rows, buffer=buffer)
                 blocked = p.mask_tensor(rows)
                 out[:, r0 // fy: -(-rows.stop // fy)] = _to_host(pool_rows(values, blocked, fy, fx, what, pool))
                 if progress is not None:
@@ -249,10 +256,10 @@ def _prepare(session: Session, dev, tdtype, block_bytes: int) -> tuple[_Prepared
 
 
 def _block(p: _Prepared, rows: slice, cols: slice, heads: slice, what: str,
-           row_max=None, row_sum=None, blocked_rows=None, buffer=None):
+           row_max=None, row_scale=None, blocked_rows=None, buffer=None):
     """Matrix ``what`` over ``[heads, rows, cols]`` as a torch tensor (heads × rows × cols).
 
-    For weights, ``row_max``/``row_sum`` are the normalisers (host arrays) of the whole rows.
+    For weights, ``row_max``/``row_scale`` are the normalisers (host arrays) of the whole rows.
     ``buffer``, a flat tensor at least that large, is written into instead of a new
     allocation: a fresh 64 MB block costs as much in page faults as the matrix product
     that fills it.
@@ -283,12 +290,23 @@ def _block(p: _Prepared, rows: slice, cols: slice, heads: slice, what: str,
     if blocked is not None:
         scaled.masked_fill_(blocked, float("-inf"))
     m = torch.tensor(row_max[hs.start:hs.stop, rows], dtype=p.tdtype, device=p.dev)[..., None]
-    z = torch.tensor(row_sum[hs.start:hs.stop, rows], dtype=p.tdtype, device=p.dev)[..., None]
-    weights = scaled.sub_(torch.where(torch.isfinite(m), m, torch.zeros_like(m))).exp_().mul_(1.0 / z)
+    scale = torch.tensor(row_scale[hs.start:hs.stop, rows], dtype=p.tdtype, device=p.dev)[..., None]
+    weights = scaled.sub_(torch.where(torch.isfinite(m), m, torch.zeros_like(m))).exp_().mul_(scale)
     dead = blocked_rows[rows]
     if dead.any():
         weights.masked_fill_(torch.tensor(dead, device=p.dev)[None, :, None], 0.0)
     return weights
+
+
+def _softmax(x, out):
+    """softmax over the last axis written into ``out``: a fresh block-sized result would cost
+    as much in page faults as the softmax itself. ``torch._softmax`` is the out= form of
+    ``torch.softmax`` (the same kernel); where a torch build lacks it, the plain call."""
+    torch = _torch()
+    try:
+        return torch._softmax(x, -1, False, out=out)
+    except (AttributeError, TypeError, RuntimeError):
+        return torch.softmax(x, dim=-1)
 
 
 def _rows_per_block(p: _Prepared, fy: int = 1) -> int:
@@ -341,13 +359,14 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
     n, n_k, heads = session.n, session.n_keys, session.heads
     host = p.host_dtype
     row_max = np.empty((heads, n), dtype=host)
-    row_sum = np.empty((heads, n), dtype=host)
+    row_scale = np.empty((heads, n), dtype=host)
     blocked_rows = np.zeros(n, dtype=bool)
     pooled = {what: _empty_pooled(heads, n, n_k, fy, fx, host) for what in overviews}
     head_out = torch.empty((heads, n, session.d_v), dtype=tdtype, device=dev) if outputs else None
     group = heads // session.kv_heads
     step = _rows_per_block(p, fy)
     buffer = torch.empty(heads * min(step, n) * n_k, dtype=tdtype, device=dev)
+    weights_buffer = torch.empty(heads * min(step, n) * n_k, dtype=tdtype, device=dev)
     for r0 in range(0, n, step):
         if cancelled is not None and cancelled():
             raise Cancelled()
@@ -373,14 +392,14 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
             dead = blocked.all(dim=-1)
             blocked_rows[rows] = dead.cpu().numpy()
         m = scaled.amax(dim=-1, keepdim=True)
-        # A fully blocked row has m = −inf: subtract 0 instead, so its sum is 0, not NaN.
-        e = scaled.sub_(torch.where(torch.isfinite(m), m, torch.zeros_like(m))).exp_()
-        z = e.sum(dim=-1, keepdim=True)
-        weights = e.mul_(1.0 / z)
+        weights = _softmax(scaled, weights_buffer[: scaled.numel()].view(scaled.shape))
         if blocked is not None and blocked_rows[rows].any():
+            # softmax of an all −inf row is NaN; such a query attends to nothing (as dense).
             weights.masked_fill_(torch.tensor(blocked_rows[rows], device=dev)[None, :, None], 0.0)
+        # The weight of a row's largest score is exp(0) · (1 / Σ): the very factor softmax
+        # multiplied the row by, so tiles made later with it repeat its arithmetic.
         row_max[:, rows] = _to_host(m[..., 0])
-        row_sum[:, rows] = _to_host(z[..., 0])
+        row_scale[:, rows] = _to_host(weights.amax(dim=-1))
         if "weights" in pooled:
             pooled["weights"][:, out_rows] = _to_host(pool_rows(weights, blocked, fy, fx, "weights", pool))
         if outputs:
@@ -389,7 +408,7 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
                 head_out[:, rows] = (weights.view(kv, group * c, -1) @ p.v).view(heads, c, -1)
             else:
                 head_out[:, rows] = weights @ p.v
-        del scores, scaled, e, weights
+        del scores, scaled, weights
         if progress is not None:
             progress(rows.stop, n, {w: Pooled(w, pool, fy, fx, n, a, rows.stop) for w, a in pooled.items()})
     output = None
@@ -402,13 +421,13 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
         else:
             output = _to_host(out)
         head_out = _to_host(head_out)
-    for a in (row_max, row_sum, blocked_rows, *pooled.values()):
+    for a in (row_max, row_scale, blocked_rows, *pooled.values()):
         a.flags.writeable = False
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     return StreamedResult(
         session=session, device=str(dev), dtype=dtype, scale_factor=p.factor,
-        Q=_to_host(p.q), K=_to_host(p.k), V=_to_host(p.v), row_max=row_max, row_sum=row_sum,
+        Q=_to_host(p.q), K=_to_host(p.k), V=_to_host(p.v), row_max=row_max, row_scale=row_scale,
         blocked_rows=blocked_rows, head_outputs=head_out, output=output,
         overviews={w: Pooled(w, pool, fy, fx, n, a, n) for w, a in pooled.items()},
         compute_ms=(time.perf_counter() - start) * 1000.0, _prepared=p)

@@ -1,0 +1,134 @@
+"""The long-inputs rows of ``attnexplorer bench`` (the streamed path, ``core/long``).
+
+Each figure comes from a fresh child process, so that its peak resident memory
+(``ru_maxrss``, which includes torch itself, about 0.3 GB) is that of the work alone:
+
+- ``long``: n = 16,384 tokens × 4 heads, d = d_k = d_v = 64 (the ``random`` preset): the
+  time to the first complete overview of all 4 heads (the row normalisers and the max-pooled
+  weights at a 600 × 500 pixel panel's resolution), the head outputs after it, the latency
+  of an exact zoom tile (128 × 128 cells of weights) and of a selected query's whole row, and
+  the peak memory. Targets: overview ≤ 10 s, peak < 2 GB.
+- ``long_dense``: the same at n = 4,096 through the dense engine and through the streamed
+  path, for comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+TARGETS = {"long_overview_s": 10.0, "long_peak_mb": 2048.0}
+PANEL = (500, 600)  # a heatmap panel of the 1280×800 window, in pixels (height, width)
+
+
+def _session(n: int, heads: int):
+    from ..core.presets import build_preset
+
+    return build_preset("random", {"n": n, "d": 64, "d_k": 64, "d_v": 64, "heads": heads, "seed": 0}).session
+
+
+def _peak_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _load() -> str | None:
+    """The 1-minute load average (a shared machine's timings depend on it), where readable."""
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except (AttributeError, OSError):
+        return None
+
+
+def long_probe(n: int, heads: int, path: str) -> None:
+    """Run in a child process: print one JSON line with the figures of ``path`` ("streamed" or
+    "dense") at n tokens."""
+    import numpy as np
+
+    session = _session(n, heads)
+    import torch  # noqa: F401 (loaded before the clock starts, as in the window)
+
+    base_mb = _peak_mb()
+    row: dict = {"n": n, "heads": heads, "path": path}
+    if path == "dense":
+        from ..core.engine import compute
+
+        start = time.perf_counter()
+        compute(session)
+        row["overview_s"] = time.perf_counter() - start
+    else:
+        from ..core.long import pool_grid, stream
+
+        fy, fx = pool_grid(n, n, *PANEL)
+        start = time.perf_counter()
+        result = stream(session, overviews=("weights",), fy=fy, fx=fx, outputs=False)
+        row["overview_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        stream(session, overviews=(), outputs=True)
+        row["outputs_s"] = time.perf_counter() - start
+        rng = np.random.default_rng(0)
+        tiles, rows = [], []
+        for _ in range(10):
+            r0, c0 = (int(v) for v in rng.integers(0, n - 128, size=2))
+            t0 = time.perf_counter()
+            result.tile(int(rng.integers(heads)), slice(r0, r0 + 128), slice(c0, c0 + 128))
+            tiles.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            result.row(int(rng.integers(heads)), r0)
+            rows.append(time.perf_counter() - t0)
+        row["tile_ms"] = statistics.median(tiles) * 1000.0
+        row["row_ms"] = statistics.median(rows) * 1000.0
+    row["peak_mb"] = _peak_mb()
+    row["before_mb"] = base_mb
+    row["load"] = _load()
+    print(json.dumps(row))
+    sys.stdout.flush()
+
+
+def _child(n: int, heads: int, path: str) -> dict:
+    code = f"from attnexplorer.commands.long_bench import long_probe; long_probe({n}, {heads}, {path!r})"
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                              env={**os.environ})
+    except subprocess.TimeoutExpired:
+        return {"n": n, "heads": heads, "path": path, "error": "took more than 600 s"}
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"n": n, "heads": heads, "path": path, "error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
+    return json.loads(lines[-1])
+
+
+def bench_long(quick: bool = False) -> dict:
+    """The 16,384-token row (2,048 with ``quick``) and the comparison at 4,096 (512)."""
+    n, compare = (2048, 512) if quick else (16384, 4096)
+    row = _child(n, 4, "streamed")
+    if "error" not in row:
+        row["met"] = row["overview_s"] <= TARGETS["long_overview_s"] and row["peak_mb"] < TARGETS["long_peak_mb"]
+    return {"long": row, "long_dense": [_child(compare, 4, "dense"), _child(compare, 4, "streamed")]}
+
+
+def format_long(r: dict, mark) -> list[str]:
+    out = [""]
+    row = r["long"]
+    if "error" in row:
+        out.append(f"Long input n = {row['n']:,}, {row['heads']} heads (streamed): FAILED: {row['error']}")
+        return out
+    load = row.get("load")
+    out.append(f"Long input n = {row['n']:,}, {row['heads']} heads, d = 64 (streamed)"
+               + (f", load average {load}" if load else ""))
+    out.append(f"  first complete overview of all heads {row['overview_s']:.1f} s (target ≤ 10), head outputs "
+               f"{row['outputs_s']:.1f} s more; zoom tile 128×128 {row['tile_ms']:.1f} ms, selected row "
+               f"{row['row_ms']:.1f} ms; peak memory {row['peak_mb']:.0f} MB (target < 2048){mark(row['met'])}")
+    for other in r["long_dense"]:
+        if "error" in other:
+            out.append(f"  n = {other['n']:,} {other['path']}: FAILED: {other['error']}")
+        else:
+            what = "every matrix" if other["path"] == "dense" else "overview"
+            out.append(f"  n = {other['n']:,} {other['path']:>8}: {what} {other['overview_s']:.2f} s, "
+                       f"peak memory {other['peak_mb']:.0f} MB")
+    return out
