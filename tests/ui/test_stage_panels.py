@@ -193,3 +193,37 @@ def test_a_large_session_keeps_the_stage_intermediates_the_panels_read(make_doc)
                     np.zeros((1, 4, 4)), np.zeros((1, 4, 4)), positions=Positions("rope"))
     keep = doc.keep_for(large)
     assert keep is not None and {"Q_unrotated", "K_unrotated", "position_bias", "Q", "K"} <= set(keep)
+
+
+def test_embedding_scatter_draws_and_names_the_shared_kv_heads_keys(make_doc, qtbot):
+    from attnexplorer.ui.panels import EmbeddingPanel
+
+    rng = np.random.default_rng(6)
+    session = Session(tuple("abc"), rng.normal(size=(3, 2)), rng.normal(size=(4, 2, 2)), rng.normal(size=(2, 2, 2)),
+                      rng.normal(size=(2, 2, 2)))
+    doc = make_doc(session)
+    panel = shown(qtbot, EmbeddingPanel(doc), (420, 360))
+    doc.set_selection(head=2, key=1)
+    assert panel.heading.text.endswith("head 2 (keys of K/V head 1)")
+    np.testing.assert_allclose(tip(panel.key_arrow), doc.result.K[1, 1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_every_pair_after_rope_is_its_before_turned_by_the_angle_the_panel_names(make_doc, qtbot, layout):
+    rng = np.random.default_rng(7)
+    session = Session(tuple("abcde"), rng.normal(size=(5, 6)), rng.normal(size=(4, 6, 6)), rng.normal(size=(2, 6, 6)),
+                      rng.normal(size=(2, 6, 2)), positions=Positions("rope", theta=50.0, dims=4, layout=layout, offset=3))
+    doc = make_doc(session)
+    panel = shown(qtbot, RopePanel(doc), (480, 380))
+    doc.set_selection(head=3, query=4, key=1)
+    assert panel.pair_combo.count() == 2  # dims = 4 of d_k = 6: two pairs, the rest left as is
+    for pair in range(2):
+        panel.pair_combo.setCurrentIndex(pair)
+        drawn = panel.drawn
+        assert (drawn.a, drawn.b) == ((pair, pair + 2) if layout == "half" else (2 * pair, 2 * pair + 1))
+        omega = 50.0 ** (-2 * pair / 4)
+        assert drawn.query_angle == pytest.approx(7 * omega) and drawn.key_angle == pytest.approx(4 * omega)
+        np.testing.assert_allclose(tip(panel.q_after), turned(tip(panel.q_before), 7 * omega), atol=1e-4)
+        np.testing.assert_allclose(tip(panel.k_after), turned(tip(panel.k_before), 4 * omega), atol=1e-4)
+        # Query head 3 reads K/V head 1: the key is that head's.
+        np.testing.assert_allclose(tip(panel.k_before), doc.result.K_unrotated[1, 1, [drawn.a, drawn.b]], rtol=1e-6)

@@ -224,7 +224,9 @@ class EmbeddingPanel(FigurePanel):
         brushes = [pg.mkBrush("#bbbbbb")] * result.n
         brushes[query] = pg.mkBrush(theme.QUERY_COLOR)
         self.points.setBrush(brushes)
-        self.set_heading(self.title if result.Q.shape[0] == 1 else f"{self.title} — head {head}")
+        heads, kv_heads = result.Q.shape[0], result.K.shape[0]
+        shared = f" (keys of K/V head {group})" if kv_heads != heads else ""
+        self.set_heading(self.title if heads == 1 else f"{self.title} — head {head}{shared}")
 
     @staticmethod
     def _first_two(vectors: np.ndarray) -> np.ndarray:
