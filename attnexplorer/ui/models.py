@@ -198,7 +198,7 @@ class MatrixModel(QAbstractTableModel):
         self._session, self._array, self._stored = session, new, stored
         if stored != was_stored and new.size:  # grey ↔ black: every cell's colour changed
             self.dataChanged.emit(self.index(0, 0), self.index(new.shape[0] - 1, new.shape[1] - 1))
-        if new is not old and not np.array_equal(new, old):
+        if not _same_view(new, old) and not np.array_equal(new, old):
             rows, cols = np.nonzero(new != old)
             self.dataChanged.emit(self.index(int(rows.min()), int(cols.min())),
                                   self.index(int(rows.max()), int(cols.max())))
@@ -207,6 +207,17 @@ class MatrixModel(QAbstractTableModel):
             self.headerDataChanged.emit(Qt.Orientation.Vertical, 0, new.shape[0] - 1)
         # Nothing else: the column headers are indices, the same for every head and value, so
         # a value-only edit (a dragged preset slider rebuilds equal arrays) costs no signal.
+
+
+def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` show the same numbers of one session array (``W_k[head]`` of a
+    session whose edit touched W_q): session arrays never change, so no comparison of the
+    262,144 cells of a 512 × 512 head is needed."""
+    if a is b:
+        return True
+    return (a.base is not None and a.base is b.base and not a.base.flags.writeable
+            and a.shape == b.shape and a.strides == b.strides
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
 
 
 def _grey():
