@@ -188,6 +188,9 @@ class AttentionResult:
     kv_head_of: np.ndarray | None = None
     source_tokens: tuple[str, ...] | None = None
     source_X: np.ndarray | None = None
+    # A long session's result (core/long): the n × n intermediates are None, and this
+    # StreamedResult gives their exact tiles, rows and pooled overviews instead.
+    streamed: object | None = None
 
     @property
     def heads(self) -> int:

@@ -17,7 +17,8 @@ import weakref
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from ..core.engine import INTERMEDIATES, STAGE_INTERMEDIATES, compute
+from ..core.engine import INTERMEDIATES, STAGE_INTERMEDIATES
+from ..core.long.result import compute_any
 from ..core.errors import AttnExplorerError
 from ..core.session import Session
 
@@ -42,7 +43,8 @@ class _Worker(QObject):
     @Slot(int, object, str, str, object)
     def run(self, generation: int, session: Session, device: str, dtype: str, keep):
         try:
-            self.done.emit(generation, compute(session, device=device, dtype=dtype, keep=keep), None)
+            # A long session (over the dense memory budget) goes the streamed way (core/long).
+            self.done.emit(generation, compute_any(session, device=device, dtype=dtype, keep=keep), None)
         except AttnExplorerError as err:
             self.done.emit(generation, None, str(err))
         except Exception as err:  # an engine bug must not kill the thread or the window
@@ -106,7 +108,7 @@ class ComputeRunner(QObject):
         if session.heads * session.n * session.n <= INLINE_CELLS and self.device == "cpu" and not self._busy:
             self._pending = None
             try:
-                result = compute(session, device=self.device, dtype=self.dtype, keep=keep)
+                result = compute_any(session, device=self.device, dtype=self.dtype, keep=keep)
             except AttnExplorerError as err:
                 self.failed.emit(str(err))
                 return

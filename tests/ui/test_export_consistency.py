@@ -24,7 +24,7 @@ def slow_document(qtbot, monkeypatch):
 
     release = threading.Event()
     started = threading.Event()
-    real = runner_module.compute
+    real = runner_module.compute_any
 
     def slow(*args, **kwargs):
         if threading.current_thread() is not threading.main_thread():
@@ -33,7 +33,7 @@ def slow_document(qtbot, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(runner_module, "INLINE_CELLS", 0)  # every compute goes to the worker
-    monkeypatch.setattr(runner_module, "compute", slow)
+    monkeypatch.setattr(runner_module, "compute_any", slow)
     doc = SessionDocument(build_preset("dessert").session)
     release.set()
     assert doc.wait_idle()

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..attention import AttentionInputs, combine_heads, project
 from ..device_inputs import cannot_overflow, device_tensor, projection_weights
-from ..engine import _all_finite, _kv_head_of, _overflow, _uses_stages, resolve
+from ..engine import _all_finite, _kv_head_of, _overflow, _stages_to_host, _uses_stages, resolve
 from ..errors import EngineError
 from ..session import Session
 from ..stage_inputs import alibi_block, stage_bound, stage_tensors
@@ -73,6 +73,8 @@ class StreamedResult:
     - ``head_outputs`` (H, n, d_v), ``output`` (concat·W_o + b_o, or the concatenation without
       W_o): None when the pass was asked not to make them.
     - ``overviews``: name → ``Pooled`` made during the pass.
+    - ``stages``: the stage arrays an ``AttentionResult`` carries (E, P, X, Q_unrotated,
+      K_unrotated, kv_head_of, source_tokens, source_X; never ALiBi's H × n × n bias).
 
     Host arrays are read-only numpy (float64 for a float64 compute, float32 otherwise).
     """
@@ -91,6 +93,7 @@ class StreamedResult:
     output: np.ndarray | None
     overviews: dict
     compute_ms: float
+    stages: dict = field(default_factory=dict)
     _prepared: Any = field(repr=False, default=None)
 
     @property
@@ -430,4 +433,11 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
         Q=_to_host(p.q), K=_to_host(p.k), V=_to_host(p.v), row_max=row_max, row_scale=row_scale,
         blocked_rows=blocked_rows, head_outputs=head_out, output=output,
         overviews={w: Pooled(w, pool, fy, fx, n, a, n) for w, a in pooled.items()},
-        compute_ms=(time.perf_counter() - start) * 1000.0, _prepared=p)
+        compute_ms=(time.perf_counter() - start) * 1000.0, stages=_stages(session, t, p), _prepared=p)
+
+
+def _stages(session: Session, t: dict, p: _Prepared) -> dict:
+    if not _uses_stages(session):
+        return {"E": session.embeddings, "X": session.embeddings, "kv_head_of": p.kv_head_of}
+    wanted = {"P", "X", "Q_unrotated", "K_unrotated"}
+    return _stages_to_host(session, wanted, t, p.inputs, to_host=_to_host)

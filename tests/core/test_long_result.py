@@ -1,0 +1,64 @@
+"""A long session's AttentionResult (the streamed path) and the choice between the two paths."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from strategies import small_session, stage_sessions
+
+from attnexplorer.core.engine import compute
+from attnexplorer.core.long import result as long_result
+from attnexplorer.core.long.result import compute_any, compute_long, dense_bytes, is_long
+from attnexplorer.core.presets import build_preset
+from attnexplorer.core.session import Mask
+
+unit = st.floats(-1, 1, allow_nan=False, width=64)
+NOT_SQUARE = ("Q", "K", "V", "head_outputs", "concat", "output", "E", "P", "X", "Q_unrotated", "K_unrotated",
+              "kv_head_of", "source_X", "blocked_rows", "mask")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stage_sessions(max_n=6, values=unit, extra_ok=False), st.sampled_from(["float32", "float64"]))
+def test_a_long_result_carries_what_the_dense_one_does_except_n_by_n(session, dtype):
+    dense = compute(session, dtype=dtype)
+    long = compute_long(session, dtype=dtype)
+    tol = 1e-6 if dtype == "float32" else 1e-12
+    for name in NOT_SQUARE:
+        a, b = getattr(long, name), getattr(dense, name)
+        assert (a is None) == (b is None), name
+        if a is not None:
+            np.testing.assert_allclose(np.asarray(a, dtype=float), np.asarray(b, dtype=float), rtol=tol,
+                                       atol=tol * max(1.0, float(np.abs(np.asarray(b, dtype=float)).max(initial=0))),
+                                       err_msg=name)
+    assert long.scores is None and long.scaled_scores is None and long.weights is None and long.position_bias is None
+    assert long.session is session and long.source_tokens == dense.source_tokens and long.dtype == dtype
+    assert set(long.streamed.overviews) == {"scores", "scaled_scores", "weights"}
+    assert dense.streamed is None
+
+
+def test_the_streamed_path_takes_sessions_over_the_dense_budget():
+    def random(n, heads):
+        return build_preset("random", {"n": n, "d": 64, "d_k": 64, "d_v": 64, "heads": heads}).session
+
+    # 4,096 tokens × 4 heads (about 1.1 GB dense) stays dense, as every panel there expects.
+    assert not is_long(random(4096, 4))
+    assert is_long(random(8192, 4)) and dense_bytes(random(8192, 4)) > 4e9
+    assert is_long(random(512, 2), budget=1000)
+
+
+def test_compute_any_routes_by_the_budget(monkeypatch):
+    session = small_session(mask=Mask("causal"), w_out=True)
+    assert compute_any(session).streamed is None
+    monkeypatch.setattr(long_result, "DENSE_BUDGET", 1000)
+    routed = compute_any(session)
+    assert routed.weights is None and routed.streamed is not None
+    np.testing.assert_allclose(routed.output, compute(session).output, rtol=1e-6, atol=1e-6)
+    weights = routed.streamed.tile(1, slice(None), slice(None))
+    np.testing.assert_allclose(weights, compute(session).weights[1], atol=1e-6)
+
+
+def test_a_long_compute_can_be_cancelled():
+    from attnexplorer.core.long import Cancelled
+
+    with pytest.raises(Cancelled):
+        compute_long(small_session(), cancelled=lambda: True)
