@@ -365,6 +365,19 @@ def positions_of_kind(session: Session, kind: str) -> Positions | None:
     return Positions("alibi")
 
 
+def resize_positions_table(session: Session, rows: int) -> Session:
+    """A learned position table of ``rows`` rows (at least one per token): rows that stay keep
+    their values, new ones are zeros."""
+    p = session.positions
+    if p is None or p.kind != "learned":
+        raise SessionError("only learned positions have a table", "positions.table")
+    rows = edits._check_size(rows, "positions.table rows", MAX_TOKENS)
+    if rows < session.n:
+        raise SessionError(f"{rows} rows are fewer than the {session.n} tokens (one row per position)",
+                           "positions.table")
+    return session.replace(positions=replace(p, table=edits._fit(p.table, (rows, session.d))))
+
+
 def set_positions(session: Session, positions: Positions | None) -> Session:
     """The session with ``positions`` (None: no positions), checked against the sizes; RoPE
     and ALiBi are refused with a source, saying why."""

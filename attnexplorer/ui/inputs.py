@@ -1,6 +1,6 @@
 """The input side of the window: sentence, tokens, embeddings and the weight tables.
 
-``InputsPanel(document)`` is a tab widget with two pages that fit a narrow dock:
+``InputsPanel(document)`` is a tab widget with four pages that fit a narrow dock:
 
 - **Tokens** — a sentence box (Enter splits it into words and punctuation, see
   ``core.tokenize``; tokens that stay keep their embeddings, new ones get rows from the
@@ -11,7 +11,10 @@
 - **Weights** — the number of heads, the head shown, d_k, d_v, a seed for the initialisers,
   and one table each for W_q, W_k and W_v with an Initialise menu (seeded torch.rand,
   nn.Linear's default, identity where square, zeros) and an Import menu (file or clipboard,
-  as stored (d × cols) or in nn.Linear orientation (cols × d), transposed for you).
+  as stored (d × cols) or in nn.Linear orientation (cols × d), transposed for you), each
+  with its bias as a one-row table under it (``stage_inputs.BiasRow``).
+- **Stages** — positions, norm, grouped-query K/V heads, W_o and b_o (``ui/stage_inputs.py``).
+- **Source** — cross-attention's source sequence (``ui/source_inputs.py``).
 
 Every change goes through ``document.edit`` as one undo step, or ``document.refuse`` with
 the reason; widgets are synced from ``document.session_changed`` with their signals blocked.
@@ -348,12 +351,18 @@ class WeightTable(QWidget):
             self.init_actions[kind] = action
         self.init_menu.aboutToShow.connect(self._update_init_menu)
         cols = "d_k" if table in ("W_q", "W_k") else "d_v"
+        self._cols = cols
         self.title = QLabel(f"{table} (d × {cols})")
         self.title.setToolTip(f"{table}: rows are the embedding dimensions, columns the {cols} projected dimensions; "
                               f"Q = X @ W_q (row vectors)")
+        from .stage_inputs import BiasRow
+
+        # The bias under its matrix: b's columns are W's columns (x·W + b).
+        self.bias = BiasRow(document, "b" + table[1:], self.view)
         header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
         header.addWidget(self.title, 1)
+        header.addWidget(self.bias.check)
         header.addWidget(_tool_button("Init", f"Initialise {table} for this head", menu=self.init_menu))
         header.addWidget(_tool_button("Import", f"Import {table} for this head from a file or the clipboard",
                                       menu=self.importer.menu))
@@ -361,6 +370,21 @@ class WeightTable(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(header)
         layout.addWidget(self.view, 1)
+        layout.addWidget(self.bias)
+        document.session_changed.connect(self._update_title)
+        document.selection_changed.connect(self._update_title)
+        self._update_title()
+
+    def _update_title(self, *_args) -> None:
+        """Rows come from the source with cross-attention; a shared K/V head says who shares it."""
+        from .stage_inputs import kv_note
+
+        s = self.document.session
+        rows = "d_s" if s.source is not None and self.table != "W_q" else "d"
+        note = kv_note(s, self.table, self.model.head)
+        text = f"{self.table} ({rows} × {self._cols})" + (f" · {note}" if note else "")
+        if self.title.text() != text:
+            self.title.setText(text)
 
     def _update_init_menu(self) -> None:
         m = self.model.array
@@ -449,7 +473,7 @@ class WeightsPage(QWidget):
 
 
 class InputsPanel(QTabWidget):
-    """Tokens & embeddings / Weights, for the window's Inputs dock."""
+    """Tokens & embeddings / Weights / Stages / Source, for the window's Inputs dock."""
 
     def __init__(self, document: SessionDocument, parent=None):
         super().__init__(parent)
@@ -458,6 +482,13 @@ class InputsPanel(QTabWidget):
         self.weights = WeightsPage(document)
         self.addTab(self.tokens, "Tokens")
         self.addTab(self.weights, "Weights")
+        from .source_inputs import SourcePage
+        from .stage_inputs import StagesPage
+
+        self.stages = StagesPage(document)
+        self.source = SourcePage(document)
+        self.addTab(self.stages, "Stages")
+        self.addTab(self.source, "Source")
         self.setDocumentMode(True)
         # Below this the tables and their buttons clip; the window's dock cannot squeeze it further.
         self.setMinimumWidth(MIN_WIDTH)

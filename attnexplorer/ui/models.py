@@ -129,10 +129,14 @@ class MatrixModel(QAbstractTableModel):
                 source = self._session.source
                 if self.table == "source.embeddings" and source is not None and 0 <= section < source.n:
                     return f"{section} {source.tokens[section]}"
+                if self._array.shape[0] == 1 and self.table in stage_edits.BIASES:
+                    return "b"  # a bias row under its matrix, in the matrix's narrow row header
                 if self._array.shape[0] == 1 and self.table in stage_edits.STAGE_TABLES:
                     return self.table.split(".")[-1]  # a one-row table: its row is the vector
             return str(section)
         if role == Qt.ItemDataRole.ToolTipRole:
+            if orientation == Qt.Orientation.Vertical and self.table in stage_edits.BIASES:
+                return f"{self.table}, the bias added to every row"
             rows, cols = _AXES[self.table]
             return f"{rows if orientation == Qt.Orientation.Vertical else cols} {section}"
         return None

@@ -266,6 +266,10 @@ def set_positions(document, positions: Positions | None, text: str | None = None
     return apply(document, lambda s: stage_edits.set_positions(s, positions), text, merge_key=merge_key)
 
 
+def resize_positions_table(document, rows: int) -> bool:
+    return apply(document, lambda s: stage_edits.resize_positions_table(s, rows), f"Learned positions: {rows} rows")
+
+
 def set_positions_kind(document, kind: str) -> bool:
     """Switch the positions to ``kind`` ("none", "sinusoidal", "learned", "rope", "alibi"),
     starting from ``stage_edits.positions_of_kind``."""

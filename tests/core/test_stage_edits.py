@@ -254,3 +254,15 @@ def test_undo_names_say_what_changed():
     assert se.describe_positions(Positions("alibi"), Positions("alibi", slopes=[1.0])) == "ALiBi slopes"
     assert se.describe_norm(Norm("rms"), Norm("rms", eps=1e-3)) == "RMSNorm eps = 0.001"
     assert se.describe_norm(None, Norm("layer")) == "Norm: LayerNorm"
+
+
+def test_the_learned_table_takes_more_rows_but_never_fewer_than_the_tokens():
+    s = se.set_positions(plain(), se.positions_of_kind(plain(), "learned"))
+    s = se.set_cell(s, "positions.table", 2, 0, 4.0)
+    t = se.resize_positions_table(s, 6)
+    assert t.positions.table.shape == (6, 4) and t.positions.table[2, 0] == 4.0 and not t.positions.table[3:].any()
+    assert se.resize_positions_table(t, 3).positions.table.shape == (3, 4)
+    with pytest.raises(SessionError, match="positions.table: 2 rows are fewer than the 3 tokens"):
+        se.resize_positions_table(s, 2)
+    with pytest.raises(SessionError, match="only learned positions"):
+        se.resize_positions_table(plain(), 4)

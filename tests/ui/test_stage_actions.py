@@ -130,7 +130,7 @@ def test_stage_table_models_pass_the_model_tester_and_follow_the_stage(qtmodelte
     qtmodeltester.check(bias)
     assert bias.rowCount() == 1 and not bias.stored
     assert bias.data(bias.index(0, 0), Qt.ItemDataRole.ForegroundRole) is not None  # grey: absent
-    assert bias.headerData(0, Qt.Orientation.Vertical) == "b_q"
+    assert bias.headerData(0, Qt.Orientation.Vertical) == "b"
     assert bias.setData(bias.index(0, 1), "2")
     assert bias.stored and doc.session.b_query[0, 1] == 2.0
     assert bias.data(bias.index(0, 1), Qt.ItemDataRole.ForegroundRole) is None
