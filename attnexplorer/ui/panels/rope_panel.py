@@ -53,7 +53,9 @@ class RopePanel(FigurePanel):
         self.setToolTip(__doc__.split("\n\n")[1].replace("\n", " "))
         self.pair_combo = QComboBox()
         self.pair_combo.setToolTip("The rotated pair of dimensions drawn in the plane")
-        self.pair_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        # A long name ("pair 31 · dims 31, 63 · ω = 0.000133") must not widen the panel.
+        self.pair_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.pair_combo.setMinimumContentsLength(14)
         self.offset_spin = QSpinBox()
         self.offset_spin.setRange(0, MAX_OFFSET)
         self.offset_spin.setKeyboardTracking(False)  # typing 100 is one edit, not 1, 10, 100
@@ -86,7 +88,7 @@ class RopePanel(FigurePanel):
             self.plane.addItem(item)
         # q's labels below their tips and k's above: after RoPE the two may point the same way
         # (the rope preset's previous-token head does exactly that), and both stay readable.
-        self.tips = {name: pg.TextItem(color=color, anchor=(0.5, 0.0 if name[0] == "q" else 1.0)) for name, color in (
+        self.tips = {name: pg.TextItem(color=color) for name, color in (
             ("q", theme.QUERY_COLOR), ("k", theme.KEY_COLOR), ("q′", theme.QUERY_COLOR), ("k′", theme.KEY_COLOR))}
         for item in self.tips.values():
             self.plane.addItem(item, ignoreBounds=True)
@@ -164,11 +166,18 @@ class RopePanel(FigurePanel):
         for circle, vector in zip(self.circles, (pair.q_before, pair.k_before)):
             r = float(np.hypot(*vector))
             circle.setData(r * np.cos(_CIRCLE), r * np.sin(_CIRCLE))
+        # At angle 0 (position 0) before and after are one arrow: one label says so.
+        moved = {v: not np.allclose(before, after, atol=1e-6 * extent)
+                 for v, before, after in (("q", pair.q_before, pair.q_after), ("k", pair.k_before, pair.k_after))}
         for name, vector in (("q", pair.q_before), ("k", pair.k_before), ("q′", pair.q_after), ("k′", pair.k_after)):
             # The label just beyond the tip, so it does not sit on the arrow head.
             length = float(np.hypot(*vector))
             place = vector * (1.0 + 0.12 * extent / length) if length > 0 else vector
-            self.tips[name].setText(name)
+            after = name.endswith("′")
+            self.tips[name].setText(name if moved[name[0]] else (f"{name[0]} = {name}" if after else ""))
+            # The text runs back toward the centre from a tip near the plot's left or right edge.
+            self.tips[name].setAnchor((0.5 + 0.5 * float(vector[0]) / length if length > 0 else 0.5,
+                                       0.0 if name[0] == "q" else 1.0))
             self.tips[name].setPos(*place)
         span = 1.25 * extent
         self.plane.setRange(xRange=(-span, span), yRange=(-span, span), padding=0)
