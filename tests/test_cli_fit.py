@@ -59,10 +59,42 @@ def test_sgd_and_one_head(tmp_path, capsys):
     assert not np.array_equal(f.w_query[1], s.w_query[1])
 
 
+def test_rope_preset_with_trained_biases_in_a_real_process(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "attnexplorer", "fit", "--preset", "rope", "--set", "s=1",
+                           "--target", "previous-token", "--train", "q,k,biases", "--steps", "500", "--out", "f.json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("wrote f.json: matched the target"), done.stdout
+    start = build_preset("rope", {"s": 1.0}).session
+    fitted = load_session(tmp_path / "f.json")
+    target = np.zeros((6, 6))
+    target[np.arange(6), np.maximum(np.arange(6) - 1, 0)] = 1.0
+    assert np.abs(compute(start).weights[0] - target).max() > 0.5  # s = 1: far from it before
+    assert np.abs(compute(fitted).weights[0] - target).max() < 0.01
+    assert fitted.positions == start.positions  # RoPE stays; the gradient went through it
+    assert not np.array_equal(fitted.b_query, start.b_query) and not np.array_equal(fitted.w_query, start.w_query)
+
+
+def test_translate_preset_cross_attention_in_a_real_process(tmp_path):
+    # Position instead of meaning: French word i to English word i (chat → black, noir → cat).
+    target = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=float)
+    np.save(tmp_path / "in_order.npy", target)
+    done = subprocess.run([sys.executable, "-m", "attnexplorer", "fit", "--preset", "translate", "--target",
+                           "in_order.npy", "--train", "q,k,biases", "--steps", "500", "--out", "f.json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    fitted = load_session(tmp_path / "f.json")
+    assert fitted.source == build_preset("translate", {}).session.source
+    assert fitted.b_query.shape == (1, 3) and fitted.b_key.shape == (1, 3)  # added, trained and saved
+    w = compute(fitted).weights[0]
+    assert w.shape == (3, 3) and np.abs(w - target).max() < 0.01
+
+
 def bad_cases(tmp_path):
     good = ["--preset", "random", "--set", "n=4", "--target", "self"]
     (tmp_path / "bad.npy").write_bytes(b"not numpy")
     np.save(tmp_path / "small.npy", np.eye(3))
+    np.save(tmp_path / "wide.npy", np.ones((3, 4)))
     return [
         (["--preset", "random", "--target", "next-token"], "unknown target 'next-token'"),
         (good + ["--lr", "fast"], "--lr: the learning rate must be a number"),
@@ -71,7 +103,10 @@ def bad_cases(tmp_path):
         (good + ["--steps", "0"], "steps must be a whole number from 1"),
         (good + ["--optimizer", "rmsprop"], "unknown optimizer 'rmsprop'"),
         (good + ["--train", "v"], "cannot train 'v'"),
-        (good + ["--train", "biases"], "training the query/key biases is not supported yet"),
+        (good + ["--train", "q,bias"], "cannot train 'bias'"),
+        (["--preset", "translate", "--target", "previous-token"], "previous-token needs one sequence"),
+        (["--preset", "translate", "--target", str(tmp_path / "wide.npy")],
+         "must be 3×3 (a row per token, a column per source token), got 3×4"),
         (good + ["--head", "9"], "--head: the session has heads 0..1"),
         (good + ["--head", "x"], "--head: expected a head number or 'all'"),
         (good + ["--dtype", "float16"], "fitting runs in float32 or float64"),

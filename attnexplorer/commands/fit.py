@@ -122,6 +122,8 @@ def run_fit(args) -> int:
             print(f"attnexplorer: note: {note}", file=sys.stderr)
     fitter = Fitter(session, targets, train=parse_train(args.train), optimizer=args.optimizer, lr=parse_lr(args.lr),
                     steps=parse_steps(args.steps), device=args.device, dtype=args.dtype)
+    for note in fitter.notes:
+        print(f"attnexplorer: note: {note}", file=sys.stderr)
     bar = ProgressBar(fitter.steps)
     interrupted = False
     progress = None

@@ -301,16 +301,8 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     start = time.perf_counter()
     try:
         with torch.inference_mode():
-            stages = stage_tensors(session, tdtype, dev) if staged else {}
-            inputs = AttentionInputs(
-                x=device_tensor(session.embeddings, tdtype, dev),
-                # With a source, only the queries are made from X: stage_tensors has W_q alone.
-                w_qkv=stages.pop("w_q") if "w_q" in stages else projection_weights(session, tdtype, dev),
-                heads=session.heads, d_k=session.d_k, d_v=session.d_v, factor=factor,
-                mask=torch.tensor(mask_np, device=dev) if any_blocked else None,
-                blocked_rows=torch.tensor(blocked_rows_np, device=dev) if any_blocked and blocked_rows_np.any() else None,
-                w_out=None if session.w_out is None else device_tensor(session.w_out, tdtype, dev),
-                project=reuse_projection, **stages)
+            inputs = attention_inputs(session, tdtype, dev, (mask_np, blocked_rows_np, any_blocked),
+                                      project=reuse_projection)
             try:
                 # Unless the bound rules overflow out, the scores are looked at before masking.
                 t = attend(inputs, wanted, check_finite=None if checked else _all_finite)
@@ -353,6 +345,30 @@ def carries(session: Session, name: str) -> bool:
     if name == "position_bias":
         return p is not None and p.kind == "alibi"
     return name in _KEEPABLE
+
+
+def attention_inputs(session: Session, tdtype, dev, masks=None, project=None) -> AttentionInputs:
+    """What ``attend`` reads for ``session``: cached device copies of its arrays and stages.
+
+    ``compute`` calls it under inference mode; fitting calls it too (and swaps in trainable
+    W_q, W_k and biases), so the window and the fit feed the engine the same tensors. Under
+    inference mode the cached tensors are inference tensors: a caller with autograd on must
+    clone them. ``masks``: ``_mask_and_blocked_rows(session)`` when the caller has it;
+    ``project``: ``AttentionInputs.project`` (compute's reuse of the previous product; the fit
+    leaves it None, as its weights change every step).
+    """
+    torch = _torch()
+    mask_np, blocked_rows_np, any_blocked = _mask_and_blocked_rows(session) if masks is None else masks
+    stages = stage_tensors(session, tdtype, dev) if _uses_stages(session) else {}
+    return AttentionInputs(
+        x=device_tensor(session.embeddings, tdtype, dev),
+        # With a source, only the queries are made from X: stage_tensors has W_q alone.
+        w_qkv=stages.pop("w_q") if "w_q" in stages else projection_weights(session, tdtype, dev),
+        heads=session.heads, d_k=session.d_k, d_v=session.d_v, factor=session.scale.factor(session.d_k),
+        mask=torch.tensor(mask_np, device=dev) if any_blocked else None,
+        blocked_rows=torch.tensor(blocked_rows_np, device=dev) if any_blocked and blocked_rows_np.any() else None,
+        w_out=None if session.w_out is None else device_tensor(session.w_out, tdtype, dev),
+        project=project, **stages)
 
 
 def _uses_stages(session: Session) -> bool:

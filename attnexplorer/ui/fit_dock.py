@@ -12,7 +12,12 @@ The fit itself runs on ``FitRunner``'s worker thread; the panels, tables and Exp
 through the document (one undo step for the whole fit).
 
 Drawing: a stroke over row i makes row i's target uniform over the cells the stroke touched
-(rows always sum to 1); a masked cell cannot be drawn on (the report says so).
+(rows always sum to 1); a masked cell cannot be drawn on (the report says so). In
+cross-attention the target is n×n_k, a column per source token.
+
+What trains for "the selected head" with grouped K/V heads is ``core.fit``'s rule (its W_q,
+and the W_k of the K/V head it reads, which other query heads share): the report names the
+heads that change with it (``Fitter.notes``) while the fit runs and when it ends.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..core.errors import AttnExplorerError
-from ..core.fit import DEFAULT_LR, Fitter, check_target, target_for
+from ..core.fit import DEFAULT_LR, Fitter, blocked_cells, check_target, target_for
 from .fit_runner import FitRunner
 from .panels.matrix_view import MatrixView
 
@@ -41,12 +46,13 @@ class FitDock(QWidget):
         super().__init__(parent)
         self.document = document
         self.runner = FitRunner(document, self)
-        self._custom: np.ndarray | None = None  # the drawn/imported matrix (n×n)
+        self._custom: np.ndarray | None = None  # the drawn/imported matrix (n×n_k)
         self._stroke: dict[int, set[int]] = {}  # row → the columns the current stroke touched
         self._last_cell: tuple[int, int] | None = None
         self.shown_target = None  # the validated Target drawn in the heatmap, or None
         self._stale = False  # the session or selection changed while the dock was hidden
         self.report = ""
+        self._notes: tuple[str, ...] = ()  # what the running fit changes besides its heads (shared K/V)
 
         self.target_combo = QComboBox()
         for key, label in TARGETS:
@@ -71,7 +77,7 @@ class FitDock(QWidget):
         self.train_q = QCheckBox("W_q")
         self.train_k = QCheckBox("W_k")
         self.train_b = QCheckBox("biases")
-        self.train_b.setToolTip("Training the query/key biases is not supported yet")
+        self.train_b.setToolTip("Also train b_q and b_k (a session without them starts from zero biases)")
         self.train_q.setChecked(True)
         self.train_k.setChecked(True)
         self.optimizer_combo = QComboBox()
@@ -200,9 +206,9 @@ class FitDock(QWidget):
         return {h: target_for(s, self.target_spec(), head=h, device=self.document.device) for h in self.heads()}
 
     def _custom_matrix(self) -> np.ndarray:
-        n = self.document.session.n
-        if self._custom is None or self._custom.shape != (n, n):
-            self._custom = np.eye(n)
+        s = self.document.session
+        if self._custom is None or self._custom.shape != (s.n, s.n_keys):
+            self._custom = _diagonal(s.n, s.n_keys)
         return self._custom
 
     def set_custom_target(self, matrix) -> None:
@@ -231,8 +237,8 @@ class FitDock(QWidget):
             self._report(str(err))
             return
         self.shown_target = target
-        blocked = s.mask.matrix(s.n)
-        self.view.set_matrix(target.matrix, row_labels=s.tokens, col_labels=s.tokens, levels=(0.0, 1.0),
+        blocked = blocked_cells(s)
+        self.view.set_matrix(target.matrix, row_labels=s.tokens, col_labels=s.key_tokens, levels=(0.0, 1.0),
                              blocked=blocked, blocked_rows=blocked.all(axis=1))
         self._report("; ".join(target.notes))
 
@@ -254,10 +260,10 @@ class FitDock(QWidget):
     def paint_cell(self, row: int, col: int, new_stroke: bool = False) -> bool:
         """Add (row, col) to the stroke: row's target becomes uniform over the cells touched."""
         s = self.document.session
-        if self.runner.running or not (0 <= row < s.n and 0 <= col < s.n):
+        if self.runner.running or not (0 <= row < s.n and 0 <= col < s.n_keys):
             return False
-        if s.mask.matrix(s.n)[row, col]:
-            self._report(f"cell ({s.tokens[row]!r}, {s.tokens[col]!r}) is masked: the head can never attend there")
+        if blocked_cells(s)[row, col]:
+            self._report(f"cell ({s.tokens[row]!r}, {s.key_tokens[col]!r}) is masked: the head can never attend there")
             return False
         if self.target_kind != "custom":
             if self._refresh_timer.isActive() or self._stale:
@@ -296,7 +302,8 @@ class FitDock(QWidget):
         self.view.setToolTip(text)
 
     def _on_clear(self) -> None:
-        self._custom = np.eye(self.document.session.n)
+        s = self.document.session
+        self._custom = _diagonal(s.n, s.n_keys)
         self.refresh_target()
 
     def _on_import(self) -> None:
@@ -339,7 +346,8 @@ class FitDock(QWidget):
             return False
         self.loss_curve.setData([], [])
         heads = ", ".join(map(str, sorted(targets)))
-        self._report("")
+        self._notes = fitter.notes
+        self._report("; ".join(fitter.notes))
         self.runner.start(fitter, f"Fit head{'s' if len(targets) > 1 else ''} {heads} to {self.target_combo.currentText().lower()}")
         return True
 
@@ -363,7 +371,7 @@ class FitDock(QWidget):
     def _on_finished(self, progress) -> None:
         if progress is not None:
             self._on_progress(progress)
-        self._report(self.runner.message)
+        self._report("; ".join((self.runner.message,) + self._notes))
         self.document.message.emit(self.runner.message)
 
     def _sync_buttons(self, state: str) -> None:
@@ -373,9 +381,8 @@ class FitDock(QWidget):
         self.pause_button.setText("Resume" if state == "paused" else "Pause")
         self.stop_button.setEnabled(not idle)
         for w in (self.target_combo, self.param_spin, self.scope_combo, self.import_button, self.clear_button,
-                  self.train_q, self.train_k, self.optimizer_combo, self.lr_spin, self.steps_spin):
+                  self.train_q, self.train_k, self.train_b, self.optimizer_combo, self.lr_spin, self.steps_spin):
             w.setEnabled(idle)
-        self.train_b.setEnabled(False)  # core.fit does not train biases yet (it says so)
         if idle:
             self.refresh_target()
 
@@ -398,6 +405,13 @@ class FitDock(QWidget):
     def _report(self, text: str) -> None:
         self.report = text
         self.report_label.setPlainText(text)
+
+
+def _diagonal(n: int, n_k: int) -> np.ndarray:
+    """Query i → key i (the last key for queries beyond the source's length): a drawing's start."""
+    t = np.zeros((n, n_k))
+    t[np.arange(n), np.minimum(np.arange(n), n_k - 1)] = 1.0
+    return t
 
 
 def _cells_between(a: tuple[int, int], b: tuple[int, int]) -> list[tuple[int, int]]:

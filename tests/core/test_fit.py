@@ -221,12 +221,3 @@ def test_a_session_the_fit_would_compute_differently_from_the_engine_is_refused(
     s = random_session()
     with pytest.raises(FitError, match="differ from what the window shows"):
         Fitter(s, {0: target_for(s, "previous-token")})
-
-
-def test_sessions_with_stages_the_fit_does_not_pass_on_are_refused():
-    s = random_session(n=5, d=4, d_k=2)
-    biased = s.replace(b_query=np.ones((1, 2)), b_key=np.ones((1, 2)))
-    with pytest.raises(FitError, match="does not support yet"):
-        Fitter(biased, {0: target_for(biased, "self")})
-    with pytest.raises(FitError, match="biases is not supported yet"):
-        Fitter(s, {0: target_for(s, "self")}, train=("q", "biases"))

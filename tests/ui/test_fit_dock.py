@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QApplication
 
 from attnexplorer.core.presets import build_preset, parse_assignments
 from attnexplorer.core.session import Mask
+from attnexplorer.core.stages import Positions
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.main_window import MainWindow
 from attnexplorer.ui.settings import AppSettings
@@ -26,9 +27,9 @@ def isolated(tmp_path, monkeypatch):
 def make_window(qtbot, isolated):
     made = []
 
-    def make(n=8, d=8, d_k=4, heads=1, mask="causal", seed=0):
-        s = build_preset("random", parse_assignments([f"n={n}", f"d={d}", f"d_k={d_k}", f"heads={heads}",
-                                                      f"seed={seed}"])).session.replace(mask=Mask(mask))
+    def make(n=8, d=8, d_k=4, heads=1, mask="causal", seed=0, session=None):
+        s = session or build_preset("random", parse_assignments([f"n={n}", f"d={d}", f"d_k={d_k}", f"heads={heads}",
+                                                                 f"seed={seed}"])).session.replace(mask=Mask(mask))
         doc = SessionDocument(s)
         window = MainWindow(doc, AppSettings())
         window.ask_unsaved = lambda: "discard"
@@ -207,7 +208,6 @@ def test_refusals_are_one_line_and_start_nothing(make_window, tmp_path):
     fit.train_q.setChecked(False)
     fit.train_k.setChecked(False)
     assert not fit.start() and fit.report == "nothing to train: choose q, k and/or biases"
-    assert not fit.train_b.isEnabled()  # the session has no biases to train
     np.save(tmp_path / "small.npy", np.eye(3))
     assert not fit.import_file(tmp_path / "small.npy")
     assert "must be 8×8" in fit.report
@@ -241,3 +241,53 @@ def test_the_target_follows_the_session_only_while_the_dock_is_on_screen(make_wi
     fit.show()
     assert fit.shown_target is not before
     np.testing.assert_array_equal(fit.view.hatch.isVisible(), False)  # no mask: nothing hatched
+
+
+def test_rope_with_biases_trained_adds_them_in_the_fit_s_one_undo_step(make_window):
+    start = build_preset("random", parse_assignments(["n=6", "d=6", "d_k=4", "heads=1"])).session.replace(
+        mask=Mask("causal"), positions=Positions("rope", theta=100.0))
+    window = make_window(session=start)
+    doc, fit = window.document, window.fit
+    assert fit.train_b.isEnabled()
+    fit.train_b.setChecked(True)
+    assert fit.train() == ("q", "k", "biases")
+    assert fit.start()
+    assert fit.runner.wait(120)
+    assert fit.runner.last.status == "converged", fit.report
+    assert np.abs(doc.result.weights[0] - previous_token(6)).max() < 0.01
+    fitted = doc.session
+    assert fitted.b_query.shape == (1, 4) and fitted.b_key.shape == (1, 4) and fitted.positions == start.positions
+    assert doc.undo_stack.count() == 1
+    doc.undo_stack.undo()
+    assert doc.session == start and doc.session.b_query is None and doc.session.b_key is None
+    doc.undo_stack.redo()
+    assert doc.session == fitted
+
+
+def test_cross_attention_target_is_queries_by_source_tokens(make_window):
+    window = make_window(session=build_preset("translate", {}).session)
+    doc, fit = window.document, window.fit
+    assert "previous-token needs one sequence" in fit.report and fit.shown_target is None
+    assert not fit.start() and doc.undo_stack.count() == 0
+    fit.target_combo.setCurrentIndex(fit.target_combo.findData("custom"))
+    assert fit.shown_target.matrix.shape == (3, 3)
+    assert fit.view.data.shape == (3, 3)
+    assert fit.paint_cell(2, 2, new_stroke=True)  # "noir" to "cat"
+    np.testing.assert_array_equal(fit.shown_target.matrix[2], [0, 0, 1])
+    assert fit.start()
+    assert fit.runner.wait(120)
+    assert fit.runner.last.status == "converged", fit.report
+    assert np.abs(doc.result.weights[0] - fit.shown_target.matrix).max() < 0.01
+
+
+def test_grouped_query_fit_says_which_other_heads_change(make_window):
+    s = build_preset("random", parse_assignments(["n=6", "d=6", "d_k=3", "heads=2"])).session
+    s = s.replace(w_key=s.w_key[:1], w_value=s.w_value[:1], mask=Mask("causal"))  # one K/V head for both
+    window = make_window(session=s)
+    doc, fit = window.document, window.fit
+    assert fit.start()
+    assert "share K/V head 0" in fit.report and "head 1 change too" in fit.report
+    assert fit.runner.wait(120)
+    assert "share K/V head 0" in fit.report  # still said when the fit ends
+    np.testing.assert_array_equal(doc.session.w_query[1], s.w_query[1])
+    assert not np.array_equal(doc.session.w_key, s.w_key)

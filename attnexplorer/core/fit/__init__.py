@@ -4,8 +4,8 @@
 through the engine's own attention function (``core.attention.attend``) with autograd.
 """
 
-from .targets import BUILT_IN, Target, TargetError, check_target, make_target, parse_target_name, target_for
+from .targets import BUILT_IN, Target, TargetError, blocked_cells, check_target, make_target, parse_target_name, target_for
 from .trainer import DEFAULT_LR, OPTIMIZERS, TRAINABLE, FitError, FitProgress, Fitter
 
 __all__ = ["BUILT_IN", "DEFAULT_LR", "OPTIMIZERS", "TRAINABLE", "FitError", "FitProgress", "Fitter", "Target",
-           "TargetError", "check_target", "make_target", "parse_target_name", "target_for"]
+           "TargetError", "blocked_cells", "check_target", "make_target", "parse_target_name", "target_for"]

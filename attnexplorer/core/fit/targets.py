@@ -1,7 +1,7 @@
 """Target attention patterns for fitting a head, and their validation.
 
-A target is an n×n matrix of non-negative numbers, one row per query: the weights the user
-wants the head to give each key. ``make_target`` builds the built-in ones; ``check_target``
+A target is an n×n_k matrix of non-negative numbers, one row per query: the weights the user
+wants the head to give each key (n_k = n, or the source's length in cross-attention). ``make_target`` builds the built-in ones; ``check_target``
 validates any matrix (built-in, imported from CSV/NPY, drawn in the window) against the
 session's mask and returns a ``Target`` that the trainer uses. The window and the CLI go
 through the same two functions, so they accept and refuse exactly the same things.
@@ -33,9 +33,9 @@ class TargetError(AttnExplorerError):
 class Target:
     """A validated target for one head.
 
-    - ``matrix``: (n, n), every counted row sums to 1 (rows renormalised), what max |w − t| is
+    - ``matrix``: (n, n_k), every counted row sums to 1 (rows renormalised), what max |w − t| is
       measured against;
-    - ``reachable``: (n, n), ``matrix`` restricted to visible cells and renormalised: what the
+    - ``reachable``: (n, n_k), ``matrix`` restricted to visible cells and renormalised: what the
       loss, KL(reachable ‖ weights), pulls toward;
     - ``rows``: (n,) bool, the query rows that count (a row with no visible key, or whose whole
       target lies on blocked cells, cannot be trained and is left out of the loss);
@@ -74,8 +74,13 @@ def parse_target_name(text: str) -> tuple[str, int | None]:
     return kind, None
 
 
+def blocked_cells(session: Session) -> np.ndarray:
+    """The session's n×n_k mask, True = blocked (n_k: the source's length in cross-attention)."""
+    return session.mask.matrix(session.n, None if session.source is None else session.source.n)
+
+
 def make_target(session: Session, kind: str, arg: int | None = None, other_weights: np.ndarray | None = None) -> np.ndarray:
-    """The n×n matrix of a built-in target (before validation).
+    """The n×n_k matrix of a built-in target (before validation).
 
     - ``previous-token``: query i → key i − 1; the first query, which has none, → itself;
     - ``first-token``: every query → key 0 (an attention sink);
@@ -83,9 +88,16 @@ def make_target(session: Session, kind: str, arg: int | None = None, other_weigh
     - ``uniform``: equal weight on every key the mask leaves visible;
     - ``window`` (W ≥ 1): equal weight on keys i − W + 1 … i (the band the window mask allows);
     - ``head`` (H): ``other_weights``, the weights head H shows now (the caller computes them).
+
+    In cross-attention the keys are another sequence: previous-token, self and window, which
+    pair query i with key i, are refused (as the causal and window masks are); first-token is
+    the source's first token.
     """
     n = session.n
-    t = np.zeros((n, n))
+    if session.source is not None and kind in ("previous-token", "self", "window"):
+        raise TargetError(f"target {kind} needs one sequence (query i and key i the same token), but with a source "
+                          "the keys are another sequence; choose first-token, uniform, head:H or a matrix file")
+    t = np.zeros((n, session.n_keys))
     idx = np.arange(n)
     if kind == "previous-token":
         t[idx, np.maximum(idx - 1, 0)] = 1.0
@@ -94,7 +106,7 @@ def make_target(session: Session, kind: str, arg: int | None = None, other_weigh
     elif kind == "self":
         t[idx, idx] = 1.0
     elif kind == "uniform":
-        t = (~session.mask.matrix(n)).astype(float)
+        t = (~blocked_cells(session)).astype(float)
     elif kind == "window":
         if arg is None or arg < 1:
             raise TargetError(f"target window:W needs W >= 1, got {arg}")
@@ -113,24 +125,25 @@ def make_target(session: Session, kind: str, arg: int | None = None, other_weigh
 def check_target(session: Session, matrix, source: str = "target") -> Target:
     """Validate ``matrix`` as a target for ``session``: raises ``TargetError`` or returns a ``Target``.
 
-    Refused: not n×n, a non-finite or negative number, a row with visible keys whose target is
+    Refused: not n×n_k, a non-finite or negative number, a row with visible keys whose target is
     all zero, or no row left to train. Rows are renormalised to sum to 1 (said in ``notes``
     when any needed it); mass on blocked cells is reported, not refused (see the module).
     """
-    n = session.n
+    n, n_k = session.n, session.n_keys
     try:
         t = np.array(matrix, dtype=float)
     except (TypeError, ValueError):
         raise TargetError(f"{source}: not a matrix of numbers") from None
-    if t.shape != (n, n):
+    if t.shape != (n, n_k):
         shape = "×".join(map(str, t.shape)) or "a single number"
-        raise TargetError(f"{source}: the target must be {n}×{n} (one row and column per token), got {shape}")
+        what = "one row and column per token" if session.source is None else "a row per token, a column per source token"
+        raise TargetError(f"{source}: the target must be {n}×{n_k} ({what}), got {shape}")
     if not np.isfinite(t).all():
         raise TargetError(f"{source}: the target holds a NaN or infinite number")
     if (t < 0).any():
         i, j = np.argwhere(t < 0)[0]
         raise TargetError(f"{source}: weights cannot be negative (row {i}, column {j} is {t[i, j]:g})")
-    blocked = session.mask.matrix(n)
+    blocked = blocked_cells(session)
     open_rows = ~blocked.all(axis=1)
     sums = t.sum(axis=1)
     empty = open_rows & (sums <= 0)

@@ -1,8 +1,18 @@
 """Fitting a head: gradient descent on W_q and W_k toward a target attention pattern.
 
 The weights are made by ``attention.attend``, the very function ``engine.compute`` runs for the
-window, here with autograd on; the loss is the mean over query rows of KL(target ‖ weights), and
-its gradient is torch's autograd through that code. So what is trained is what is shown.
+window, on the inputs ``engine.attention_inputs`` makes for it (every stage of a real head:
+biases, norm, positions, RoPE, ALiBi, grouped K/V heads, a cross-attention source), here with
+W_q and W_k (and, when asked, b_q and b_k) swapped for trainable leaf tensors and autograd on.
+The loss is the mean over query rows of KL(target ‖ weights), and its gradient is torch's
+autograd through that code, through the rotation and the ALiBi bias too. So what is trained is
+what is shown.
+
+What trains for a target on query head h: h's W_q (and b_q), and the W_k (and b_k) of the K/V
+head h reads. With grouped-query attention that K/V head is shared by the other query heads of
+h's group, so their weights change too (``Fitter.notes`` says which); their W_q stays. W_v, the
+norm, the positions and W_o are left alone (W_o and b_o do not reach the weights at all).
+Training the biases of a session that has none starts them at zero, which is what absent means.
 
 ``Fitter`` runs one optimiser step per ``step()`` and owns the stopping rules:
 
@@ -20,6 +30,7 @@ torch is imported lazily.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Mapping
@@ -27,10 +38,10 @@ from typing import Mapping
 import numpy as np
 
 from ..attention import AttentionInputs, attend, join_projections
-from ..engine import resolve
+from ..engine import attention_inputs, resolve
 from ..errors import AttnExplorerError
 from ..session import Session
-from .targets import Target
+from .targets import Target, blocked_cells
 
 OPTIMIZERS = ("adam", "sgd")
 # Chosen so that the previous-token fit of a random n = 8, d = 8, d_k = 4 head converges well
@@ -65,14 +76,6 @@ class FitProgress:
         return self.status != "running"
 
 
-def bias_names(session: Session) -> tuple[str, str] | None:
-    """The session's query/key bias fields when it has them (they come with the real-heads stages)."""
-    names = ("b_query", "b_key")
-    if all(getattr(session, a, None) is not None for a in names):
-        return names
-    return None
-
-
 def check_settings(session: Session, train, optimizer: str, lr, steps, dtype: str = "float32") -> tuple:
     """Validate what trains, the optimiser, the learning rate and the steps; returns them normalised."""
     train = tuple(dict.fromkeys(str(t).strip().lower() for t in train))
@@ -81,10 +84,6 @@ def check_settings(session: Session, train, optimizer: str, lr, steps, dtype: st
     for t in train:
         if t not in TRAINABLE:
             raise FitError(f"cannot train {t!r}; choose from q, k, biases (W_v and W_o are left alone)")
-    if "biases" in train:
-        # The engine has the biases now (attention.attend's b_qkv); the fit does not pass them
-        # on yet, so it refuses to train them rather than train something not shown.
-        raise FitError("training the query/key biases is not supported yet; train q and/or k")
     optimizer = str(optimizer).strip().lower()
     if optimizer not in OPTIMIZERS:
         raise FitError(f"unknown optimizer {optimizer!r}; choose adam or sgd")
@@ -130,26 +129,44 @@ class Fitter:
         self.targets = {h: targets[h] for h in self.heads}
         self.tolerance = float(tolerance)
         t = lambda a: torch.tensor(np.asarray(a), dtype=tdtype, device=dev)  # noqa: E731
+        h, h_kv, d_k, d_v = session.heads, session.kv_heads, session.d_k, session.d_v
+        # The engine's own inputs for this session, made as compute makes them (its device
+        # caches then hold what they hold after a compute), and cloned: inference tensors,
+        # which autograd cannot save, and never the caches' own tensors.
+        with torch.inference_mode():
+            base = attention_inputs(session, tdtype, dev)
+        plain = {f.name: _plain(getattr(base, f.name)) for f in dataclasses.fields(base)}
+        plain.update(w_out=None, b_out=None)  # W_o and b_o do not reach the weights
+        self._base = AttentionInputs(**plain)
+        self._cross = session.source is not None
+        self._w_value = t(session.w_value)
         self._params = {"q": t(session.w_query).requires_grad_("q" in self.train),
                         "k": t(session.w_key).requires_grad_("k" in self.train)}
-        names = bias_names(session) if "biases" in self.train else None
-        if names:
-            self._params["bq"] = t(getattr(session, names[0])).requires_grad_()
-            self._params["bk"] = t(getattr(session, names[1])).requires_grad_()
+        train_biases = "biases" in self.train
+        # Biases enter the engine's layout when the session has any or when they train (a
+        # session without them starts from zero biases, which is what absent means).
+        self._biased = train_biases or any(b is not None for b in (session.b_query, session.b_key, session.b_value))
+        if self._biased:
+            def bias(b, shape):
+                return t(np.zeros(shape) if b is None else b)
+
+            self._params["bq"] = bias(session.b_query, (h, d_k)).requires_grad_(train_biases)
+            self._params["bk"] = bias(session.b_key, (h_kv, d_k)).requires_grad_(train_biases)
+            self._b_value = bias(session.b_value, (h_kv, d_v)).reshape(-1)
         self._trained = [p for p in self._params.values() if p.requires_grad]
-        mask = session.mask.matrix(session.n)
-        blocked_rows = mask.all(axis=1)
-        self._fixed = dict(x=t(session.embeddings), w_value=t(session.w_value), heads=session.heads,
-                           d_k=session.d_k, d_v=session.d_v, factor=session.scale.factor(session.d_k),
-                           mask=torch.tensor(mask, device=dev) if mask.any() else None,
-                           blocked_rows=torch.tensor(blocked_rows, device=dev) if blocked_rows.any() else None)
+        mask = blocked_cells(session)
         # Heads without a target keep their weights: their gradient is zeroed before each step
-        # (Adam and plain SGD then never move them, as their moments stay 0).
-        self._frozen_heads = torch.tensor([h not in self.targets for h in range(session.heads)], device=dev)
-        self._any_frozen = len(self.targets) < session.heads
+        # (Adam and plain SGD then never move them, as their moments stay 0). A K/V head moves
+        # when any query head that reads it has a target.
+        fitted_q = np.array([q in self.targets for q in range(h)])
+        fitted_kv = fitted_q.reshape(h_kv, h // h_kv).any(axis=1)
+        self._fitted = {"q": fitted_q, "bq": fitted_q, "k": fitted_kv, "bk": fitted_kv}
+        self._frozen = {key: torch.tensor(~fitted, device=dev) for key, fitted in self._fitted.items()
+                        if key in self._params and self._params[key].requires_grad and not fitted.all()}
+        self.notes = _shared_kv_notes(session, self.targets, self.train)
         # Targets for every head, zero for heads without one: their rows add nothing to the loss
         # and no gradient (selecting the trained heads instead costs a scatter in backward).
-        zeros = np.zeros((session.n, session.n))
+        zeros = np.zeros(mask.shape)
         empty_rows = np.zeros(session.n, dtype=bool)
         reach = np.stack([self.targets[h].reachable if h in self.targets else zeros for h in range(session.heads)])
         rows = np.stack([self.targets[h].rows if h in self.targets else empty_rows for h in range(session.heads)])
@@ -181,16 +198,16 @@ class Fitter:
         self.last: FitProgress | None = None
 
     def _check_same_as_engine(self, session: Session, device: str, dtype: str) -> None:
-        """Refuse a session whose weights the fit's inputs would not reproduce: a stage the engine
-        has (a bias, a positional scheme, ...) that these inputs do not pass on yet would make
-        the fit train something other than what the window shows."""
+        """Refuse a session whose weights the fit's inputs would not reproduce. The inputs are
+        the engine's own (``attention_inputs``), so this guards the one thing the fit adds: the
+        layout of the trainable W_q, W_k and biases it joins in every step."""
         from ..engine import compute
 
         shown = compute(session, device=device, dtype=dtype, keep=("weights",)).weights
         try:
             with self._torch.no_grad():
                 mine = attend(self._inputs(), wanted=frozenset({"weights"}))["weights"].to("cpu").numpy()
-        except (RuntimeError, ValueError, IndexError):  # e.g. grouped K/V heads the layout here does not know
+        except (RuntimeError, ValueError, IndexError):
             mine = None
         if mine is None or mine.shape != shown.shape or not np.allclose(mine, shown, rtol=0,
                                                                          atol=1e-5 if dtype == "float64" else 1e-3):
@@ -198,20 +215,45 @@ class Fitter:
                            "(its weights differ from what the window shows)")
 
     # -- the arithmetic ---------------------------------------------------------------------
-    def _inputs(self) -> AttentionInputs:
-        f = self._fixed
-        # Biases enter through the same engine stage once the engine has it; until then a
-        # session cannot carry them (check_settings refuses "biases").
-        return AttentionInputs(x=f["x"], w_qkv=join_projections(self._params["q"], self._params["k"], f["w_value"]),
-                               heads=f["heads"], d_k=f["d_k"], d_v=f["d_v"], factor=f["factor"],
-                               mask=f["mask"], blocked_rows=f["blocked_rows"])
+    def _inputs(self, params=None) -> AttentionInputs:
+        """The engine's inputs with ``params`` (default: the trainable ones) joined into its layout."""
+        p = self._params if params is None else params
+        torch = self._torch
+        if self._cross:
+            # Queries from X; keys and values from the source, in the engine's own w_kv layout.
+            w_qkv = _columns(p["q"])
+            extra = {"w_kv": torch.cat((_columns(p["k"]), _columns(self._w_value)), dim=1)}
+        else:
+            w_qkv = join_projections(p["q"], p["k"], self._w_value)
+            extra = {}
+        if self._biased:
+            extra["b_qkv"] = torch.cat((p["bq"].reshape(-1), p["bk"].reshape(-1), self._b_value))
+        return dataclasses.replace(self._base, w_qkv=w_qkv, **extra)
+
+    def loss_function(self):
+        """(f, inputs): f(*inputs) is the loss of the weights now as a function of the trained
+        tensors, fresh leaves with their values (W_q, W_k, b_q, b_k, those that train), for
+        ``torch.autograd.gradcheck``; the other tensors are held at their values."""
+        names = [k for k, v in self._params.items() if v.requires_grad]
+        inputs = tuple(self._params[k].detach().clone().requires_grad_() for k in names)
+
+        def f(*values):
+            params = dict(self._params)
+            params.update(zip(names, values))
+            return self._loss_of(attend(self._inputs(params), wanted=frozenset({"weights"}))["weights"])
+
+        return f, inputs
 
     def _forward(self):
         """(loss, weights of every head) from the engine's own function."""
         weights = attend(self._inputs(), wanted=frozenset({"weights"}))["weights"]
+        return self._loss_of(weights), weights
+
+    def _loss_of(self, weights):
+        """Mean over the counted query rows of KL(target ‖ weights)."""
         log_w = weights.clamp_min(self._tiny).log()  # a weight that underflowed to 0 stays finite
         cross = (self._reach * log_w).sum()
-        return (self._entropy_part - cross) / self._count, weights
+        return (self._entropy_part - cross) / self._count
 
     def _max_error(self, weights, against=None) -> float:
         """max |weights − target| over the rows that count (heads with a target, open rows)."""
@@ -281,9 +323,8 @@ class Fitter:
         loss_t.backward()
         # A NaN or infinite gradient needs no check of its own: it makes the weights NaN, whose
         # loss the next step finds, and the weights kept are then these (the last good ones).
-        if self._any_frozen:
-            for p in self._trained:
-                p.grad[self._frozen_heads] = 0.0
+        for key, frozen in self._frozen.items():
+            self._params[key].grad[frozen] = 0.0
         self._opt.step()
         self.step_count += 1
         self._history.append(self.best_loss)
@@ -337,26 +378,22 @@ class Fitter:
 
     # -- results ----------------------------------------------------------------------------
     def session(self) -> Session:
-        """The session with the weights reached (the last good ones)."""
+        """The session with the weights reached (the last good ones); trained biases included,
+        zero for heads without a target when the session had none."""
         s = self.start_session
-        fitted = np.array([h in self.targets for h in range(s.heads)])[:, None, None]
-
-        def reached(key, original):
-            # Heads without a target keep their exact float64 values (a float32 fit would round them).
-            return np.where(fitted, self._good[key].detach().to("cpu", self._torch.float64).numpy(), original)
-
+        fields = {"q": ("w_query", s.w_query), "k": ("w_key", s.w_key)}
+        if "biases" in self.train:
+            fields["bq"] = ("b_query", np.zeros((s.heads, s.d_k)) if s.b_query is None else s.b_query)
+            fields["bk"] = ("b_key", np.zeros((s.kv_heads, s.d_k)) if s.b_key is None else s.b_key)
         changes = {}
-        if "q" in self.train:
-            changes["w_query"] = reached("q", s.w_query)
-        if "k" in self.train:
-            changes["w_key"] = reached("k", s.w_key)
-        names = bias_names(s)
-        if names and "bq" in self._good:
-            for key, name in zip(("bq", "bk"), names):
-                original = getattr(s, name)
-                changes[name] = np.where(fitted.reshape((-1,) + (1,) * (original.ndim - 1)), self._good[key].detach()
-                                         .to("cpu", self._torch.float64).numpy(), original)
-        return self.start_session.replace(**changes)
+        for key, (name, original) in fields.items():
+            if not self._params[key].requires_grad:
+                continue
+            fitted = self._fitted[key].reshape((-1,) + (1,) * (original.ndim - 1))
+            # Heads without a target keep their exact float64 values (a float32 fit would round them).
+            reached = self._good[key].detach().to("cpu", self._torch.float64).numpy()
+            changes[name] = np.where(fitted, reached, original)
+        return s.replace(**changes)
 
     def explain_plateau(self, loss: float, max_error: float) -> str:
         """Why the loss stopped falling short of the target, as one message."""
@@ -366,10 +403,18 @@ class Fitter:
             if target.best_max_error > self.tolerance:
                 reasons.append(f"head {h}'s target puts weight on masked cells, so max |weights − target| "
                                f"cannot go below {target.best_max_error:.3g}")
-            reasons += _shared_embeddings(s, target)
-        rank = min(s.d, s.d_k)
-        if not reasons and rank < s.n - 1:
-            reasons.append(f"the scores X·W_q·(X·W_k)ᵀ have rank at most min(d, d_k) = {rank} for {s.n} tokens; "
+        if s.positions is None or s.positions.absolute:
+            # RoPE and ALiBi tell equal rows apart by position; otherwise equal rows of the
+            # attention input give equal queries (and keys).
+            x_queries, x_keys = _attention_inputs(s)
+            for target in self.targets.values():
+                reasons += _shared_rows(s, target, x_queries, x_keys)
+        rope = s.positions is not None and s.positions.kind == "rope"
+        biased = self._biased
+        rank = s.d_k if rope or biased else min(s.d, s.d_k) if s.source is None else min(s.d, s.source.d, s.d_k)
+        if not reasons and rank < s.n_keys - 1:
+            what = "d_k" if rope or biased else "min(d, d_k)" if s.source is None else "min(d, d_source, d_k)"
+            reasons.append(f"the scores Q·Kᵀ have rank at most {what} = {rank} for {s.n_keys} keys; "
                            "the pattern may need more dimensions")
         if not reasons:
             reasons.append(f"the learning rate ({self.lr:g}) may be too small or too large for this target")
@@ -377,24 +422,80 @@ class Fitter:
                 f"(loss {self.best_loss:.3g}) after {self.step_count} steps: " + "; ".join(dict.fromkeys(reasons)))
 
 
-def _shared_embeddings(s: Session, target: Target) -> list[str]:
-    """Tokens with the same embedding get the same query and key: a target that treats them
-    differently cannot be matched by any W_q, W_k."""
+def _plain(value):
+    """``value`` with every tensor in it (also inside a tuple: the norm, RoPE) cloned: a plain
+    tensor that autograd may save, never the engine's cached (inference) copy."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def _columns(w):
+    """(heads, rows, k) torch stack → (rows, heads·k), the engine's column layout."""
+    return w.permute(1, 0, 2).reshape(w.shape[1], -1)
+
+
+def _shared_kv_notes(s: Session, targets: Mapping[int, Target], train) -> tuple[str, ...]:
+    """With grouped K/V heads, which query heads without a target change because a head with
+    one trains the K/V head they share."""
+    if s.kv_heads == s.heads or not ({"k", "biases"} & set(train)):
+        return ()
+    group = s.heads // s.kv_heads
+    what = " and ".join(w for w, t in (("W_k", "k"), ("b_k", "biases")) if t in train)
+    notes = []
+    for g in range(s.kv_heads):
+        members = list(range(g * group, (g + 1) * group))
+        fitted = [h for h in members if h in targets]
+        others = [h for h in members if h not in targets]
+        if fitted and others:
+            notes.append(f"query heads {_listed(members)} share K/V head {g}: fitting {_heads(fitted)} trains "
+                         f"that K/V head's {what}, so the weights of {_heads(others)} change too")
+    return tuple(notes)
+
+
+def _listed(items) -> str:
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _heads(items) -> str:
+    return ("head " if len(items) == 1 else "heads ") + _listed(items)
+
+
+def _attention_inputs(s: Session) -> tuple[np.ndarray, np.ndarray]:
+    """The rows queries are made from (X = norm(E + P)) and those keys are made from (X, or
+    the source's rows in cross-attention), as the engine makes them."""
+    from ..engine import compute
+
+    x = compute(s, dtype="float64", keep=("X",)).X
+    return x, (x if s.source is None else s.source.embeddings)
+
+
+def _duplicate_pairs(x: np.ndarray, most: int = 2) -> list[tuple[int, int]]:
+    """Up to ``most`` pairs (i, j), i < j, of equal rows of ``x`` (one pass, no n² loop)."""
+    _, first, inverse = np.unique(x + 0.0, axis=0, return_index=True, return_inverse=True)  # + 0.0: −0 is 0
+    inverse = inverse.reshape(-1)
+    return [(int(first[inverse[j]]), j) for j in range(len(x)) if first[inverse[j]] != j][:most]
+
+
+def _shared_rows(s: Session, target: Target, x_queries: np.ndarray, x_keys: np.ndarray) -> list[str]:
+    """Tokens with the same attention-input row get the same query (and key): a target that
+    treats them differently cannot be matched by any W_q, W_k."""
     out = []
-    x = s.embeddings
-    blocked = s.mask.matrix(s.n)
-    for i in range(s.n):
-        for j in range(i + 1, s.n):
-            if not np.array_equal(x[i], x[j]):
-                continue
-            same_mask = np.array_equal(blocked[i], blocked[j])
-            if same_mask and target.rows[i] and target.rows[j] and not np.allclose(target.reachable[i], target.reachable[j], atol=1e-6):
-                out.append(f"tokens {i} {s.tokens[i]!r} and {j} {s.tokens[j]!r} share an embedding, so one query, "
-                           "but their target rows differ")
-            both = ~blocked[:, i] & ~blocked[:, j] & target.rows
-            if both.any() and not np.allclose(target.reachable[both, i], target.reachable[both, j], atol=1e-6):
-                out.append(f"keys {i} {s.tokens[i]!r} and {j} {s.tokens[j]!r} share an embedding, so every query "
-                           "scores them alike, but the target weighs them differently")
-            if len(out) >= 2:
-                return out
-    return out
+    blocked = blocked_cells(s)
+    keys = s.key_tokens
+    for i, j in _duplicate_pairs(x_queries):
+        if (np.array_equal(blocked[i], blocked[j]) and target.rows[i] and target.rows[j]
+                and not np.allclose(target.reachable[i], target.reachable[j], atol=1e-6)):
+            out.append(f"tokens {i} {s.tokens[i]!r} and {j} {s.tokens[j]!r} share an embedding, so one query, "
+                       "but their target rows differ")
+    for i, j in _duplicate_pairs(x_keys):
+        both = ~blocked[:, i] & ~blocked[:, j] & target.rows
+        if both.any() and not np.allclose(target.reachable[both, i], target.reachable[both, j], atol=1e-6):
+            out.append(f"keys {i} {keys[i]!r} and {j} {keys[j]!r} share an embedding, so every query "
+                       "scores them alike, but the target weighs them differently")
+    return out[:2]
