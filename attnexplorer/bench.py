@@ -614,8 +614,9 @@ def bench_startup(repeats: int) -> dict:
     torch, PySide6.QtWidgets and pyqtgraph. Both are timed from launch to the moment they say
     they are there (the app after its first paint, the baseline after its imports), so the
     interpreter's exit (about 0.4 s with torch loaded) counts on neither side."""
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTNEXPLORER_TESTING": "1",
-           "ATTNEXPLORER_EXIT_AFTER_PAINT": "1"}
+    from .commands.startup_probe import COMMAND
+
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTNEXPLORER_TESTING": "1"}
     # Installed packages start from compiled bytecode (pip compiles them); a checkout run with
     # PYTHONDONTWRITEBYTECODE would compile every module of ours on every start, which no
     # installed app does. An untimed first run of each command writes the bytecode (and warms
@@ -623,7 +624,9 @@ def bench_startup(repeats: int) -> dict:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     baseline_cmd = [sys.executable, "-c",
                     "import torch, PySide6.QtWidgets, pyqtgraph; import time; print('imported', time.time())"]
-    app_cmd = [sys.executable, "-m", "attnexplorer", "--preset", "pronoun"]
+    # The window opened as `attnexplorer --preset pronoun` opens it, then quit after its first
+    # paint (commands/startup_probe.py).
+    app_cmd = [sys.executable, "-c", COMMAND, "--preset", "pronoun"]
     for cmd in (baseline_cmd, app_cmd):
         subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     base, app = [], []

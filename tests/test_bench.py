@@ -106,3 +106,23 @@ def test_measure_engine_overhead_reports_its_fields():
     assert r["ratio"] == pytest.approx(r["engine_ms"] / r["bare_ms"])
     with pytest.raises(EngineError, match="repeats"):
         bench.measure_engine_overhead(16, repeats=0)
+
+
+def test_the_start_up_probe_opens_the_app_window_and_says_when_it_is_painted(tmp_path):
+    # The bench's start-up row runs this in a fresh interpreter; the app has no hook for it.
+    import os
+
+    from attnexplorer.commands.startup_probe import COMMAND
+
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", ATTNEXPLORER_CONFIG_DIR=str(tmp_path / "config"),
+               ATTNEXPLORER_DATA_DIR=str(tmp_path / "data"))
+    good = subprocess.run([sys.executable, "-c", COMMAND, "--preset", "dessert"], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert good.returncode == 0, good.stderr
+    (line,) = [line for line in good.stdout.splitlines() if line.startswith("painted ")]
+    assert float(line.split()[1]) > 0
+    bad = subprocess.run([sys.executable, "-c", COMMAND, "--preset", "nope"], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert bad.returncode == 2
+    assert "unknown preset 'nope'" in bad.stderr and "Traceback" not in bad.stderr
+    assert "painted" not in bad.stdout

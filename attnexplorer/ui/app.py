@@ -13,16 +13,13 @@ error: the default preset opens and the status bar says why.
 
 After start-up, work left by a window that crashed or was killed is offered for restore.
 
-For ``attnexplorer bench``: ``ATTNEXPLORER_EXIT_AFTER_PAINT=1`` prints ``painted <unix time>``
-once the window has been painted for the first time and then quits, so start-up to a painted
-window can be timed from outside (without the interpreter's own exit).
+``open_window(args)`` is everything before Qt's event loop; ``attnexplorer bench`` times it to
+the first paint through ``commands/startup_probe.py``, so the product carries no hook for that.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-import time
 from pathlib import Path
 
 from ..core.errors import AttnExplorerError, PresetError, SessionError
@@ -70,24 +67,6 @@ def _report_startup_error(app, message: str) -> None:
     QMessageBox.critical(None, "attnexplorer cannot start", message)
 
 
-def _quit_after_first_paint(app, window) -> None:
-    from PySide6.QtCore import QEvent, QObject, QTimer
-
-    class _FirstPaint(QObject):
-        def eventFilter(self, obj, event):
-            if event.type() == QEvent.Type.Paint:
-                obj.removeEventFilter(self)
-                QTimer.singleShot(0, painted)  # after this paint has finished
-            return False
-
-    def painted():
-        print(f"painted {time.time():.6f}", flush=True)
-        app.quit()
-
-    window._first_paint = _FirstPaint(window)
-    window.installEventFilter(window._first_paint)
-
-
 def make_app(argv=None):
     """The QApplication, with the names QSettings and the desktop use, and the icon."""
     from PySide6.QtGui import QIcon
@@ -109,14 +88,16 @@ def make_app(argv=None):
     return app
 
 
-def run_app(args) -> int:
-    """Open the window and run until it closes; the exit status (2 for a bad start)."""
+def open_window(args):
+    """Open the window for the command line ``args``, as ``run_app`` does, without running Qt's
+    event loop: ``(app, window)``, or None once a bad start has been reported (exit status 2).
+    The offer to restore a crashed window's work is queued for the event loop's first turn."""
     from ..qt_platform import platform_problem
 
     problem = platform_problem()
     if problem is not None:  # Qt would abort with a misleading line; say what is missing
         print(f"attnexplorer: {problem}", file=sys.stderr)
-        return 2
+        return None
     app = make_app()
     from PySide6.QtCore import QTimer
 
@@ -129,18 +110,25 @@ def run_app(args) -> int:
         session, path, note = initial_session(args, settings)
     except AttnExplorerError as err:
         _report_startup_error(app, str(err))
-        return 2
+        return None
     document = SessionDocument(session)
     window = MainWindow(document, settings)
     if path is not None:
         window.actions.adopt(path)
-    if os.environ.get("ATTNEXPLORER_EXIT_AFTER_PAINT"):
-        _quit_after_first_paint(app, window)
     window.show()
     if note:
         window.statusBar().showMessage(note, 10000)
     QTimer.singleShot(0, window.offer_recovery)
+    return app, window
+
+
+def run_app(args) -> int:
+    """Open the window and run until it closes; the exit status (2 for a bad start)."""
+    opened = open_window(args)
+    if opened is None:
+        return 2
+    app, window = opened
     try:
         return app.exec()
     finally:
-        document.shutdown()
+        window.document.shutdown()

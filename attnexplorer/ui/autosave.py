@@ -53,14 +53,6 @@ _BUSY_RETRY_MS = 50
 _LOCK_TRIES = 5
 
 
-def default_delay_ms() -> int:
-    """3 s, or ``ATTNEXPLORER_AUTOSAVE_MS`` (tests shorten it; documented there only)."""
-    try:
-        return max(0, int(os.environ.get("ATTNEXPLORER_AUTOSAVE_MS", DEFAULT_DELAY_MS)))
-    except ValueError:
-        return DEFAULT_DELAY_MS
-
-
 class Autosaver(QObject):
     """Writes this window's recovery file a moment after changes (see the module's timing).
 
@@ -82,7 +74,8 @@ class Autosaver(QObject):
         self.file = files.slot_file(self._directory, self.owner)
         self._lock = files.owner_lock(self._directory, self.owner)
         self.last_error: str | None = None
-        self._delay_ms = default_delay_ms() if delay_ms is None else max(0, int(delay_ms))
+        # None: DEFAULT_DELAY_MS as it is when the window is made (tests shorten it there).
+        self._delay_ms = DEFAULT_DELAY_MS if delay_ms is None else max(0, int(delay_ms))
         self._max_delay_ms = max(0, int(max_delay_ms))
         # When the oldest change not yet handed to a write happened (time.monotonic), or None.
         self._first_unwritten: float | None = None

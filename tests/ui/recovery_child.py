@@ -10,8 +10,10 @@ time>`` after each, then keep running until killed.
 ``python recovery_child.py one-edit PRESET I J VALUE``: open PRESET, set ``embeddings[I,J] =
 VALUE`` as one undoable edit right after start, and keep running until killed.
 
-The data and settings folders come from the environment (``ATTNEXPLORER_DATA_DIR`` ...), the
-autosave timing is the product's own. Kept in the test tree so the app needs no hook for it.
+``--autosave-ms MS`` before the mode shortens the autosave delay (the window's
+``Autosaver`` reads ``autosave.DEFAULT_DELAY_MS`` when it is made); without it the timing is
+the product's own. The data and settings folders come from the environment
+(``ATTNEXPLORER_DATA_DIR`` ...). Kept in the test tree so the app needs no hook for it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ def main(argv):
     from attnexplorer.ui.main_window import MainWindow
     from attnexplorer.ui.settings import AppSettings
 
+    if argv[0] == "--autosave-ms":
+        from attnexplorer.ui import autosave
+
+        autosave.DEFAULT_DELAY_MS = int(argv[1])
+        argv = argv[2:]
     app = make_app()
     built = build_preset(argv[1] if argv[0] == "one-edit" else "dessert")
     document = SessionDocument(built.session)

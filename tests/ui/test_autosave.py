@@ -8,6 +8,7 @@ import time
 import pytest
 
 from attnexplorer.core.presets import build_preset
+from attnexplorer.ui import autosave
 from attnexplorer.ui.autosave import Autosaver, find_recoveries, read_recovery, write_recovery
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.main_window import MainWindow
@@ -19,7 +20,7 @@ from attnexplorer.ui.settings import AppSettings, data_dir
 def dirs(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("ATTNEXPLORER_AUTOSAVE_MS", "50")
+    monkeypatch.setattr(autosave, "DEFAULT_DELAY_MS", 50)  # windows made here write after 50 ms
     return tmp_path
 
 

@@ -44,8 +44,8 @@ def _wait_for_recovery(folder, proc, timeout_s=120.0):
 def test_killed_app_offers_and_restores_its_unsaved_work(qtbot, tmp_path, monkeypatch):
     config, data = tmp_path / "config", tmp_path / "data"
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", ATTNEXPLORER_CONFIG_DIR=str(config),
-               ATTNEXPLORER_DATA_DIR=str(data), ATTNEXPLORER_AUTOSAVE_MS="200")
-    proc = subprocess.Popen([sys.executable, CHILD, "one-edit", "pronoun", "2", "1", "7.25"], env=env,
+               ATTNEXPLORER_DATA_DIR=str(data))
+    proc = subprocess.Popen([sys.executable, CHILD, "--autosave-ms", "200", "one-edit", "pronoun", "2", "1", "7.25"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         (recovery_file,) = _wait_for_recovery(data, proc)
@@ -98,7 +98,6 @@ CHILD = str(Path(__file__).with_name("recovery_child.py"))
 def _env(tmp_path, **extra):
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", ATTNEXPLORER_CONFIG_DIR=str(tmp_path / "config"),
                ATTNEXPLORER_DATA_DIR=str(tmp_path / "data"))
-    env.pop("ATTNEXPLORER_AUTOSAVE_MS", None)  # the product's own timing unless a test says
     env.update(extra)
     return env
 
@@ -126,8 +125,8 @@ def test_a_kill_right_after_restoring_loses_nothing(tmp_path):
     # Regression: restoring deleted the recovery file and the next autosave came ~3 s later;
     # killed 1 s after restoring, the next start offered nothing.
     data = tmp_path / "data"
-    first = subprocess.Popen([sys.executable, CHILD, "one-edit", "pronoun", "2", "1", "7.25"],
-                             env=_env(tmp_path, ATTNEXPLORER_AUTOSAVE_MS="200"),
+    first = subprocess.Popen([sys.executable, CHILD, "--autosave-ms", "200", "one-edit", "pronoun", "2", "1", "7.25"],
+                             env=_env(tmp_path),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         _wait_for_recovery(data, first)
