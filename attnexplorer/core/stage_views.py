@@ -89,3 +89,13 @@ def rope_pair(result, head: int, query: int, key: int, pair: int) -> RopePair | 
         q_before=q_before, q_after=q_after, k_before=k_before, k_after=k_after,
         pair_before=float(q_before @ k_before), pair_after=float(q_after @ k_after),
         score_before=float(q0 @ k0), score_after=float(q1 @ k1))
+
+
+def alibi_window(slopes, n: int, head: int, query: int, size: int) -> tuple[int, np.ndarray]:
+    """ALiBi's bias of head ``head`` among at most ``size`` tokens around ``query``: (first,
+    block), ``block[a, b]`` = −slope·|(first + a) − (first + b)|. For a long session, whose
+    result does not hold the H × n × n bias, the panel draws this window instead."""
+    m = min(int(size), n)
+    first = min(max(int(query) - m // 2, 0), n - m)
+    i = np.arange(m)
+    return first, 0.0 - float(np.asarray(slopes)[head]) * np.abs(i[:, None] - i[None, :]).astype(np.float64)

@@ -227,3 +227,26 @@ def test_every_pair_after_rope_is_its_before_turned_by_the_angle_the_panel_names
         np.testing.assert_allclose(tip(panel.k_after), turned(tip(panel.k_before), 4 * omega), atol=1e-4)
         # Query head 3 reads K/V head 1: the key is that head's.
         np.testing.assert_allclose(tip(panel.k_before), doc.result.K_unrotated[1, 1, [drawn.a, drawn.b]], rtol=1e-6)
+
+
+def test_alibi_panel_draws_a_window_around_the_query_when_the_result_has_no_bias_matrix(make_doc, qtbot):
+    from attnexplorer.core.engine import compute
+    from attnexplorer.ui.panels import alibi_panel
+
+    session = alibi_gqa_session(n=8)
+    doc = make_doc(session)
+    panel = shown(qtbot, AlibiPanel(doc), (420, 380))
+    small = compute(session, keep=("Q", "K", "V"))  # as a long session's result: no H × n × n bias
+    assert small.position_bias is None
+    old, alibi_panel.WINDOW = alibi_panel.WINDOW, 4
+    try:
+        doc._publish(small)
+        doc.set_selection(head=1, query=6, key=5)
+        want = alibi_bias(session.positions.slopes_for(4), 8)[1, 4:8, 4:8]
+        np.testing.assert_allclose(panel.view.data, want)
+        assert panel.view.getAxis("left").labels == tuple("efgh")
+        assert "(tokens 4–7 of 8)" in panel.heading.text
+        panel.view.on_click(1, 0)  # cell (f, e) of the window
+        assert (doc.selection.query, doc.selection.key) == (5, 4)
+    finally:
+        alibi_panel.WINDOW = old

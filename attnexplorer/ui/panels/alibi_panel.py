@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...core.stage_views import alibi_window
 from . import theme
 from .common import FigurePanel, clamp_selection
 from .matrix_view import MatrixView
+
+# A long session's result does not hold the H × n × n bias: this many tokens around the
+# selected query are drawn instead (the bias depends on |i − j| only, so any window shows it).
+WINDOW = 256
 
 
 def head_slopes(result) -> np.ndarray:
@@ -41,6 +46,7 @@ class AlibiPanel(FigurePanel):
         self.slopes.getAxis("left").setStyle(showValues=False)
         self.slopes.setLabel("bottom", None)
         self.figure.addItem(self.slopes, row=2, col=0)
+        self._first = 0  # the first token of the window drawn (0 when the whole bias is)
         self.figure.layout.setRowStretchFactor(1, 5)
         self.figure.layout.setRowStretchFactor(2, 1)
         self.slopes.setMaximumHeight(90)
@@ -56,33 +62,47 @@ class AlibiPanel(FigurePanel):
 
     def redraw(self) -> None:
         result = self.document.result
-        bias = None if result is None else result.position_bias
-        if bias is None:
+        if result is None or not self.applies_to(result.session):
             self.view.clear_matrix()
             self.slopes.clear_matrix()
             return
         head, query, key = clamp_selection(self.document, result)
-        bound = max(theme.symmetric_levels(bias)[1], 1e-12)
-        self.view.set_matrix(bias[head], row_labels=result.tokens, col_labels=result.key_tokens, levels=(-bound, bound))
         slopes = head_slopes(result)
+        bias = result.position_bias
+        if bias is not None:
+            self._first, matrix, shown = 0, bias[head], result.n
+        else:
+            self._first, matrix = alibi_window(slopes, result.n, head, query, WINDOW)
+            shown = matrix.shape[0]
+        # One scale for every head: the steepest head's furthest distance in view.
+        bound = max(theme.symmetric_levels(np.array([float(slopes.max()) * (shown - 1)]))[1], 1e-12)
+        rows = result.tokens[self._first:self._first + shown]
+        self.view.set_matrix(matrix, row_labels=rows, col_labels=rows, levels=(-bound, bound))
         top = float(slopes.max()) if slopes.size and slopes.max() > 0 else 1.0
         self.slopes.set_matrix(slopes[None, :], row_labels=["slope"], col_labels=[f"h{h}" for h in range(len(slopes))],
                                levels=(0.0, top))
-        heads = bias.shape[0]
-        where = f" — head {head}, slope {theme.format_value(float(slopes[head]))}"
-        self.set_heading(self.title + (where if heads > 1 else f", slope {theme.format_value(float(slopes[head]))}"))
+        slope = theme.format_value(float(slopes[head]))
+        where = f" — head {head}, slope {slope}" if len(slopes) > 1 else f", slope {slope}"
+        if shown < result.n:
+            where += f" (tokens {self._first}–{self._first + shown - 1} of {result.n})"
+        self.set_heading(self.title + where)
         self.redraw_selection()
 
     def redraw_selection(self) -> None:
         result = self.document.result
-        if result is None or result.position_bias is None:
+        if result is None or self.view.data is None or not self.applies_to(result.session):
             return
         head, query, key = clamp_selection(self.document, result)
-        self.view.set_selection(query, key)
+        if result.position_bias is None and not self._first <= query < self._first + self.view.matrix_shape[0]:
+            self.redraw()  # the query left the window: move it
+            return
+        shown = self.view.matrix_shape[0]
+        inside = key is not None and self._first <= key < self._first + shown
+        self.view.set_selection(query - self._first, key - self._first if inside else None)
         self.slopes.set_selection(None, head)
 
     def _on_cell_clicked(self, row: int, col: int) -> None:
-        self.document.set_selection(query=row, key=col)
+        self.document.set_selection(query=self._first + row, key=self._first + col)
 
     def _on_head_clicked(self, row: int, col: int) -> None:
         self.document.set_selection(head=col)
