@@ -4,7 +4,7 @@ A tick box turns cross-attention on (the source starts as a copy of the tokens a
 embeddings, so nothing changes until it is edited) or off. The source has what the Tokens
 page has for the queries: a sentence box (Enter splits it; words that stay keep their rows),
 a token table (rename, insert, delete, move; "masked" blocks a source token as a key for every
-query: padding is over source positions), the embedding table (source tokens × d_s) with its
+query: padding is over source positions; the current row is the selected key), the embedding table (source tokens × d_s) with its
 own width d_s (W_k and W_v read these rows) and a source for new rows (zeros or seeded
 random) with Fill and Import.
 
@@ -201,8 +201,26 @@ class SourcePage(QWidget):
         layout.addWidget(self.enabled)
         layout.addWidget(self.body)
         layout.addStretch(1)
+        # The source's tokens are the keys: the current row is the selected key everywhere.
+        self._syncing = False
+        self.token_view.selectionModel().currentRowChanged.connect(self._on_current_row)
+        document.selection_changed.connect(self._on_selection_changed)
         document.session_changed.connect(self._on_session_changed)
         self._on_session_changed(document.session)
+
+    def _on_current_row(self, current, _previous) -> None:
+        if not self._syncing and current.isValid() and self.document.session.source is not None:
+            self.document.set_selection(key=current.row())
+
+    def _on_selection_changed(self, selection) -> None:
+        key = selection.key
+        if key is None or not 0 <= key < self.token_model.rowCount() or self.token_view.currentIndex().row() == key:
+            return
+        self._syncing = True
+        try:
+            self.token_view.setCurrentIndex(self.token_model.index(key, 0))
+        finally:
+            self._syncing = False
 
     def embed_function(self):
         """``tokens -> (len(tokens), d_s)`` for the chosen rows, or None (zeros)."""

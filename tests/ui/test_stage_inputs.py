@@ -229,3 +229,12 @@ def test_the_translate_preset_shows_its_source(panel, doc):
     assert page.embedding_model.rowCount() == 3 and page.embedding_model.columnCount() == 4
     assert page.embedding_model.headerData(1, Qt.Orientation.Vertical) == "1 black"
     assert np.array_equal(page.embedding_model.array, doc.session.source.embeddings)
+
+
+def test_the_current_source_token_is_the_selected_key(panel, doc):
+    doc.edit(build_preset("translate").session, "translate")
+    page = panel.source
+    page.token_view.setCurrentIndex(page.token_model.index(1, 0))
+    assert doc.selection.key == 1
+    doc.set_selection(key=2)
+    assert page.token_view.currentIndex().row() == 2
