@@ -1,5 +1,7 @@
 """A long session in the window: computed by the streamed path (core/long), never n × n."""
 
+import warnings
+
 import numpy as np
 import pytest
 from ui_helpers import close_window, open_window
@@ -8,12 +10,16 @@ from attnexplorer.core.engine import compute
 from attnexplorer.core.long import result as long_result
 from attnexplorer.core.presets import build_preset
 from attnexplorer.core.session import Mask
+from attnexplorer.ui.panels import matrix_view
 
 
 @pytest.fixture
 def long_window(qtbot, monkeypatch):
     # Every session counts as long: the streamed path at a size the tests can compare densely.
     monkeypatch.setattr(long_result, "DENSE_BUDGET", 1000)
+    monkeypatch.setattr(long_result, "OVERVIEW_CELLS", 8)  # pooled 5 × 5 cells, as 16k tokens are
+    # Exact regions of at most 400 cells: the whole 40 × 40 shows the overview, as 16k would.
+    monkeypatch.setattr(matrix_view, "TILE_CELLS", 400)
     session = build_preset("random", {"n": 40, "d": 8, "d_k": 4, "d_v": 4, "heads": 2}).session
     session = session.replace(mask=Mask("causal"))
     document, window = open_window(session)
@@ -28,3 +34,76 @@ def test_a_long_session_is_computed_streamed_in_the_window(long_window):
     assert result.streamed is not None and result.weights is None and result.scores is None
     dense = compute(document.session)
     np.testing.assert_allclose(result.head_outputs, dense.head_outputs, rtol=1e-6, atol=1e-6)
+
+
+def _panel(window, kind):
+    return next(p for p in window.panels if p.kind == kind)
+
+
+def test_heatmaps_show_the_pooled_overview_and_exact_cells_when_zoomed(long_window, qtbot):
+    from PySide6.QtWidgets import QApplication
+
+    document, window = long_window
+    dense = compute(document.session)
+    weights = _panel(window, "weights")
+    window.docks["weights"].raise_()
+    qtbot.waitUntil(lambda: not weights.is_stale)
+    view = weights.view
+    assert view.matrix_shape == (40, 40) and view.overview_factor == (5, 5)
+    assert "max-pooled, 5×5 cells a pixel; zoom in for exact cells" in weights.heading.text
+    # Zoomed out: each pixel holds its block's largest weight (blank where all are blocked).
+    masked = np.where(dense.mask, np.nan, dense.weights[0])
+    blocks = masked.reshape(8, 5, 8, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN blocks: all blocked, blank
+        expect = np.where(np.isnan(blocks).all(axis=(1, 3)), np.nan, np.nanmax(blocks, axis=(1, 3)))
+    np.testing.assert_allclose(view.image.image, expect, atol=1e-6)
+    # Zoomed in on a few cells: the drawn image is the exact weights, the mask's cells blank.
+    view.vb.setRange(xRange=(10, 18), yRange=(20, 26), padding=0)
+    QApplication.processEvents()
+    assert view.image_factor == (1, 1)
+    rect = view.image_rect
+    r0, c0 = int(rect.top()), int(rect.left())
+    shown = view.image.image
+    expect = np.where(dense.mask, np.nan, dense.weights[0])[r0:r0 + shown.shape[0], c0:c0 + shown.shape[1]]
+    np.testing.assert_allclose(shown, expect, atol=1e-6)
+    assert view.describe_cell(25, 11).endswith(theme_value(dense.weights[0, 25, 11]))
+
+
+def theme_value(x):
+    from attnexplorer.ui.panels import theme
+
+    return theme.format_value(float(x), 5)
+
+
+def test_the_selected_query_row_is_exact(long_window, qtbot):
+    document, window = long_window
+    dense = compute(document.session)
+    query = _panel(window, "query")
+    document.set_selection(query=30, key=3)
+    window.docks["query"].raise_()
+    qtbot.waitUntil(lambda: not query.is_stale)
+    np.testing.assert_allclose(query.weight_heights(), dense.weights[0, 30], atol=1e-6)
+
+
+@pytest.mark.parametrize("positions", [None, "alibi", "rope"])
+def test_every_panel_draws_a_long_session_without_n_by_n(qtbot, monkeypatch, positions):
+    from PySide6.QtWidgets import QApplication
+
+    from attnexplorer.core.stages import Positions
+
+    monkeypatch.setattr(long_result, "DENSE_BUDGET", 1000)
+    session = build_preset("random", {"n": 24, "d": 8, "d_k": 4, "d_v": 4, "heads": 2}).session
+    if positions is not None:
+        session = session.replace(positions=Positions(positions))
+    document, window = open_window(session)
+    try:
+        assert document.wait_idle() and document.result.streamed is not None
+        for kind, dock in window.docks.items():
+            dock.raise_()
+            QApplication.processEvents()
+        document.set_selection(head=1, query=7, key=2)
+        QApplication.processEvents()
+        window.repaint()
+    finally:
+        close_window(document, window)

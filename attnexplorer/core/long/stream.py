@@ -95,6 +95,8 @@ class StreamedResult:
     compute_ms: float
     stages: dict = field(default_factory=dict)
     _prepared: Any = field(repr=False, default=None)
+    # The last few rows asked for: a selected row is read again on every hover and redraw.
+    _rows: dict = field(repr=False, default_factory=dict)
 
     @property
     def heads(self) -> int:
@@ -141,6 +143,15 @@ class StreamedResult:
         self._check_head(head)
         if not 0 <= query < self.n:
             raise EngineError(f"query {query} is outside 0..{self.n - 1}")
+        kept = self._rows.get((head, query))
+        if kept is not None:
+            return kept
+        if len(self._rows) >= 8:
+            self._rows.pop(next(iter(self._rows)))
+        self._rows[(head, query)] = made = self._make_row(head, query)
+        return made
+
+    def _make_row(self, head: int, query: int) -> RowDetail:
         p = self._prepared
         rows, cols = slice(query, query + 1), slice(0, self.n_keys)
         torch = _torch()

@@ -37,6 +37,18 @@ def result_heads(result) -> int:
     return 0
 
 
+def query_row(result, head: int, query: int):
+    """(scaled scores, weights) of ``query``'s row in ``head``, each (n_k,): rows of the dense
+    matrices, or for a long session (core/long) the exact row made on its own; None when the
+    result holds neither."""
+    if result.streamed is not None:
+        row = result.streamed.row(head, query)
+        return row.scaled_scores, row.weights
+    if result.scaled_scores is None or result.weights is None:
+        return None
+    return result.scaled_scores[head, query], result.weights[head, query]
+
+
 def clamp_selection(document, result):
     """(head, query, key) of the document's selection, clamped to ``result``'s sizes.
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...core.long.tiled import TiledMatrix
 from . import theme
 from .common import FigurePanel, clamp_selection, feature_names
 from .matrix_view import MatrixView
@@ -37,17 +38,24 @@ class _SingleMatrixPanel(FigurePanel):
     def redraw(self) -> None:
         result = self.document.result
         data = None if result is None else getattr(result, self.field)
-        if data is None:
+        if data is None and (result is None or result.streamed is None
+                             or self.field not in result.streamed.overviews):
             self.view.clear_matrix()
             return
         head, query, key = clamp_selection(self.document, result)
-        matrix = data[head]
+        heads = result.heads
+        # A long session (core/long): the matrix is read in exact tiles and a pooled overview.
+        matrix = data[head] if data is not None else TiledMatrix(result.streamed, head, self.field)
         blocked = result.mask if self.masked else None
         blocked_rows = result.blocked_rows if self.masked else None
         levels = None if self.signed else self.levels_for(matrix, blocked)
         self.view.set_matrix(matrix, row_labels=result.tokens, col_labels=result.key_tokens, levels=levels,
                              blocked=blocked, blocked_rows=blocked_rows)
-        self.set_heading(self.heading_text(head, data.shape[0]))  # after: it may name the levels
+        heading = self.heading_text(head, heads)  # after set_matrix: it may name the levels
+        if data is None and self.view.image_factor != (1, 1):
+            fy, fx = self.view.image_factor
+            heading += f" — {matrix.overview.pool}-pooled, {fy}×{fx} cells a pixel; zoom in for exact cells"
+        self.set_heading(heading)
         self.view.set_selection(query, key)
 
     def levels_for(self, matrix, blocked) -> tuple[float, float]:
@@ -123,6 +131,10 @@ class WeightsPanel(_SingleMatrixPanel):
     def levels_for(self, matrix, blocked) -> tuple[float, float]:
         if self.color_range == "unit":
             return (0.0, 1.0)
+        if isinstance(matrix, TiledMatrix):
+            # The pooled overview holds each block's largest weight: its top is the matrix's.
+            top = float(np.nanmax(matrix.overview.data, initial=0.0))
+            return (0.0, min(1.0, theme.nice_bound(top)) if top > 0 else 1.0)
         values = np.asarray(matrix, dtype=float)
         if blocked is not None and blocked.any():
             values = np.where(blocked, 0.0, values)

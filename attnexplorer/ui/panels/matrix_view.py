@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsRectItem
 
 from ...core import display
 from . import theme
+from ...core.long.tiled import TiledMatrix
 from .downsample import block_reduce, factor_for
 
 # Cell numbers are written only while at most this many cells are in view (16 × 16): more
@@ -398,6 +399,21 @@ class _CellImage(pg.ImageItem):
         on_drag(self._cell(ev.pos()), False, ev.isFinish())
 
 
+# A long session's heatmap computes an exact region of at most this many cells at once (a few
+# milliseconds); zoomed out further it shows the pooled overview.
+TILE_CELLS = 1 << 19
+
+
+def pooled_overview(matrix: TiledMatrix, fy: int, fx: int, signed: bool) -> tuple[np.ndarray, tuple[int, int]]:
+    """A long matrix at about ``fy`` × ``fx`` cells per pixel, from its pooled overview: the
+    overview's blocks pooled again by whole blocks (a maximum of maxima is the maximum of the
+    cells, and so is the largest magnitude), and the cells per pixel that gives."""
+    base = matrix.overview
+    ky, kx = max(1, -(-fy // base.fy)), max(1, -(-fx // base.fx))
+    data = base.data if (ky, kx) == (1, 1) else block_reduce(base.data, ky, kx, signed=signed)
+    return data, (base.fy * ky, base.fx * kx)
+
+
 class MatrixView(pg.PlotItem):
     """A heatmap of one matrix with everything a reader needs to read it.
 
@@ -548,7 +564,8 @@ class MatrixView(pg.PlotItem):
         ``levels`` defaults to symmetric nice bounds (signed) or 0..1; passing them keeps the
         colour scale fixed and skips any auto-levelling.
         """
-        data = np.asarray(data)
+        # A long session's matrix (core/long) is read in exact tiles and a pooled overview.
+        data = data if isinstance(data, TiledMatrix) else np.asarray(data)
         if data.ndim != 2:
             raise ValueError(f"MatrixView needs a 2-D matrix, got shape {data.shape}")
         any_blocked = blocked is not None and bool(blocked.any())
@@ -590,6 +607,11 @@ class MatrixView(pg.PlotItem):
         return QRectF(self._image_rect)
 
     @property
+    def overview_factor(self) -> tuple[int, int]:
+        """Rows × columns of the matrix per pixel of the zoomed-out view ((1, 1): every cell)."""
+        return self._overview_factor
+
+    @property
     def image_factor(self) -> tuple[int, int]:
         """Rows × columns of the matrix per image pixel now shown ((1, 1): full resolution)."""
         return self._image_factor
@@ -617,6 +639,10 @@ class MatrixView(pg.PlotItem):
         """The whole matrix at about the view's pixel size, once per new matrix (or resize)."""
         fy, fx = self._overview_factor_wanted()
         rows, cols = self._shape
+        if isinstance(self._raw, TiledMatrix):
+            self._buffer = None
+            self._overview, self._overview_factor = pooled_overview(self._raw, fy, fx, self.signed)
+            return
         if (fy, fx) == (1, 1):
             if self._blocked is None:
                 overview = self._raw
@@ -650,8 +676,11 @@ class MatrixView(pg.PlotItem):
             r0, r1, c0, c1, _w, _h = spec
             width, height = self._pixels()
             need_y, need_x = factor_for(r1 - r0, height), factor_for(c1 - c0, width)
+            tiled = isinstance(self._raw, TiledMatrix)
             if need_y < oy or need_x < ox:
                 fy, fx = min(_pow2_floor(need_y), oy), min(_pow2_floor(need_x), ox)
+                if tiled:
+                    fy = fx = 1  # a long matrix: exact cells from tiles, or the overview
                 cur = self._region
                 if (not force and cur is not None and cur[4:] == (fy, fx) and cur[0] <= r0 and r1 <= cur[1]
                         and cur[2] <= c0 and c1 <= cur[3]):
@@ -661,14 +690,16 @@ class MatrixView(pg.PlotItem):
                 C0 = max(0, (c0 - span_c // 2) // fx * fx)
                 R1 = min(rows, R0 + -(-(r1 + span_r // 2 - R0) // fy) * fy)
                 C1 = min(cols, C0 + -(-(c1 + span_c // 2 - C0) // fx) * fx)
-                if (fy, fx) == (1, 1):
-                    image = self._cells(R0, R1, C0, C1)
-                else:
-                    blocked = None if self._blocked is None else self._blocked[R0:R1, C0:C1]
-                    image = block_reduce(self._raw[R0:R1, C0:C1], fy, fx, signed=self.signed, blocked=blocked)
-                self._region = (R0, R1, C0, C1, fy, fx)
-                self._show_image(image, QRectF(C0, R0, C1 - C0, R1 - R0), (fy, fx))
-                return
+                # A long matrix's region with too many cells to compute at once: the overview stays.
+                if not (tiled and (R1 - R0) * (C1 - C0) > TILE_CELLS):
+                    if (fy, fx) == (1, 1):
+                        image = self._cells(R0, R1, C0, C1)
+                    else:
+                        blocked = None if self._blocked is None else self._blocked[R0:R1, C0:C1]
+                        image = block_reduce(self._raw[R0:R1, C0:C1], fy, fx, signed=self.signed, blocked=blocked)
+                    self._region = (R0, R1, C0, C1, fy, fx)
+                    self._show_image(image, QRectF(C0, R0, C1 - C0, R1 - R0), (fy, fx))
+                    return
         if force or self._region is not None:
             self._region = None
             self._show_image(self._overview, QRectF(0, 0, cols, rows), self._overview_factor)

@@ -16,7 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from . import theme
-from .common import FigurePanel, clamp_selection, feature_names
+from .common import FigurePanel, clamp_selection, feature_names, query_row
 from .bars import Bars
 from .matrix_view import TokenAxis
 
@@ -195,24 +195,26 @@ class QueryPanel(FigurePanel):
     # -- drawing ------------------------------------------------------------------------------
     def redraw(self) -> None:
         result = self.document.result
-        if result is None or result.scaled_scores is None or result.weights is None:
+        if result is None:
             return
         head, query, key = clamp_selection(self.document, result)
+        row = query_row(result, head, query)
+        if row is None:
+            return
+        scores, weights = row
         tokens = result.tokens
         token = tokens[query]
-        where = "" if result.weights.shape[0] == 1 else f", head {head}"
+        where = "" if result.heads == 1 else f", head {head}"
         blocked_row = bool(result.blocked_rows[query])
         note = " — blocked: this query sees no key" if blocked_row else ""
         self.set_heading(f"Query {token!r} (#{query}){where}{note}")
         blocked = result.mask[query]
-        scores = result.scaled_scores[head, query]
-        weights = result.weights[head, query]
         colors = self._key_colors(weights)
         keys = result.key_tokens  # the source's tokens in cross-attention
         self.score_chart.set_bars(scores, keys, color=theme.QUERY_COLOR, blocked=blocked, selected=key)
         self.weight_chart.set_bars(weights, keys, color=theme.CATEGORY_COLORS[-1],
                                    highlight=list(colors.items()), selected=key)
-        self._draw_sum(result, head, query)
+        self._draw_sum(result, head, query, weights)
 
     def redraw_selection(self) -> None:
         self.redraw()
@@ -227,12 +229,12 @@ class QueryPanel(FigurePanel):
         shown, _ = self._contributors(weights)
         return {k: theme.CATEGORY_COLORS[i] for i, k in enumerate(shown)}
 
-    def _draw_sum(self, result, head: int, query: int) -> None:
+    def _draw_sum(self, result, head: int, query: int, weights: np.ndarray) -> None:
         if result.V is None or result.head_outputs is None:
             for part in self.parts:
                 part.setOpts(x=[], height=[])
             return
-        weights = np.asarray(result.weights[head, query], dtype=np.float64)
+        weights = np.asarray(weights, dtype=np.float64)
         full_d_v = result.V.shape[2]
         d_v = min(full_d_v, MAX_OUTPUT_DIMS)  # more bars than this would be slivers
         group = head if result.kv_head_of is None else int(result.kv_head_of[head])  # grouped-query
@@ -302,11 +304,12 @@ class QueryPanel(FigurePanel):
         if result is None:
             return
         head, query, _ = clamp_selection(self.document, result)
-        for chart, name, data in ((self.score_chart, "scaled score", result.scaled_scores),
-                                  (self.weight_chart, "weight", result.weights)):
+        row = query_row(result, head, query)
+        for chart, name, data in ((self.score_chart, "scaled score", None if row is None else row[0]),
+                                  (self.weight_chart, "weight", None if row is None else row[1])):
             key = chart.key_at(scene_pos)
             if key is not None and data is not None:
-                value = theme.format_value(float(data[head, query, key]), 5)
+                value = theme.format_value(float(data[key]), 5)
                 blocked = " (blocked by the mask)" if result.mask[query, key] else ""
                 self.show_readout(f"query {result.tokens[query]!r} → key {result.key_tokens[key]!r} (#{key}): "
                                   f"{name} {value}{blocked}")
