@@ -258,7 +258,7 @@ def test_two_windows_never_offer_the_same_orphan(make_window, dirs):
 
 
 def test_an_orphan_claimed_first_by_another_window_is_not_offered(make_window, dirs, monkeypatch):
-    import attnexplorer.ui.main_window as main_window
+    import attnexplorer.ui.window.recovery as window_recovery
     from attnexplorer.io.recovery import Scan
 
     folder = dirs / "data"
@@ -266,7 +266,7 @@ def test_an_orphan_claimed_first_by_another_window_is_not_offered(make_window, d
     (found,) = find_recoveries(folder)
     window, other = make_window(), make_window()
     # Both windows looked before either claimed; the other one claims first.
-    monkeypatch.setattr(main_window, "scan_recoveries", lambda directory: Scan(found=[found]))
+    monkeypatch.setattr(window_recovery, "scan_recoveries", lambda directory: Scan(found=[found]))
     assert other.actions.autosaver.claim(found) is not None
     window.restore_answers = [True]
     assert not window.offer_recovery()

@@ -88,7 +88,7 @@ def test_a_panel_tabbed_away_waits_and_catches_up_when_its_tab_is_raised(qtbot):
 
 
 def test_a_panel_that_does_not_say_what_it_reads_gets_everything(qtbot):
-    from attnexplorer.ui.main_window import _panel_needs
+    from attnexplorer.ui.window.docks import panel_needs
     from attnexplorer.ui.panels.base import Panel
 
     class Quiet(Panel):
@@ -104,8 +104,8 @@ def test_a_panel_that_does_not_say_what_it_reads_gets_everything(qtbot):
 
     document = SessionDocument(build_preset("pronoun").session)
     try:
-        assert _panel_needs(Quiet(document)) is None
-        assert _panel_needs(Panel2(document)) == {"weights"}
-        assert _panel_needs(Child(document)) == {"weights"}
+        assert panel_needs(Quiet(document)) is None
+        assert panel_needs(Panel2(document)) == {"weights"}
+        assert panel_needs(Child(document)) == {"weights"}
     finally:
         document.shutdown()

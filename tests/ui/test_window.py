@@ -161,7 +161,7 @@ def test_an_edit_repaints_what_changed_not_the_whole_window(make_window, qtbot):
         # a timing that needs more digits than the last one, and nothing else
         timing_only = True
         window.last_draw_ms = 12345.6
-        window._update_status()
+        window.status.refresh()
         settle()
     finally:
         QApplication.instance().removeEventFilter(watch)

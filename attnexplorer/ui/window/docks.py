@@ -1,0 +1,242 @@
+"""The window's docks: one per input widget and per result panel, where each goes by default,
+which apply to the session, which are on screen, and what those on screen need computed.
+
+Every dock is named ``dock-<kind>`` so that ``saveState``/``restoreState`` find it again.
+A new result panel needs nothing here: ``panels.make_panels`` lists it and it lands as a tab
+behind the first main panel unless its kind is named in one of the rows below.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QDockWidget, QFrame, QScrollArea
+
+# Where each result panel goes by default. The "main" pair sits side by side along the top and
+# the "detail" pair side by side beneath it, spanning the same width. A "context" panel (the
+# sine signal plot, the 2-D embedding scatter) is a tab beside the last main panel, brought to
+# the front by a click on its tab; any other kind is a tab behind the first main panel, so a new
+# panel kind always has a place. Two panels per row keeps the panels' minimum widths inside a
+# 1280-pixel screen next to the inputs.
+MAIN_KINDS = ("weights", "scaled_scores")
+CONTEXT_KINDS = ("signal", "embedding_scatter")
+DETAIL_KINDS = ("query", "explain")
+
+# The Inputs dock's default width in px (at least, at most): its tables need about 400 px.
+INPUTS_WIDTH = (380, 440)
+
+
+class DockLayout:
+    """The docks of ``window`` and their arrangement.
+
+    ``docks`` maps a kind ("inputs", "controls", "fit", or a panel's ``kind``) to its
+    QDockWidget, in the order they were added (the View menu lists them in that order).
+    ``on_screen`` holds the kinds of the result panels whose docks are on screen (not closed,
+    not tabbed away); their ``needs`` are what the document computes for a large session.
+    """
+
+    def __init__(self, window, document, inputs, controls, fit, panels):
+        self.window, self.document = window, document
+        self.inputs, self.panels = inputs, panels
+        self.docks: dict[str, QDockWidget] = {}
+        self.on_screen: set[str] = set()
+        self.sizes_pending = False
+        self._auto_hidden: set[str] = set()
+        self._started = False
+        self._signal_applied = False
+        # Tables and sliders scroll rather than push the window past a 1280×800 screen.
+        self._add("inputs", "Inputs", _scrolling(inputs))
+        self._add("controls", "Controls", _scrolling(controls))
+        self._add("fit", "Fit", _scrolling(fit))
+        for panel in panels:
+            # The tab shows the short title (long ones were cut to "Queries …"); the View menu
+            # and the tooltip the full one.
+            dock = self._add(panel.kind, getattr(panel, "short_title", None) or panel.title, panel)
+            dock.toggleViewAction().setText(panel.title)
+            dock.setToolTip(panel.title)
+
+    def _add(self, kind: str, title: str, widget) -> QDockWidget:
+        dock = QDockWidget(title, self.window)
+        dock.setObjectName(f"dock-{kind}")
+        dock.setWidget(widget)
+        dock.toggleViewAction().setText(title)
+        self.docks[kind] = dock
+        return dock
+
+    # -- the default arrangement ---------------------------------------------------------
+    def arrange_default(self) -> None:
+        """Inputs and controls on the left; weights and scaled scores side by side on the
+        right, the selected query's bars and the explanation beneath them; the rest as tabs."""
+        window = self.window
+        right = Qt.DockWidgetArea.RightDockWidgetArea
+        left = Qt.DockWidgetArea.LeftDockWidgetArea
+        for dock in self.docks.values():
+            dock.setFloating(False)
+            window.removeDockWidget(dock)
+        window.addDockWidget(left, self.docks["inputs"])
+        window.addDockWidget(left, self.docks["controls"])
+        window.splitDockWidget(self.docks["inputs"], self.docks["controls"], Qt.Orientation.Vertical)
+        # The Fit dock is a tab behind Controls: a click brings it forward, and its heatmap and
+        # loss curve get the whole left column's width.
+        window.tabifyDockWidget(self.docks["controls"], self.docks["fit"])
+        self.docks["controls"].raise_()
+        kinds = [p.kind for p in self.panels]
+        main = [k for k in MAIN_KINDS if k in kinds] or kinds[:1]
+        detail = [k for k in DETAIL_KINDS if k in kinds and k not in main]
+        context = [k for k in CONTEXT_KINDS if k in kinds and k not in main + detail]
+        rest = [k for k in kinds if k not in main + detail + context]
+        if main:
+            first = self.docks[main[0]]
+            window.addDockWidget(right, first)
+            # The vertical split first, so the detail row spans the whole width below.
+            if detail:
+                window.splitDockWidget(first, self.docks[detail[0]], Qt.Orientation.Vertical)
+                for before, kind in zip(detail, detail[1:]):
+                    window.splitDockWidget(self.docks[before], self.docks[kind], Qt.Orientation.Horizontal)
+            for before, kind in zip(main, main[1:]):
+                window.splitDockWidget(self.docks[before], self.docks[kind], Qt.Orientation.Horizontal)
+            for kind in context:
+                window.tabifyDockWidget(self.docks[main[-1]], self.docks[kind])
+            for kind in rest:
+                window.tabifyDockWidget(first, self.docks[kind])
+            first.raise_()
+        for dock in self.docks.values():
+            dock.show()
+        self._auto_hidden.clear()
+        self.sizes_pending = True
+        if window.isVisible():
+            self.apply_default_sizes()
+
+    def apply_default_sizes(self) -> None:
+        """Share the width and height out between the default docks. Only meaningful once the
+        window has its real size, so it runs on the first show (or right away on a reset)."""
+        window = self.window
+        self.sizes_pending = False
+        kinds = [p.kind for p in self.panels]
+        main = [self.docks[k] for k in MAIN_KINDS if k in kinds]
+        detail = [self.docks[k] for k in DETAIL_KINDS if k in kinds]
+        width, height = window.width(), window.height()
+        # The inputs get what their tables need (about 400 px), never half a wide screen: the
+        # plots take the rest. (Every dock of a row is sized in one call: sizing only the
+        # first dock of the right-hand area leaves the left one half the window.)
+        inputs = max(INPUTS_WIDTH[0], min(INPUTS_WIDTH[1], int(width * 0.3)))
+        rest = max(width - inputs, 1)
+        if main:
+            window.resizeDocks([self.docks["inputs"], *main], [inputs] + [rest // len(main)] * len(main),
+                               Qt.Orientation.Horizontal)
+        if main and detail:
+            window.resizeDocks([main[0], detail[0]], [55, 45], Qt.Orientation.Vertical)
+        if len(detail) == 2:  # the explanation's lines are long; give it nearly half
+            window.resizeDocks([self.docks["inputs"], *detail], [inputs, int(rest * 0.55), int(rest * 0.45)],
+                               Qt.Orientation.Horizontal)
+        # The inputs' tables get the rows they hold (MatrixTableView.sizeHint), up to three
+        # quarters of the height; the controls get the rest and scroll.
+        wanted = self.inputs.sizeHint().height() + 40  # and the dock's title and tabs
+        share = min(0.75, max(0.5, wanted / max(height - 60, 1)))
+        window.resizeDocks([self.docks["inputs"], self.docks["controls"]], [int(share * 100), int((1 - share) * 100)],
+                           Qt.Orientation.Vertical)
+
+    # -- which panels apply, which are on screen ------------------------------------------
+    def sync_applicable(self, session) -> None:
+        """Hide panels with nothing to show for this session and bring them back when they
+        apply again, without overriding a panel the user hid by hand."""
+        for panel in self.panels:
+            dock = self.docks[panel.kind]
+            applies = bool(panel.applies_to(session))
+            dock.toggleViewAction().setEnabled(applies)
+            if not applies and not dock.isHidden():
+                self._auto_hidden.add(panel.kind)
+                dock.hide()
+            elif applies and panel.kind in self._auto_hidden:
+                self._auto_hidden.discard(panel.kind)
+                dock.show()
+                panel.refresh()
+        # The signal plot is the sine walkthrough's picture: when a session starts to have one,
+        # bring its tab to the front, beside the attention matrix (after the event loop has
+        # laid the docks out; raising a tab before that does not switch it).
+        signal = self.docks.get("signal")
+        applies_now = signal is not None and not signal.isHidden()
+        if applies_now and not self._signal_applied:
+            QTimer.singleShot(0, signal.raise_)
+        self._signal_applied = applies_now
+
+    def forget_auto_hidden(self) -> None:
+        """A restored layout brings back the visibility the user chose; applicability is
+        re-checked afterwards with ``sync_applicable``."""
+        self._auto_hidden.clear()
+
+    def auto_hidden(self) -> list[str]:
+        """The kinds hidden only because they do not apply to the session."""
+        return [k for k in self._auto_hidden if k in self.docks]
+
+    def follow_panels(self) -> None:
+        """Give each panel its "Export figure…" entry when its dock is first shown, and
+        follow which panels are on screen.
+
+        Installing the entry needs the panel's figure item, which draws a stale panel; doing
+        that for every panel at start-up drew the ones hidden in tabs too (a quarter of a
+        second before the first paint). A panel that is not on screen cannot be right-clicked."""
+        self._menus_pending = {panel.kind: panel for panel in self.panels}
+        for panel in self.panels:
+            self.docks[panel.kind].visibilityChanged.connect(
+                lambda visible, kind=panel.kind: self._on_dock_visibility(kind, visible))
+
+    def start_needs(self) -> None:
+        """The window is shown: from now on, tell the document what the panels on screen read."""
+        self._started = True
+        self.update_needs()
+
+    def _on_dock_visibility(self, kind: str, visible: bool) -> None:
+        # Qt says this for a dock shown or hidden and for a tab brought to the front or covered.
+        if visible:
+            self.on_screen.add(kind)
+            self._install_panel_menu(kind)
+        else:
+            self.on_screen.discard(kind)
+        self.update_needs()
+
+    def update_needs(self) -> None:
+        """Tell the document what the on-screen panels read (a panel that does not say
+        needs everything); a large session computes only that."""
+        if not self._started:
+            return  # before the first show nothing is on screen yet; start_needs says it
+        needs: set[str] = set()
+        for panel in self.panels:
+            if panel.kind in self.on_screen:
+                wanted = panel_needs(panel)
+                if wanted is None:
+                    self.document.set_needs(None)
+                    return
+                needs |= wanted
+        self.document.set_needs(needs)
+
+    def _install_panel_menu(self, kind: str) -> None:
+        panel = self._menus_pending.pop(kind, None)
+        if panel is not None:
+            from ..figure_dialog import install_export_menu
+
+            install_export_menu(panel, self.window)
+
+
+def panel_needs(panel) -> frozenset[str] | None:
+    """The intermediates ``panel`` reads, or None (everything) for a panel that does not say.
+
+    A panel says by defining ``needs`` in its own class or a base below ``Panel``; the base
+    class's empty default is not a statement that it reads nothing. (Classes are compared by
+    identity, not by name: a subclass named "Panel" still speaks for itself.)"""
+    from ..panels.base import Panel
+
+    for cls in type(panel).__mro__:
+        if "needs" in vars(cls):
+            if cls is Panel and cls is not type(panel):
+                return None
+            return frozenset(getattr(panel, "needs"))
+    return None
+
+
+def _scrolling(widget) -> QScrollArea:
+    area = QScrollArea()
+    area.setObjectName(f"scroll-{widget.objectName() or type(widget).__name__}")
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setWidget(widget)
+    return area

@@ -1,0 +1,73 @@
+"""The status bar: the device and dtype, how long the last compute and the last redraw took,
+and the short messages the document and the actions leave there.
+
+``last_draw_ms`` is the time from a ``result_changed`` to the end of every panel's redraw
+(before the first edit: the time the first show took to draw the panels). It is measured by
+two connections to ``result_changed``: ``on_result_started`` made before any panel listens,
+``on_result_drawn`` after every panel does; the window makes them in that order.
+"""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel
+
+# How long a message stays in the status bar, in ms.
+STATUS_MESSAGE_MS = 5000
+
+
+class StatusLine:
+    """Made before the panels (its timer must hear ``result_changed`` first); its labels go into
+    the window's status bar with ``install``, at the point of the window's construction where
+    they always were (making the status bar earlier shifts the first layout by a pixel here and
+    there)."""
+
+    def __init__(self, window, document):
+        self.window, self.document = window, document
+        self.last_draw_ms = 0.0
+        self._draw_started: float | None = None
+
+    def install(self) -> None:
+        self.bar = self.window.statusBar()
+        self.device_label = QLabel()
+        self.compute_label = QLabel()
+        self.draw_label = QLabel()
+        for label in (self.device_label, self.compute_label, self.draw_label):
+            label.setContentsMargins(6, 0, 6, 0)
+            self.bar.addPermanentWidget(label)
+        # The timings change on every edit. A label whose size can change asks the window to
+        # lay itself out again, which repaints the whole window; at a fixed size wide enough
+        # for any timing, only the label repaints.
+        for label, widest in ((self.compute_label, "compute 00000.0 ms"), (self.draw_label, "draw 00000.0 ms")):
+            label.setText(widest)
+            label.setFixedSize(label.sizeHint())
+            label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+
+    def on_result_started(self, _result) -> None:
+        self._draw_started = time.perf_counter()
+
+    def on_result_drawn(self, _result) -> None:
+        if self._draw_started is not None:
+            self.last_draw_ms = (time.perf_counter() - self._draw_started) * 1000.0
+            self._draw_started = None
+        self.refresh()
+
+    def first_shown(self, draw_ms: float) -> None:
+        """The first show drew the panels in ``draw_ms``: the figure shown before any edit."""
+        if self.last_draw_ms == 0.0:
+            self.last_draw_ms = draw_ms
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Show the current timings and device."""
+        self.compute_label.setText(f"compute {self.document.last_compute_ms:.1f} ms")
+        self.draw_label.setText(f"draw {self.last_draw_ms:.1f} ms" if self.last_draw_ms else "draw –")
+        self.refresh_device()
+
+    def refresh_device(self) -> None:
+        self.device_label.setText(f"{self.document.device} · {self.document.dtype}")
+
+    def show_message(self, text: str, duration_ms: int = STATUS_MESSAGE_MS) -> None:
+        self.bar.showMessage(text, duration_ms)
