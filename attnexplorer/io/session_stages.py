@@ -1,0 +1,210 @@
+"""Version 2's stages of a real head in a session file, read (checked) and written: the
+biases of Q, K, V, grouped K/V heads (``kv_heads``), a cross-attention ``source``, the input
+``norm`` and the ``positions`` (sinusoidal, learned, RoPE, ALiBi). The format is described in
+``session_file``; what each stage means in ``core/stages.py``.
+
+A new stage is read here (``read_<stage>``, called from ``session_file.session_from_dict``
+for version ≥ 2) and written here (``<stage>_out``, called from ``session_to_dict``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import SessionError
+from ..core.session import MAX_DIM, MAX_HEADS, MAX_TOKENS, Session
+from ..core.stages import MAX_OFFSET, Norm, Positions, Source
+from .session_checks import (above_zero, checked_matrix, checked_number, checked_object, checked_tokens,
+                             checked_vector, checked_whole, describe, fail)
+
+
+def read_source(value: Any, source: str) -> Source | None:
+    if value is None:
+        return None
+    obj = checked_object(value, source, "source", ("tokens", "embeddings"),
+                         "null or {\"tokens\": [...], \"embeddings\": [[...]]}")
+    for key in ("tokens", "embeddings"):
+        if key not in obj:
+            fail(source, "source", f"has no \"{key}\"")
+    tokens = checked_tokens(obj["tokens"], source, "source.tokens")
+    x = checked_matrix(obj["embeddings"], source, "source.embeddings", len(tokens), "one per source token", None, "",
+                       MAX_TOKENS)
+    return Source(tuple(tokens), x)
+
+
+def read_heads(heads: Any, kv: Any, d: int, src: Source | None, source: str, v2: bool):
+    """Per-head W_q, b_q, and per-K/V-head W_k, b_k, W_v, b_v, each checked where it stands."""
+    if not isinstance(heads, list):
+        fail(source, "heads", f"is {describe(heads)}, expected a list of {{\"W_q\", \"W_k\", \"W_v\"}} objects")
+    if not 1 <= len(heads) <= MAX_HEADS:
+        fail(source, "heads", f"has {len(heads)} heads, expected 1..{MAX_HEADS}")
+    if kv is not None:
+        if not isinstance(kv, list):
+            fail(source, "kv_heads", f"is {describe(kv)}, expected null or a list of {{\"W_k\", \"W_v\"}} objects")
+        if not kv or len(heads) % len(kv):
+            # Written "kv_heads: 3 …" as Session says it: "kv_heads 3" would read as a count.
+            err = SessionError(f"{source}: kv_heads: {len(kv)} does not divide {len(heads)} query heads")
+            err.where = "kv_heads"
+            raise err
+    own = ("W_q", "b_q") if kv is not None else ("W_q", "b_q", "W_k", "b_k", "W_v", "b_v")
+    if not v2:
+        own = ("W_q", "W_k", "W_v")
+    required = [k for k in own if k.startswith("W")]
+    d_in, d_in_why = (d, "the embedding width") if src is None else (src.d, "the source embedding width")
+    wq, bq, wk, bk, wv, bv = [], [], [], [], [], []
+    d_k = d_v = None
+    for h, head in enumerate(heads):
+        where = f"heads[{h}]"
+        if not isinstance(head, dict):
+            fail(source, where, f"is {describe(head)}, expected an object with {_names(required)}")
+        for key in required:
+            if key not in head:
+                fail(source, where, f"has no \"{key}\"")
+        unknown = sorted(set(head) - set(own))
+        if unknown:
+            if kv is not None and unknown[0] in ("W_k", "b_k", "W_v", "b_v"):
+                fail(source, where, f"has {unknown[0]!r}, but kv_heads gives the keys and values")
+            biases = [k for k in own if k.startswith("b")]
+            also = f", and optionally {_names(biases)}" if biases else ""
+            fail(source, where, f"has an unknown key {unknown[0]!r} (expected {_names(required)}{also})")
+        q = checked_matrix(head["W_q"], source, f"{where}.W_q", d, "the embedding width", d_k,
+                           "d_k, as in heads[0].W_q", MAX_DIM)
+        d_k = q.shape[1]
+        wq.append(q)
+        bq.append(_bias(head.get("b_q"), source, f"{where}.b_q", d_k, "d_k"))
+        if kv is None:
+            k, kb, v, vb = _key_value(head, source, where, d_in, d_in_why, d_k, d_v)
+            d_v = v.shape[1]
+            wk.append(k), bk.append(kb), wv.append(v), bv.append(vb)
+    for g, group in enumerate(kv or ()):
+        where = f"kv_heads[{g}]"
+        checked_object(group, source, where, ("W_k", "b_k", "W_v", "b_v"), 'an object with "W_k" and "W_v"')
+        for key in ("W_k", "W_v"):
+            if key not in group:
+                fail(source, where, f"has no \"{key}\"")
+        k, kb, v, vb = _key_value(group, source, where, d_in, d_in_why, d_k, d_v)
+        d_v = v.shape[1]
+        wk.append(k), bk.append(kb), wv.append(v), bv.append(vb)
+    return wq, bq, wk, bk, wv, bv
+
+
+def _names(keys: list[str]) -> str:
+    """'"W_q", "W_k" and "W_v"' for messages."""
+    quoted = [f'"{k}"' for k in keys]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def _key_value(obj: dict, source: str, where: str, d_in: int, d_in_why: str, d_k: int, d_v: int | None):
+    k = checked_matrix(obj["W_k"], source, f"{where}.W_k", d_in, d_in_why, d_k, "W_q and W_k share d_k", MAX_DIM)
+    first = where.split("[")[0] + "[0].W_v"
+    v = checked_matrix(obj["W_v"], source, f"{where}.W_v", d_in, d_in_why, d_v, f"d_v, as in {first}", MAX_DIM)
+    return (k, _bias(obj.get("b_k"), source, f"{where}.b_k", d_k, "d_k"), v,
+            _bias(obj.get("b_v"), source, f"{where}.b_v", v.shape[1], "d_v"))
+
+
+def _bias(value: Any, source: str, where: str, size: int, size_name: str) -> np.ndarray | None:
+    return None if value is None else checked_vector(value, source, where, size, size_name)
+
+
+def read_norm(value: Any, d: int, source: str) -> Norm | None:
+    if value is None:
+        return None
+    expected = 'null, {"kind": "layer", "weight": [...], "bias": [...], "eps": e} or {"kind": "rms", "weight": [...], "eps": e}'
+    obj = checked_object(value, source, "norm", ("kind", "weight", "bias", "eps"), expected)
+    kind = obj.get("kind")
+    if kind not in ("layer", "rms") or not isinstance(kind, str):
+        fail(source, "norm.kind", f"is {describe(kind)}, expected \"layer\" or \"rms\"")
+    if kind == "rms" and obj.get("bias") is not None:
+        fail(source, "norm.bias", "is given, but RMSNorm has no bias")
+    weight = obj.get("weight")
+    weight = None if weight is None else checked_vector(weight, source, "norm.weight", d, "d")
+    bias = obj.get("bias")
+    bias = None if bias is None else checked_vector(bias, source, "norm.bias", d, "d")
+    eps = checked_number(obj.get("eps", 1e-5 if kind == "layer" else 1e-6), source, "norm.eps")
+    if eps <= 0:
+        fail(source, "norm.eps", f"is {eps!r}, expected a number > 0")
+    return Norm(kind, weight, bias, eps)
+
+
+def read_positions(value: Any, source: str, d_k: int) -> Positions | None:
+    if value is None:
+        return None
+    keys = {"sinusoidal": ("base",), "learned": ("table",), "rope": ("theta", "dims", "layout", "offset"),
+            "alibi": ("slopes",)}
+    if not isinstance(value, dict) or not isinstance(value.get("kind"), str) or value.get("kind") not in keys:
+        got = describe(value.get("kind")) if isinstance(value, dict) else describe(value)
+        where = "positions.kind" if isinstance(value, dict) else "positions"
+        fail(source, where, f"is {got}, expected null or an object with \"kind\": \"sinusoidal\", \"learned\", "
+             "\"rope\" or \"alibi\"")
+    kind = value["kind"]
+    obj = checked_object(value, source, "positions", ("kind",) + keys[kind], f"a {kind} positions object")
+    if kind == "sinusoidal":
+        return Positions(kind, base=above_zero(obj.get("base", 10000), source, "positions.base"))
+    if kind == "learned":
+        if "table" not in obj:
+            fail(source, "positions", "has no \"table\" (one row of d numbers per position)")
+        return Positions(kind, table=checked_matrix(obj["table"], source, "positions.table", None, "", None, "", MAX_TOKENS))
+    if kind == "rope":
+        dims = obj.get("dims")
+        if dims is not None:
+            dims = checked_whole(dims, source, "positions.dims", 2, MAX_DIM)
+            if dims % 2 or dims > d_k:  # RoPE turns pairs of the query/key dimensions
+                fail(source, "positions.dims", f"{dims} must be even and at most d_k = {d_k}")
+        layout = obj.get("layout", "half")
+        if layout not in ("half", "interleaved") or not isinstance(layout, str):
+            fail(source, "positions.layout", f"is {describe(layout)}, expected \"half\" or \"interleaved\"")
+        return Positions(kind, theta=above_zero(obj.get("theta", 10000), source, "positions.theta"), dims=dims,
+                         layout=layout, offset=checked_whole(obj.get("offset", 0), source, "positions.offset", 0, MAX_OFFSET))
+    slopes = obj.get("slopes")
+    return Positions(kind, slopes=None if slopes is None else checked_vector(slopes, source, "positions.slopes", None, ""))
+
+
+def _key_value_out(session: Session, g: int) -> dict:
+    out: dict = {"W_k": session.w_key[g].tolist()}
+    if session.b_key is not None:
+        out["b_k"] = session.b_key[g].tolist()
+    out["W_v"] = session.w_value[g].tolist()
+    if session.b_value is not None:
+        out["b_v"] = session.b_value[g].tolist()
+    return out
+
+
+def heads_out(session: Session) -> list[dict]:
+    grouped = session.kv_heads != session.heads
+    heads = []
+    for h in range(session.heads):
+        head: dict = {"W_q": session.w_query[h].tolist()}
+        if session.b_query is not None:
+            head["b_q"] = session.b_query[h].tolist()
+        if not grouped:
+            head.update(_key_value_out(session, h))
+        heads.append(head)
+    return heads
+
+
+def kv_heads_out(session: Session) -> list[dict]:
+    return [_key_value_out(session, g) for g in range(session.kv_heads)]
+
+
+def norm_out(norm: Norm | None) -> dict | None:
+    if norm is None:
+        return None
+    out: dict = {"kind": norm.kind, "weight": None if norm.weight is None else norm.weight.tolist()}
+    if norm.kind == "layer":
+        out["bias"] = None if norm.bias is None else norm.bias.tolist()
+    out["eps"] = norm.eps
+    return out
+
+
+def positions_out(p: Positions | None) -> dict | None:
+    if p is None:
+        return None
+    if p.kind == "sinusoidal":
+        return {"kind": p.kind, "base": p.base}
+    if p.kind == "learned":
+        return {"kind": p.kind, "table": p.table.tolist()}
+    if p.kind == "rope":
+        return {"kind": p.kind, "theta": p.theta, "dims": p.dims, "layout": p.layout, "offset": p.offset}
+    return {"kind": p.kind, "slopes": None if p.slopes is None else p.slopes.tolist()}
