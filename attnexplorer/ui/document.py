@@ -1,10 +1,10 @@
 """The open document: the current session, its undo stack, the selection and the result.
 
 Every widget talks to one ``SessionDocument``: inputs go through ``user_actions`` to
-``edit(new_session, text)`` (one undo step), panels listen to ``result_changed`` and
-``selection_changed``. The document owns a ``ComputeRunner`` (``compute_runner.py``: the
-worker thread, inline computes, stale results dropped), so the window never computes
-attention itself.
+``edit(new_session, text)`` (one undo step, ``undo_steps.py``), panels listen to
+``result_changed`` and ``selection_changed``. The document owns a ``ComputeRunner``
+(``compute_runner.py``: the worker thread, inline computes, stale results dropped), so the
+window never computes attention itself.
 
 Signals
 - ``session_changed(Session)``: after every edit, undo or redo (and ``set_session``).
@@ -32,102 +32,19 @@ import time
 from typing import Callable, Iterable
 
 from PySide6.QtCore import QObject, QTimer, Signal
-from PySide6.QtGui import QUndoCommand, QUndoStack
+from PySide6.QtGui import QUndoStack
 
 from ..core.engine import INTERMEDIATES, STAGE_INTERMEDIATES, AttentionResult, carries, compute
 from ..core.session import Session
-from ..core.session_change import SessionChange
 from .compute_runner import ComputeRunner
 from .selection import Selection
+from .undo_steps import EditStep, LiveEdit, forget_oldest, history_bytes
 
 # The undo history's bounds: this many steps, and about this many bytes of recorded changes
 # (a cell edit records a few bytes; a resize or an import records a whole array). Beyond
 # either, the oldest steps are forgotten.
 UNDO_STEPS = 1000
 UNDO_BYTES = 256 << 20
-
-
-class _EditCommand(QUndoCommand):
-    """One undo step. It keeps what the edit changed (``SessionChange``), not the two whole
-    sessions: a one-cell edit of a large W_q costs a few bytes of history, not a copy of it.
-    Undo and redo rebuild the neighbouring session from the document's current one (the
-    stack guarantees that it is this step's "after" or "before")."""
-
-    def __init__(self, doc: "SessionDocument", before: Session, after: Session, text: str, merge_key):
-        super().__init__(text)
-        self._doc = doc
-        self.change = SessionChange(before, after)
-        self._pushed = after  # what the push's first redo sets; dropped right after
-        self.merge_key = merge_key
-
-    @property
-    def nbytes(self) -> int:
-        return self.change.nbytes if self.change is not None else 0
-
-    def id(self) -> int:
-        # Qt merges only commands with equal non-negative ids; the key says "same cell".
-        return 1 if self.merge_key is not None else -1
-
-    def mergeWith(self, other) -> bool:
-        if not isinstance(other, _EditCommand) or other.merge_key != self.merge_key or self.merge_key is None:
-            return False
-        if self.change is None:  # forgotten (beyond the memory bound): nothing to merge into
-            return False
-        after = self._doc.session  # the push has just applied ``other``
-        self.change = SessionChange(self.change.undo(other.change.undo(after)), after)
-        self.setText(other.text())  # "Temperature τ = 1000" names where the drag ended
-        return True
-
-    def forget(self) -> None:
-        """Drop this step's record; Qt then drops the step, unapplied, when it is undone."""
-        self.change = None
-        self.setText(f"{self.text()} (beyond the undo history's memory)")
-        self.setObsolete(True)
-
-    def redo(self):
-        if self._pushed is not None:
-            after, self._pushed = self._pushed, None
-        else:
-            after = self.change.redo(self._doc.session)
-        self._doc._set(after)
-
-    def undo(self):
-        self._doc._set(self.change.undo(self._doc.session))
-
-
-class LiveEdit:
-    """An edit shown while it happens (a fit): every ``show`` makes the new session current
-    without an undo step of its own, and the whole edit is ONE undo step, from the session
-    before ``SessionDocument.live_edit`` to the last one shown.
-
-    The step is pushed when the live edit begins, so undo, redo and other edits stay ordinary
-    undo-stack business. ``attached`` turns False as soon as anything else changes the
-    session (an edit, an undo, a new file): from then on ``show`` does nothing, and the
-    step keeps what was shown last.
-    """
-
-    def __init__(self, doc: "SessionDocument", text: str):
-        self._doc = doc
-        self.before = doc.session
-        self._command = _EditCommand(doc, self.before, self.before, text, None)
-        doc.undo_stack.push(self._command)
-        self._index = doc.undo_stack.index()
-        self._shown = doc.session
-
-    @property
-    def attached(self) -> bool:
-        doc = self._doc
-        return doc.session is self._shown and doc.undo_stack.index() == self._index
-
-    def show(self, session: Session) -> bool:
-        """Make ``session`` current as part of this step; False (nothing done) once detached."""
-        if not self.attached:
-            return False
-        # The step records the change from before the live edit to what is shown now.
-        self._command.change = SessionChange(self.before, session)
-        self._shown = session
-        self._doc._set(session)
-        return True
 
 
 class SessionDocument(QObject):
@@ -245,25 +162,12 @@ class SessionDocument(QObject):
             self.flush()  # a coalesced edit posted earlier goes first
         if session == self._session:
             return
-        self.undo_stack.push(_EditCommand(self, self._session, session, text, merge_key))
-        self._bound_history()
+        self.undo_stack.push(EditStep(self, self._session, session, text, merge_key))
+        forget_oldest(self.undo_stack, UNDO_BYTES)
 
     def history_bytes(self) -> int:
         """What the undo history's recorded changes hold, in bytes."""
-        stack = self.undo_stack
-        return sum(getattr(stack.command(i), "nbytes", 0) for i in range(stack.count()))
-
-    def _bound_history(self) -> None:
-        """Forget the oldest applied steps while the history holds more than UNDO_BYTES."""
-        stack = self.undo_stack
-        total = self.history_bytes()
-        for i in range(stack.index() - 1):  # never the newest step, never a step to redo
-            if total <= UNDO_BYTES:
-                return
-            command = stack.command(i)
-            if isinstance(command, _EditCommand) and command.change is not None:
-                total -= command.nbytes
-                command.forget()
+        return history_bytes(self.undo_stack)
 
     def live_edit(self, text: str) -> LiveEdit:
         """Begin an edit shown as it happens (see ``LiveEdit``): one undo step named ``text``."""
