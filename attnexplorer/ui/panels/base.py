@@ -13,7 +13,8 @@ items: no new items per frame); it reports clicks back with ``document.set_selec
   document may compute (or copy to the host) only what the visible panels need
   (``compute(keep=...)``). A panel given a result in which an
   intermediate it does not need is None draws normally; one that it needs is None draws
-  nothing (it never raises).
+  nothing (it never raises). A panel that leaves ``needs`` None (the default) has said
+  nothing, and is given everything.
 - ``export_item()``: the pyqtgraph/QGraphics item an exporter renders (a
   ``pg.GraphicsLayout`` or ``pg.PlotItem``, holding titles, ticks and colour bars), or None
   for a panel that is text only. It brings a stale panel up to date first, so exporting a
@@ -43,7 +44,7 @@ class Panel(QWidget):
     kind: str = "panel"
     title: str = "Panel"
     short_title: str = "Panel"
-    needs: frozenset[str] = frozenset()
+    needs: frozenset[str] | None = None  # None: not said, so the window asks for everything
     # A panel in a dock tabbed away behind another waits too, like a closed one.
     defer_when_covered: bool = True
 

@@ -218,19 +218,10 @@ class DockLayout:
 
 
 def panel_needs(panel) -> frozenset[str] | None:
-    """The intermediates ``panel`` reads, or None (everything) for a panel that does not say.
-
-    A panel says by defining ``needs`` in its own class or a base below ``Panel``; the base
-    class's empty default is not a statement that it reads nothing. (Classes are compared by
-    identity, not by name: a subclass named "Panel" still speaks for itself.)"""
-    from ..panels.base import Panel
-
-    for cls in type(panel).__mro__:
-        if "needs" in vars(cls):
-            if cls is Panel and cls is not type(panel):
-                return None
-            return frozenset(getattr(panel, "needs"))
-    return None
+    """The intermediates ``panel`` reads, or None (everything) for a panel that does not say:
+    ``Panel.needs`` is None until a panel class names what it reads."""
+    needs = getattr(panel, "needs", None)
+    return None if needs is None else frozenset(needs)
 
 
 def _scrolling(widget) -> QScrollArea:
