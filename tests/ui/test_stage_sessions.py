@@ -86,3 +86,11 @@ def test_stage_panels_appear_only_for_sessions_that_use_their_stage(open_window,
     window.document.undo_stack.undo()
     qtbot.waitUntil(lambda: shown("rope"))
     assert not shown("alibi")
+
+
+def test_the_rope_panel_comes_to_the_front_beside_the_scaled_scores(open_window, qtbot):
+    window = open_window(build_preset("rope").session)
+    rope = _panel(window, "rope")
+    qtbot.waitUntil(lambda: rope.is_on_screen)
+    assert _panel(window, "scaled_scores").is_on_screen  # the scores the offset leaves unchanged
+    assert not _panel(window, "weights").is_on_screen  # a tab behind it, one click away

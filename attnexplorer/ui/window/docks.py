@@ -20,6 +20,10 @@ from PySide6.QtWidgets import QDockWidget, QFrame, QScrollArea
 MAIN_KINDS = ("weights", "scaled_scores")
 CONTEXT_KINDS = ("signal", "embedding_scatter")
 DETAIL_KINDS = ("query", "explain")
+# A preset's own picture: when a session starts to have one, its tab comes to the front (the
+# sine signal beside the weights; RoPE's pair plane and offset beside the scaled scores, which
+# the offset leaves unchanged).
+FRONT_KINDS = ("signal", "rope")
 
 # The Inputs dock's default width in px (at least, at most): its tables need about 400 px.
 INPUTS_WIDTH = (380, 440)
@@ -42,7 +46,7 @@ class DockLayout:
         self.sizes_pending = False
         self._auto_hidden: set[str] = set()
         self._started = False
-        self._signal_applied = False
+        self._fronted: set[str] = set()  # FRONT_KINDS that applied at the last sync
         # Tables and sliders scroll rather than push the window past a 1280×800 screen.
         self._add("inputs", "Inputs", _scrolling(inputs))
         self._add("controls", "Controls", _scrolling(controls))
@@ -150,14 +154,16 @@ class DockLayout:
                 self._auto_hidden.discard(panel.kind)
                 dock.show()
                 panel.refresh()
-        # The signal plot is the sine walkthrough's picture: when a session starts to have one,
-        # bring its tab to the front, beside the attention matrix (after the event loop has
-        # laid the docks out; raising a tab before that does not switch it).
-        signal = self.docks.get("signal")
-        applies_now = signal is not None and not signal.isHidden()
-        if applies_now and not self._signal_applied:
-            QTimer.singleShot(0, signal.raise_)
-        self._signal_applied = applies_now
+        # A FRONT_KINDS panel that starts to apply comes to the front of its tabs (after the
+        # event loop has laid the docks out; raising a tab before that does not switch it).
+        for kind in FRONT_KINDS:
+            dock = self.docks.get(kind)
+            applies_now = dock is not None and not dock.isHidden()
+            if applies_now and kind not in self._fronted:
+                QTimer.singleShot(0, dock.raise_)
+                self._fronted.add(kind)
+            elif not applies_now:
+                self._fronted.discard(kind)
 
     def forget_auto_hidden(self) -> None:
         """A restored layout brings back the visibility the user chose; applicability is
