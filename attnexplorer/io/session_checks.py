@@ -71,8 +71,10 @@ def checked_matrix(value: Any, source: str, where: str, rows: int | None, rows_w
 
     ``rows``/``cols`` are the expected sizes (None: any, within 1..max_rows / 1..MAX_DIM);
     the ``*_why`` strings explain where the expectation comes from. With ``bits`` every
-    entry must be 0, 1, true or false.
+    entry must be 0, 1, true or false. A float numpy array is taken too, by the same rules.
     """
+    if isinstance(value, np.ndarray) and value.ndim == 2 and value.dtype.kind == "f" and not bits:
+        return _float_array(value, source, where, rows, rows_why, cols, cols_why, max_rows)
     if not isinstance(value, list):
         fail(source, where, f"is {describe(value)}, expected a list of rows")
     if rows is not None and len(value) != rows:
@@ -107,6 +109,32 @@ def checked_matrix(value: Any, source: str, where: str, rows: int | None, rows_w
         for i, row in enumerate(value):
             for j, v in enumerate(row):
                 check(v, source, f"{where}[{i}][{j}]")
+    return a
+
+
+def _float_array(value: np.ndarray, source: str, where: str, rows: int | None, rows_why: str,
+                 cols: int | None, cols_why: str, max_rows: int) -> np.ndarray:
+    """``checked_matrix`` for a float numpy array, checked by the same rules without a detour
+    through lists: a session built in memory (a real model's layer, about 10⁶ numbers) skips
+    a ``tolist()`` and a re-parse that took most of a second."""
+    n_rows, width = value.shape
+    if rows is not None and n_rows != rows:
+        fail(source, where, f"has {n_rows} rows, expected {rows} ({rows_why})")
+    if not 1 <= n_rows <= max_rows:
+        fail(source, where, f"has {n_rows} rows, expected 1..{max_rows}")
+    if cols is not None and width != cols:
+        fail(source, where, f"has {width} columns, expected {cols} ({cols_why})")
+    if not 1 <= width <= MAX_DIM:
+        fail(source, where, f"has {width} columns, expected 1..{MAX_DIM}")
+    return _finite_copy(value, source, where)
+
+
+def _finite_copy(value: np.ndarray, source: str, where: str) -> np.ndarray:
+    a = value.astype(np.float64)   # a copy: the session owns its numbers
+    bad = np.argwhere(~np.isfinite(a))
+    if len(bad):
+        place = tuple(int(i) for i in bad[0])
+        fail(source, where + "".join(f"[{i}]" for i in place), f"is {a[place]}; every number must be finite")
     return a
 
 
@@ -210,7 +238,14 @@ def checked_tokens(tokens: Any, source: str, where: str) -> list[str]:
 
 
 def checked_vector(value: Any, source: str, where: str, size: int | None, size_why: str) -> np.ndarray:
-    """A checked 1-D float64 array: a list of ``size`` finite numbers (any 1..MAX_DIM when None)."""
+    """A checked 1-D float64 array: a list of ``size`` finite numbers (any 1..MAX_DIM when None),
+    or a float numpy array, by the same rules."""
+    if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind == "f":
+        if size is not None and len(value) != size:
+            fail(source, where, f"has {len(value)} numbers, expected {size_why} = {size}")
+        if not 1 <= len(value) <= MAX_DIM:
+            fail(source, where, f"has {len(value)} numbers, expected 1..{MAX_DIM}")
+        return _finite_copy(value, source, where)
     if not isinstance(value, list):
         fail(source, where, f"is {describe(value)}, expected a list of numbers")
     if size is not None and len(value) != size:

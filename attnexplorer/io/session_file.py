@@ -125,6 +125,10 @@ def _preset(value: Any, source: str) -> PresetRef | None:
 def session_from_dict(obj: Any, source: str = "session") -> Session:
     """Build a Session from a parsed session file, checking everything first.
 
+    Where the file has a list of numbers (a matrix or a vector), a float numpy array is taken
+    too, checked by the same rules: a caller that builds a session in memory need not write
+    it out as lists first.
+
     Raises ``SessionError`` (message ``"{source}: {where} {what is wrong}"``, ``err.where`` the
     path such as ``heads[1].W_k``) for anything malformed, out of bounds or of a newer version.
     """

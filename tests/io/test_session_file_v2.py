@@ -223,3 +223,43 @@ def test_a_kind_that_is_not_a_string_is_refused_in_one_line(tmp_path):
         with pytest.raises(SessionError) as err:
             session_from_dict(d, "f.json")
         assert "positions" in str(err.value) and "\n" not in str(err.value)
+
+
+def _as_arrays(value):
+    """The dict with every list of numbers as a float32 numpy array, as a real model's layer is built."""
+    if isinstance(value, dict):
+        return {k: _as_arrays(v) for k, v in value.items()}
+    if isinstance(value, list) and value and all(isinstance(v, (int, float)) for v in value):
+        return np.asarray(value, dtype=np.float32)
+    if isinstance(value, list) and value and all(isinstance(r, list) for r in value):
+        return np.asarray(value, dtype=np.float32)
+    if isinstance(value, list):
+        return [_as_arrays(v) for v in value]
+    return value
+
+
+def test_numpy_arrays_in_the_dict_build_the_same_session_as_lists():
+    from_lists = session_from_dict(v2_dict())
+    built = _as_arrays(v2_dict())
+    assert isinstance(built["embeddings"], np.ndarray) and isinstance(built["heads"][0]["b_q"], np.ndarray)
+    from_arrays = session_from_dict(built)
+    assert session_to_dict(from_arrays) == session_to_dict(from_lists)
+    # the session owns its numbers: changing the caller's array afterwards changes nothing
+    built["embeddings"][0, 0] = 99.0
+    assert from_arrays.embeddings[0, 0] == 1.0
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d["embeddings"].__setitem__((1, 2), np.nan), "embeddings[1][2] is nan; every number must be finite"),
+    (lambda d: d.__setitem__("embeddings", d["embeddings"][:2]), "embeddings has 2 rows, expected 3 (one per token)"),
+    (lambda d: d["heads"][1].__setitem__("W_q", d["heads"][1]["W_q"][:, :3]),
+     "heads[1].W_q has 3 columns, expected 4"),
+    (lambda d: d["norm"].__setitem__("weight", d["norm"]["weight"][:3]), "norm.weight has 3 numbers, expected d = 4"),
+    (lambda d: d["norm"]["bias"].__setitem__(1, np.inf), "norm.bias[1] is inf; every number must be finite"),
+])
+def test_numpy_arrays_are_checked_by_the_same_rules(edit, message):
+    d = _as_arrays(v2_dict())
+    edit(d)
+    with pytest.raises(SessionError) as err:
+        session_from_dict(d)
+    assert message in str(err.value)
