@@ -1,7 +1,9 @@
 """The three supported families and how each one's layer becomes a version-2 session.
 
-Each family says how to find its layers, which module's output is "the attention before the
-residual add", and how to turn one layer's weights into the session's ``x @ W`` convention:
+Each family says how to find its layers in a transformers model, which module's output is "the
+attention before the residual add", and how to turn one layer's weights (read by transformers'
+parameter names, from a ``state_dict()`` or straight from the safetensors file) into the
+session's ``x @ W`` convention:
 
 - ``nn.Linear`` (BERT, Llama) stores out × in, so ``W = weight.T``; GPT-2's ``Conv1D`` already
   stores in × out and fuses q|k|v in ``c_attn`` (columns 0:d, d:2d, 2d:3d).
@@ -59,7 +61,7 @@ class Family:
     layers: Callable[[Any], Any]
     hook_module: Callable[[Any], Any]   # the module whose output is the attention before the residual
     check: Callable[[Any], None]
-    parts: Callable[[Any, Any, "object", int], dict]
+    parts: Callable[[Any, Any, "object", int], dict]   # (weights by name, config, run, layer) → session parts
 
 
 def num_heads(config: Any) -> int:
@@ -89,29 +91,28 @@ def _bert_check(config: Any) -> None:
         raise ModelError("this BERT is configured as a decoder; only BERT encoders are supported")
 
 
-def _bert_parts(model: Any, config: Any, run: Any, layer: int) -> dict:
-    block = model.encoder.layer[layer]
-    sa = block.attention.self
+def _bert_parts(w: Any, config: Any, run: Any, layer: int) -> dict:
+    p = f"encoder.layer.{layer}."
     H, dk = num_heads(config), head_dim(config)
     n = len(run.ids)
     if layer == 0:
-        emb = model.embeddings
-        ids = run.ids_tensor()
-        e = emb.word_embeddings.weight[ids] + emb.token_type_embeddings.weight[0]
+        e = w["embeddings.word_embeddings.weight"][run.ids_tensor()] + w["embeddings.token_type_embeddings.weight"][0]
         embeddings = _np(e)
-        positions = {"kind": "learned", "table": _np(emb.position_embeddings.weight[:n])}
-        ln = emb.LayerNorm
-        norm = {"kind": "layer", "weight": _np(ln.weight), "bias": _np(ln.bias), "eps": float(ln.eps)}
+        positions = {"kind": "learned", "table": _np(w["embeddings.position_embeddings.weight"][:n])}
+        norm = {"kind": "layer", "weight": _np(w["embeddings.LayerNorm.weight"]),
+                "bias": _np(w["embeddings.LayerNorm.bias"]), "eps": float(config.layer_norm_eps)}
     else:
         embeddings, positions, norm = run.layer_inputs[layer], None, None
-    wq, wk, wv = (_np(m.weight).T for m in (sa.query, sa.key, sa.value))
-    heads = [{"W_q": _cols(wq, h, dk), "b_q": _vec(sa.query.bias, h, dk),
-              "W_k": _cols(wk, h, dk), "b_k": _vec(sa.key.bias, h, dk),
-              "W_v": _cols(wv, h, dk), "b_v": _vec(sa.value.bias, h, dk)} for h in range(H)]
-    dense = block.attention.output.dense
+    sa = p + "attention.self."
+    wq, wk, wv = (_np(w[f"{sa}{m}.weight"]).T for m in ("query", "key", "value"))
+    bq, bk, bv = (w.get(f"{sa}{m}.bias") for m in ("query", "key", "value"))
+    heads = [{"W_q": _cols(wq, h, dk), "b_q": _vec(bq, h, dk),
+              "W_k": _cols(wk, h, dk), "b_k": _vec(bk, h, dk),
+              "W_v": _cols(wv, h, dk), "b_v": _vec(bv, h, dk)} for h in range(H)]
+    b_o = w.get(p + "attention.output.dense.bias")
     return {"embeddings": embeddings, "positions": positions, "norm": norm, "heads": heads,
-            "kv_heads": None, "W_o": _np(dense.weight).T, "b_o": _np(dense.bias) if dense.bias is not None else None,
-            "mask": "none", "scale": "inv_sqrt_dk"}
+            "kv_heads": None, "W_o": _np(w[p + "attention.output.dense.weight"]).T,
+            "b_o": _np(b_o) if b_o is not None else None, "mask": "none", "scale": "inv_sqrt_dk"}
 
 
 # ---- GPT-2 ---------------------------------------------------------------------------------
@@ -130,27 +131,26 @@ def _gpt2_scale(config: Any, layer: int, dk: int):
     return "none" if scale == 1.0 else {"temperature": scale}
 
 
-def _gpt2_parts(model: Any, config: Any, run: Any, layer: int) -> dict:
-    block = model.h[layer]
-    attn = block.attn
+def _gpt2_parts(w: Any, config: Any, run: Any, layer: int) -> dict:
+    p = f"h.{layer}."
     H, dk = num_heads(config), head_dim(config)
     d = int(config.hidden_size)
     n = len(run.ids)
     if layer == 0:
-        embeddings = _np(model.wte.weight[run.ids_tensor()])
-        positions = {"kind": "learned", "table": _np(model.wpe.weight[:n])}
+        embeddings = _np(w["wte.weight"][run.ids_tensor()])
+        positions = {"kind": "learned", "table": _np(w["wpe.weight"][:n])}
     else:
         embeddings, positions = run.layer_inputs[layer], None
-    ln = block.ln_1
-    norm = {"kind": "layer", "weight": _np(ln.weight), "bias": _np(ln.bias), "eps": float(ln.eps)}
-    w, b = _np(attn.c_attn.weight), _np(attn.c_attn.bias)   # Conv1D: in × out, q|k|v fused
-    wq, wk, wv = w[:, :d], w[:, d:2 * d], w[:, 2 * d:]
-    bq, bk, bv = b[:d], b[d:2 * d], b[2 * d:]
+    norm = {"kind": "layer", "weight": _np(w[p + "ln_1.weight"]), "bias": _np(w[p + "ln_1.bias"]),
+            "eps": float(config.layer_norm_epsilon)}
+    cw, cb = _np(w[p + "attn.c_attn.weight"]), _np(w[p + "attn.c_attn.bias"])   # Conv1D: in × out, q|k|v fused
+    wq, wk, wv = cw[:, :d], cw[:, d:2 * d], cw[:, 2 * d:]
+    bq, bk, bv = cb[:d], cb[d:2 * d], cb[2 * d:]
     heads = [{"W_q": _cols(wq, h, dk), "b_q": bq[h * dk:(h + 1) * dk],
               "W_k": _cols(wk, h, dk), "b_k": bk[h * dk:(h + 1) * dk],
               "W_v": _cols(wv, h, dk), "b_v": bv[h * dk:(h + 1) * dk]} for h in range(H)]
     return {"embeddings": embeddings, "positions": positions, "norm": norm, "heads": heads,
-            "kv_heads": None, "W_o": _np(attn.c_proj.weight), "b_o": _np(attn.c_proj.bias),
+            "kv_heads": None, "W_o": _np(w[p + "attn.c_proj.weight"]), "b_o": _np(w[p + "attn.c_proj.bias"]),
             "mask": "causal", "scale": _gpt2_scale(config, layer, dk)}
 
 
@@ -176,25 +176,23 @@ def _llama_check(config: Any) -> None:
         raise ModelError("its key/value heads do not divide its query heads")
 
 
-def _llama_parts(model: Any, config: Any, run: Any, layer: int) -> dict:
-    block = model.layers[layer]
-    at = block.self_attn
+def _llama_parts(w: Any, config: Any, run: Any, layer: int) -> dict:
+    p = f"layers.{layer}."
     H, hd = num_heads(config), head_dim(config)
-    Hkv = int(config.num_key_value_heads or H)
-    rms = block.input_layernorm
-    eps = getattr(rms, "variance_epsilon", None) or getattr(rms, "eps", None)
-    norm = {"kind": "rms", "weight": _np(rms.weight), "eps": float(eps)}
+    Hkv = int(getattr(config, "num_key_value_heads", None) or H)
+    norm = {"kind": "rms", "weight": _np(w[p + "input_layernorm.weight"]), "eps": float(config.rms_norm_eps)}
     positions = {"kind": "rope", "theta": rope_theta(config), "dims": hd, "layout": "half", "offset": 0}
-    wq, wk, wv = (_np(m.weight).T for m in (at.q_proj, at.k_proj, at.v_proj))
-    heads = [{"W_q": _cols(wq, h, hd), "b_q": _vec(at.q_proj.bias, h, hd)} for h in range(H)]
-    kv = [{"W_k": _cols(wk, g, hd), "b_k": _vec(at.k_proj.bias, g, hd),
-           "W_v": _cols(wv, g, hd), "b_v": _vec(at.v_proj.bias, g, hd)} for g in range(Hkv)]
-    scaling = float(getattr(at, "scaling", hd ** -0.5))
-    scale = "inv_sqrt_dk" if math.isclose(scaling, hd ** -0.5, rel_tol=1e-12) else {"temperature": 1.0 / scaling}
-    o = at.o_proj
+    at = p + "self_attn."
+    wq, wk, wv = (_np(w[f"{at}{m}_proj.weight"]).T for m in ("q", "k", "v"))
+    bq, bk, bv = (w.get(f"{at}{m}_proj.bias") for m in ("q", "k", "v"))
+    heads = [{"W_q": _cols(wq, h, hd), "b_q": _vec(bq, h, hd)} for h in range(H)]
+    kv = [{"W_k": _cols(wk, g, hd), "b_k": _vec(bk, g, hd),
+           "W_v": _cols(wv, g, hd), "b_v": _vec(bv, g, hd)} for g in range(Hkv)]
+    b_o = w.get(at + "o_proj.bias")
+    # transformers' Llama scales by head_dim ** -0.5: the session's inv_sqrt_dk
     return {"embeddings": run.layer_inputs[layer], "positions": positions, "norm": norm, "heads": heads,
-            "kv_heads": kv, "W_o": _np(o.weight).T, "b_o": _np(o.bias) if o.bias is not None else None,
-            "mask": "causal", "scale": scale}
+            "kv_heads": kv, "W_o": _np(w[at + "o_proj.weight"]).T, "b_o": _np(b_o) if b_o is not None else None,
+            "mask": "causal", "scale": "inv_sqrt_dk"}
 
 
 FAMILIES = {

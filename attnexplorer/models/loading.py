@@ -1,66 +1,43 @@
 """Open a model offline, run it on a text, and read one layer out as a version-2 session.
 
-``load_model`` returns a ``LoadedModel`` (the torch module in float32 with eager attention, its
-tokenizer and family); ``LoadedModel.run(text)`` runs the model once and keeps what every view
-needs: the readable tokens, each layer's input (the residual stream entering it), every
-layer's attention weights as the model reports them (``output_attentions``) and every
-attention module's output before the residual add. ``layer_session(run, layer)`` turns one
-layer into the session dict that ``attnexplorer`` files hold.
+``load_model`` returns a ``LoadedModel`` (config, weights by transformers' parameter names,
+tokenizer, and a forward); ``LoadedModel.run(text)`` runs the model once and keeps what every
+view needs: the readable tokens, each layer's input (the residual stream entering it), every
+layer's attention weights, and every attention module's output before the residual add.
+``layer_session(run, layer)`` turns one layer into the session dict that ``attnexplorer``
+files hold.
 
-The hub is forced offline before transformers is imported and every ``from_pretrained`` gets
-``local_files_only=True``: nothing is ever downloaded. A GGUF file is dequantised once (about
-half a minute for SmolLM2) and kept as safetensors in the cache folder (``sources.cache_dir``),
-so later opens read plain float32 weights.
+Two routes, one result. A Hugging Face folder with safetensors and a tokenizer.json (MiniLM,
+SmolLM2's cache, most hub models of the three families) is read without transformers
+(``native.py``) and run with attnexplorer's own forward (``forward.py``): no transformers
+import, which was most of the time an open took. A ``.gguf`` file, or a folder that route
+cannot vouch for, goes through transformers (``hf.py``) with its eager attention and
+``output_attentions``. The tests hold the own forward to transformers' numbers on every family.
+
+Nothing is ever downloaded: transformers runs with the hub forced offline and
+``local_files_only=True``. A GGUF file is dequantised once (about half a minute for SmolLM2) and
+kept as safetensors in the cache folder (``sources.cache_dir``), so later opens read plain
+float32 weights through the fast route.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
 
+from . import hf
 from .families import Family, family_for, head_dim, max_positions, num_heads
-from .sources import ModelError, ModelSource, gguf_cache_folder, missing_dependencies, resolve
+from .sources import Cancelled, ModelError, ModelSource, gguf_cache_folder, missing_dependencies, resolve
 from .tokens import readable_pieces
 
 Progress = Callable[[float, str], None]
 
 CACHE_DONE = "attnexplorer-complete"
 
-
-class Cancelled(Exception):
-    """The caller's ``cancelled()`` said stop between two loading steps."""
-
-
-def _offline() -> None:
-    # Read by huggingface_hub when it is first imported, so set before any transformers import.
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-
-
-def _transformers():
-    problem = missing_dependencies()
-    if problem:
-        raise ModelError(problem)
-    _offline()
-    import transformers
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    return transformers
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__
+OWN, TRANSFORMERS = "attnexplorer", "transformers"
 
 
 @dataclass(frozen=True)
@@ -72,7 +49,7 @@ class ModelRun:
     pieces: tuple[str, ...]
     tokens: tuple[str, ...]
     layer_inputs: tuple[np.ndarray, ...]      # (n × d) entering each layer
-    attentions: np.ndarray                    # (layers, H, n, n), the model's output_attentions
+    attentions: np.ndarray                    # (layers, H, n, n), the model's attention weights
     attention_outputs: np.ndarray             # (layers, n, d), before the residual add
 
     def ids_tensor(self):
@@ -83,20 +60,21 @@ class ModelRun:
 
 @dataclass
 class LoadedModel:
+    """An opened model. ``engine`` says which forward runs it: attnexplorer's own or transformers'."""
+
     source: ModelSource
     family: Family
-    model: Any
-    tokenizer: Any
+    config: Any
+    weights: Any                    # base model tensors by transformers' parameter names
+    tokenizer: Any                  # .encode(text) -> (ids, pieces)
+    forward: Callable[[list[int]], Any]
+    engine: str
     from_cache: bool = False
     notes: list[str] = field(default_factory=list)
 
     @property
-    def config(self) -> Any:
-        return self.model.config
-
-    @property
     def num_layers(self) -> int:
-        return len(self.family.layers(self.model))
+        return int(self.config.num_hidden_layers)
 
     @property
     def num_heads(self) -> int:
@@ -123,65 +101,45 @@ class LoadedModel:
         """The tokenizer's ids and pieces for ``text``; ModelError for an empty or too long text."""
         if not isinstance(text, str) or not text.strip():
             raise ModelError("the text is empty: type a sentence for the model to read")
-        ids = list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+        ids, pieces = self.tokenizer.encode(text)
         limit = min(self.max_positions, 8192)
         if len(ids) > limit:
             raise ModelError(f"the text is {len(ids)} tokens long; {self.source.label} reads at most {limit}")
         if not ids:
             raise ModelError("the text gives no tokens")
-        return ids, list(self.tokenizer.convert_ids_to_tokens(ids))
+        return ids, pieces
 
     def run(self, text: str) -> ModelRun:
         """Run the model once on ``text`` (eager attention, no gradients)."""
-        import torch
-
         ids, pieces = self.tokenize(text)
-        layers = self.family.layers(self.model)
-        inputs: list[Any] = [None] * len(layers)
-        outputs: list[Any] = [None] * len(layers)
-        handles = []
-
-        def grab_input(i):
-            def hook(_module, args, kwargs):
-                inputs[i] = (args[0] if args else kwargs["hidden_states"]).detach()
-            return hook
-
-        def grab_output(i):
-            def hook(_module, _args, out):
-                outputs[i] = (out[0] if isinstance(out, tuple) else out).detach()
-            return hook
-
         try:
-            for i, block in enumerate(layers):
-                handles.append(block.register_forward_pre_hook(grab_input(i), with_kwargs=True))
-                handles.append(self.family.hook_module(block).register_forward_hook(grab_output(i)))
-            with torch.no_grad():
-                kwargs = {"use_cache": False} if self.family.decoder else {}
-                result = self.model(input_ids=torch.tensor([ids]), output_attentions=True, **kwargs)
-        finally:
-            for h in handles:
-                h.remove()
-        attentions = getattr(result, "attentions", None)
-        if not attentions or any(a is None for a in attentions) or any(x is None for x in inputs + outputs):
-            raise ModelError(f"{self.source.label} did not report its attention weights")
+            result = self.forward(ids)
+        except ModelError:
+            raise
+        except RuntimeError as err:   # weights whose shapes do not fit the config
+            raise ModelError(f"{self.source.label} failed to run: {hf.first_line(err)}") from None
         return ModelRun(
             text=text, ids=tuple(ids), pieces=tuple(pieces),
             tokens=tuple(readable_pieces(pieces, self.family.name == "bert")),
-            layer_inputs=tuple(x[0].float().numpy() for x in inputs),
-            attentions=np.stack([a[0].float().numpy() for a in attentions]),
-            attention_outputs=np.stack([o[0].float().numpy() for o in outputs]),
+            layer_inputs=tuple(x.float().numpy() for x in result.layer_inputs),
+            attentions=result.attentions.float().numpy(),
+            attention_outputs=np.stack([o.float().numpy() for o in result.attention_outputs]),
         )
+
+    def layer_parts(self, run: ModelRun, layer: int) -> dict:
+        """Layer ``layer`` of ``run`` as a version-2 session dict holding float32 numpy arrays,
+        which ``session_from_dict`` takes as they are (the window's way in)."""
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.num_layers:
+            raise ModelError(f"layer {layer} is out of range: {self.source.label} has layers 0..{self.num_layers - 1}")
+        session = {"format": "attnexplorer-session", "version": 2, "tokens": list(run.tokens)}
+        session.update(self.family.parts(self.weights, self.config, run, layer))
+        session["source"] = None
+        session["preset"] = None
+        return session
 
     def layer_session(self, run: ModelRun, layer: int) -> dict:
         """Layer ``layer`` of ``run`` as a version-2 session dict (JSON-ready: lists of floats)."""
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.num_layers:
-            raise ModelError(f"layer {layer} is out of range: {self.source.label} has layers 0..{self.num_layers - 1}")
-        parts = self.family.parts(self.model, self.config, run, layer)
-        session = {"format": "attnexplorer-session", "version": 2, "tokens": list(run.tokens)}
-        session.update(parts)
-        session["source"] = None
-        session["preset"] = None
-        return _plain(session)
+        return _plain(self.layer_parts(run, layer))
 
 
 def _plain(value: Any) -> Any:
@@ -203,108 +161,73 @@ def _check(cancelled: Callable[[], bool] | None) -> None:
 
 
 def load_model(spec: str | ModelSource, progress: Progress | None = None,
-               cancelled: Callable[[], bool] | None = None) -> LoadedModel:
+               cancelled: Callable[[], bool] | None = None, engine: str = "auto") -> LoadedModel:
     """Open ``spec`` (minilm, smollm2, a folder or a .gguf file) offline; ModelError says why not.
 
     ``progress(fraction, message)`` is called between steps; ``cancelled()`` is polled there
-    and raises ``Cancelled`` (a step already running, such as dequantising, finishes first).
+    and raises ``Cancelled`` (a step already running, such as reading a file, finishes first).
+    ``engine="auto"`` runs attnexplorer's own forward where the folder allows it;
+    ``engine="transformers"`` always opens the model through transformers, the reference.
     """
+    if engine not in ("auto", TRANSFORMERS):
+        raise ValueError(f"engine must be 'auto' or 'transformers', not {engine!r}")
     say = progress or (lambda _f, _m: None)
+    check = partial(_check, cancelled)
     source = spec if isinstance(spec, ModelSource) else resolve(spec)
-    say(0.02, f"importing transformers for {source.label}")
-    transformers = _transformers()
-    import torch
-
-    _check(cancelled)
+    problem = missing_dependencies()
+    if problem:
+        raise ModelError(problem)
     folder, gguf, from_cache = source.folder, source.gguf, False
     if gguf:
         cached = gguf_cache_folder(source)
         if (cached / CACHE_DONE).is_file():
             folder, gguf, from_cache = cached, None, True
+    notes: list[str] = []
+    if engine == "auto" and not gguf:
+        from . import native
+
+        say(0.1, f"reading {source.label}")
+        try:
+            config, weights, tokenizer = native.open_folder(folder)
+        except native.NotNative as why:
+            notes.append(f"opened through transformers ({why})")
+        else:
+            family = family_for(config)
+            check()
+            if tokenizer is None:
+                say(0.6, f"loading {source.label}'s tokenizer")
+                tokenizer = hf.load_tokenizer(folder, None, source.label)
+            from .forward import forward
+
+            say(1.0, f"{source.label} ready")
+            return LoadedModel(source, family, config, weights, tokenizer, partial(forward, family.name, config, weights),
+                               OWN, from_cache, notes)
+    return _load_with_transformers(source, folder, gguf, from_cache, notes, say, check)
+
+
+def _load_with_transformers(source, folder, gguf, from_cache, notes, say, check) -> LoadedModel:
+    say(0.02, f"importing transformers for {source.label}")
+    hf.transformers_module()
+    check()
     say(0.1, f"reading {source.label}'s configuration")
-    try:
-        config = transformers.AutoConfig.from_pretrained(str(folder), gguf_file=gguf, local_files_only=True)
-    except Exception as err:   # transformers raises ValueError, OSError, KeyError… for bad files
-        raise ModelError(f"{source.label}: cannot read the model's configuration: {_first_line(err)}") from None
+    config = hf.load_config(folder, gguf, source.label)
     family = family_for(config)
-    _check(cancelled)
+    check()
     say(0.2, f"dequantising {source.label} (about half a minute, once)" if gguf else f"loading {source.label}'s weights")
-    try:
-        with _gguf_progress(say, cancelled, 0.2, 0.7):
-            model = transformers.AutoModel.from_pretrained(
-                str(folder), gguf_file=gguf, local_files_only=True, attn_implementation="eager", dtype=torch.float32)
-    except Cancelled:
-        raise
-    except Exception as err:
-        raise ModelError(f"{source.label}: cannot load the weights: {_first_line(err)}") from None
-    model.eval()
-    _check(cancelled)
+    model = hf.load_model(folder, gguf, source.label, say, check)
+    check()
     say(0.75, f"loading {source.label}'s tokenizer")
-    try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf, local_files_only=True)
-    except Exception as err:
-        raise ModelError(f"{source.label}: cannot load the tokenizer: {_first_line(err)}") from None
-    loaded = LoadedModel(source, family, model, tokenizer, from_cache)
+    tokenizer = hf.load_tokenizer(folder, gguf, source.label)
+    loaded = LoadedModel(source, family, model.config, dict(model.state_dict()), tokenizer,
+                         hf.forward_with(model, family), TRANSFORMERS, from_cache, notes)
     if gguf:
         say(0.9, "caching the dequantised weights")
         try:
-            _write_cache(loaded, gguf_cache_folder(source))
+            hf.write_cache(model, tokenizer, source, gguf_cache_folder(source), CACHE_DONE)
         except OSError as err:   # a read-only cache costs speed next time, not correctness
             loaded.notes.append(f"could not cache the dequantised weights: {err.strerror or err}")
     say(1.0, f"{source.label} ready")
     return loaded
-
-
-@contextmanager
-def _gguf_progress(say: Progress, cancelled, start: float, end: float):
-    """Report (and allow cancelling) the dequantisation tensor by tensor.
-
-    transformers walks the GGUF tensors through its module's ``tqdm``, which would print a
-    progress bar on stderr; for the duration of the load that name is pointed at a wrapper that
-    feeds our progress callback instead, and polls ``cancelled`` between tensors.
-    """
-    try:
-        from transformers import modeling_gguf_pytorch_utils as gguf_utils
-    except ImportError:
-        yield
-        return
-    original = getattr(gguf_utils, "tqdm", None)
-
-    def tensors(iterable, desc="", **_kwargs):
-        items = list(iterable)
-        for i, item in enumerate(items):
-            _check(cancelled)
-            if i % 16 == 0:
-                say(start + (end - start) * i / max(len(items), 1), f"dequantising tensor {i + 1} of {len(items)}")
-            yield item
-
-    gguf_utils.tqdm = tensors
-    try:
-        yield
-    finally:
-        gguf_utils.tqdm = original
-
-
-def _write_cache(loaded: LoadedModel, target: Path) -> None:
-    """config.json + model.safetensors + tokenizer files, written aside and moved in whole."""
-    from safetensors.torch import save_file
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
-    try:
-        config = loaded.model.config.to_dict()
-        config.pop("quantization_config", None)
-        (staging / "config.json").write_text(json.dumps(config, indent=1))
-        state = {k: v.detach().contiguous() for k, v in loaded.model.state_dict().items()}
-        save_file(state, str(staging / "model.safetensors"), metadata={"format": "pt"})
-        loaded.tokenizer.save_pretrained(str(staging))
-        (staging / CACHE_DONE).write_text(str(loaded.source.path) + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
 
 
 def import_model(spec: str, text: str, layer: int = 0) -> dict:

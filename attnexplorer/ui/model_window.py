@@ -314,7 +314,7 @@ class ModelController(QObject):
 
         loaded, run = self.window.loaded, self.window.run
         try:
-            session = session_from_dict(loaded.layer_session(run, layer), f"{loaded.source.label} layer {layer}")
+            session = session_from_dict(loaded.layer_parts(run, layer), f"{loaded.source.label} layer {layer}")
         except AttnExplorerError as err:
             self.main_window.show_error("Open model", str(err))
             return False

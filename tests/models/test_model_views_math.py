@@ -52,15 +52,21 @@ def test_bench_rows_read_as_a_report():
     from attnexplorer.bench import format_report
     from attnexplorer.commands.bench_models import format_rows
 
-    rows = [{"model": "minilm", "target_s": 3.0, "seconds": 2.5, "met": True, "tokens": 32, "layers": 6,
-             "heads": 12, "from_cache": False, "import_s": 1.0, "open_s": 0.5, "run_s": 0.4, "paint_s": 0.6},
+    rows = [{"model": "minilm", "target_s": 3.0, "seconds": 1.2, "met": True, "tokens": 32, "layers": 6,
+             "heads": 12, "from_cache": False, "engine": "attnexplorer", "fresh_s": 3.4, "fresh_met": False,
+             "import_s": 1.0, "open_s": 0.5, "run_s": 0.4, "paint_s": 0.6, "load_before": 0.5, "load_after": 1.25,
+             "repeats": 3},
             {"model": "smollm2", "target_s": 5.0, "seconds": None, "met": None, "error": "smollm2 is not installed"}]
     lines = format_rows(rows)
-    assert "  minilm    32 tokens, 6 × 12 thumbnails: 2.50 s (target ≤ 3 s)  ok" in lines
+    assert ("  minilm    32 tokens, 6 × 12 thumbnails, attnexplorer forward: in the app 1.20 s (target ≤ 3 s)  ok"
+            in lines)
+    assert "           in a fresh process 3.40 s  over the target: imports 1.00 s, open 0.50 s, run 0.40 s, " \
+           "window painted 0.60 s" in lines
+    assert "           load average 0.50 before, 1.25 after (3 runs each)" in lines
     assert "  smollm2  not measured: smollm2 is not installed" in lines
     report = format_report({
         "machine": {"cpu": "x", "cores": 2, "torch": "t", "torch_threads": 2, "devices": ["cpu"]},
         "engine": [], "redraw": [], "heatmap": [], "large": {"n": 1, "error": "e"},
         "drag": {"n": 512, "redraws_per_s": 40.0, "median_ms": 25.0, "met": True, "undo_steps": 1},
         "startup": {"error": "e"}, "models": rows, "seconds": 1.0})
-    assert "Real models: open → text run → model view painted" in report
+    assert "Real models: File ▸ Open model… → model view painted" in report

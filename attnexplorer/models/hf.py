@@ -1,0 +1,205 @@
+"""Opening a model through transformers: the reference, the GGUF reader, and the fallback.
+
+attnexplorer runs its own forward (``forward.py``) on what ``native.py`` reads, because
+importing transformers' modeling code alone takes seconds. transformers is still used:
+
+- to read a ``.gguf`` file (it dequantises it; the result is cached as safetensors, so later
+  opens are native);
+- for a folder that ``native.py`` cannot vouch for (no safetensors, an unknown activation or
+  tokenizer class), with the model's own forward and ``output_attentions``;
+- by the tests, as the reference the native route is checked against.
+
+The hub is forced offline while transformers is imported and used (``offline()``), and every
+``from_pretrained`` gets ``local_files_only=True``: nothing is ever downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable
+
+from .forward import Forward
+from .sources import Cancelled, ModelError, ModelSource, missing_dependencies
+
+Progress = Callable[[float, str], None]
+
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
+
+
+@contextmanager
+def offline():
+    """The hub offline for as long as transformers is being used, the user's settings after.
+
+    huggingface_hub reads HF_HUB_OFFLINE when it is first imported, which happens inside this
+    block, so it stays offline in this process afterwards; the variables themselves are put
+    back, so child processes and other libraries see the environment the user started with.
+    """
+    saved = {k: os.environ.get(k) for k in OFFLINE}
+    os.environ.update(OFFLINE)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+def transformers_module():
+    problem = missing_dependencies()
+    if problem:
+        raise ModelError(problem)
+    with offline():
+        import transformers
+
+        transformers.utils.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()
+    return transformers
+
+
+class TransformersTokenizer:
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def encode(self, text: str) -> tuple[list[int], list[str]]:
+        ids = list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+        return ids, list(self.tokenizer.convert_ids_to_tokens(ids))
+
+
+def load_tokenizer(folder: Path, gguf: str | None, label: str) -> TransformersTokenizer:
+    transformers = transformers_module()
+    try:
+        with offline():
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf, local_files_only=True)
+    except Exception as err:
+        raise ModelError(f"{label}: cannot load the tokenizer: {first_line(err)}") from None
+    return TransformersTokenizer(tokenizer)
+
+
+def load_config(folder: Path, gguf: str | None, label: str):
+    transformers = transformers_module()
+    try:
+        with offline():
+            return transformers.AutoConfig.from_pretrained(str(folder), gguf_file=gguf, local_files_only=True)
+    except Exception as err:   # transformers raises ValueError, OSError, KeyError… for bad files
+        raise ModelError(f"{label}: cannot read the model's configuration: {first_line(err)}") from None
+
+
+def load_model(folder: Path, gguf: str | None, label: str, say: Progress, check: Callable[[], None]):
+    """The transformers model in float32 with eager attention (dequantising a GGUF file)."""
+    transformers = transformers_module()
+    import torch
+
+    try:
+        with offline(), _gguf_progress(say, check, 0.2, 0.7):
+            model = transformers.AutoModel.from_pretrained(
+                str(folder), gguf_file=gguf, local_files_only=True, attn_implementation="eager", dtype=torch.float32)
+    except (ModelError, Cancelled):
+        raise
+    except Exception as err:
+        raise ModelError(f"{label}: cannot load the weights: {first_line(err)}") from None
+    model.eval()
+    return model
+
+
+def forward_with(model, family) -> Callable[[list[int]], Forward]:
+    """The model's own forward, with hooks catching each layer's input and attention output."""
+
+    def run(ids: list[int]) -> Forward:
+        import torch
+
+        layers = family.layers(model)
+        inputs: list[Any] = [None] * len(layers)
+        outputs: list[Any] = [None] * len(layers)
+        handles = []
+
+        def grab_input(i):
+            def hook(_module, args, kwargs):
+                inputs[i] = (args[0] if args else kwargs["hidden_states"]).detach()[0]
+            return hook
+
+        def grab_output(i):
+            def hook(_module, _args, out):
+                outputs[i] = (out[0] if isinstance(out, tuple) else out).detach()[0]
+            return hook
+
+        try:
+            for i, block in enumerate(layers):
+                handles.append(block.register_forward_pre_hook(grab_input(i), with_kwargs=True))
+                handles.append(family.hook_module(block).register_forward_hook(grab_output(i)))
+            with torch.no_grad():
+                kwargs = {"use_cache": False} if family.decoder else {}
+                result = model(input_ids=torch.tensor([ids]), output_attentions=True, **kwargs)
+        finally:
+            for h in handles:
+                h.remove()
+        attentions = getattr(result, "attentions", None)
+        if not attentions or any(a is None for a in attentions) or any(x is None for x in inputs + outputs):
+            raise ModelError("the model did not report its attention weights")
+        return Forward(torch.stack([a[0].float() for a in attentions]), inputs, outputs)
+
+    return run
+
+
+@contextmanager
+def _gguf_progress(say: Progress, check: Callable[[], None], start: float, end: float):
+    """Report (and allow cancelling) the dequantisation tensor by tensor.
+
+    transformers walks the GGUF tensors through its module's ``tqdm``, which would print a
+    progress bar on stderr; for the duration of the load that name is pointed at a wrapper that
+    feeds our progress callback instead, and calls ``check`` (which raises when cancelled)
+    between tensors.
+    """
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:
+        yield
+        return
+    original = getattr(gguf_utils, "tqdm", None)
+
+    def tensors(iterable, desc="", **_kwargs):
+        items = list(iterable)
+        for i, item in enumerate(items):
+            check()
+            if i % 16 == 0:
+                say(start + (end - start) * i / max(len(items), 1), f"dequantising tensor {i + 1} of {len(items)}")
+            yield item
+
+    gguf_utils.tqdm = tensors
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
+def write_cache(model, tokenizer: TransformersTokenizer, source: ModelSource, target: Path, done_marker: str) -> None:
+    """config.json + model.safetensors + tokenizer files, written aside and moved in whole."""
+    from safetensors.torch import save_file
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
+    try:
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)
+        (staging / "config.json").write_text(json.dumps(config, indent=1))
+        state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+        save_file(state, str(staging / "model.safetensors"), metadata={"format": "pt"})
+        tokenizer.tokenizer.save_pretrained(str(staging))
+        (staging / done_marker).write_text(str(source.path) + "\n")
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,242 @@
+"""Read a Hugging Face model folder without transformers: config, weights and tokenizer.
+
+Opening MiniLM through transformers cost about 3 s, most of it importing transformers' modeling
+code (which pulls in torch.distributed, torch._dynamo and sympy) before a single weight is
+read. The three supported families are small enough to run with attnexplorer's own forward
+(``forward.py``), so a folder that holds ``config.json``, ``*.safetensors`` and ``tokenizer.json``
+is read here directly: the config as plain attributes with transformers' defaults, the weights
+by transformers' own parameter names (memory-mapped, float32), the tokenizer with the
+``tokenizers`` library set up the way transformers sets it up for that tokenizer class.
+
+Whatever this module cannot vouch for (no safetensors, an activation or tokenizer class it does
+not know, a missing tensor) raises ``NotNative`` with the reason, and the caller opens the
+model through transformers instead: slower, never different. The tests check both routes
+against transformers' own ``output_attentions`` on every supported family.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .families import FAMILIES
+from .sources import ModelError
+
+
+class NotNative(Exception):
+    """This folder needs transformers to be read faithfully; the message says why."""
+
+
+# transformers' defaults for the keys the families and the forward read (checked against
+# BertConfig(), GPT2Config(), LlamaConfig() of transformers 5.24).
+DEFAULTS = {
+    "bert": {"hidden_act": "gelu", "layer_norm_eps": 1e-12, "max_position_embeddings": 512, "is_decoder": False,
+             "add_cross_attention": False, "type_vocab_size": 2},
+    "gpt2": {"activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "scale_attn_weights": True,
+             "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False, "n_inner": None,
+             "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12, "add_cross_attention": False},
+    "llama": {"hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 2048, "attention_bias": False,
+              "mlp_bias": False, "rope_theta": 10000.0},
+}
+# GPT-2's config names its sizes n_*; transformers reads them under the common names too.
+ALIASES = {"gpt2": {"hidden_size": "n_embd", "num_attention_heads": "n_head", "num_hidden_layers": "n_layer",
+                    "max_position_embeddings": "n_positions"}}
+ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
+
+# Where each family's base model starts in a checkpoint (a task model prefixes it: bert., model.…)
+MARKERS = {"bert": "embeddings.word_embeddings.weight", "gpt2": "wte.weight", "llama": "embed_tokens.weight"}
+
+
+class ModelConfig:
+    """config.json as attributes. A key the file leaves out (or sets to null) that transformers
+    would default is given transformers' default; any other missing key is simply absent, so
+    ``getattr(config, key, default)`` behaves as it does on a transformers config."""
+
+    def __init__(self, data: dict):
+        kind = data.get("model_type")
+        values = dict(DEFAULTS.get(kind, {}))
+        values.update({k: v for k, v in data.items() if v is not None})
+        for common, own in ALIASES.get(kind, {}).items():
+            if own in values:
+                values[common] = values[own]
+        self.__dict__.update(values)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def read_config(folder: Path) -> ModelConfig:
+    try:
+        data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ModelError(f"{folder.name}: cannot read config.json: {err}") from None
+    if not isinstance(data, dict):
+        raise ModelError(f"{folder.name}: config.json is not a JSON object")
+    return ModelConfig(data)
+
+
+def check_config(config: ModelConfig) -> None:
+    """NotNative when the forward here does not implement something this config asks for."""
+    kind = config.model_type
+    act = getattr(config, "activation_function" if kind == "gpt2" else "hidden_act", None)
+    if act not in ACTIVATIONS:
+        raise NotNative(f"activation {act!r}")
+    if kind == "llama" and int(getattr(config, "pretraining_tp", 1) or 1) != 1:
+        raise NotNative("pretraining_tp > 1")
+
+
+def _weight_files(folder: Path) -> list[Path]:
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            names = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            raise NotNative("unreadable model.safetensors.index.json") from None
+        return [folder / n for n in names]
+    return sorted(folder.glob("*.safetensors"))
+
+
+def read_weights(folder: Path, kind: str) -> dict[str, Any]:
+    """The base model's tensors by transformers' names, float32; memory-mapped where they are float32 already."""
+    from safetensors import SafetensorError, safe_open
+
+    files = _weight_files(folder)
+    if not files:
+        raise NotNative("no *.safetensors weights")
+    tensors: dict[str, Any] = {}
+    try:
+        for path in files:
+            with safe_open(str(path), framework="pt") as fh:
+                for key in fh.keys():
+                    tensors[key] = fh.get_tensor(key)
+    except (OSError, SafetensorError) as err:
+        raise ModelError(f"{folder.name}: cannot read the weights: {err}") from None
+    marker = MARKERS[kind]
+    prefixes = [k[:-len(marker)] for k in tensors if k.endswith(marker)]
+    if not prefixes:
+        raise NotNative(f"no {marker} in the weights")
+    prefix = min(prefixes, key=len)
+    out = {}
+    for key, value in tensors.items():
+        if not key.startswith(prefix):
+            continue   # a task head (lm_head, cls., pooler of another prefix): not the base model
+        name = key[len(prefix):]
+        if kind == "bert" and "LayerNorm." in name:   # old BERT checkpoints say gamma/beta
+            name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+        out[name] = value if not value.is_floating_point() else value.float()
+    return out
+
+
+def required_weights(config: ModelConfig) -> list[str]:
+    """Every tensor the forward reads, so a missing one is found before running."""
+    kind, layers = config.model_type, int(config.num_hidden_layers)
+    if kind == "bert":
+        names = ["embeddings.word_embeddings.weight", "embeddings.token_type_embeddings.weight",
+                 "embeddings.position_embeddings.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias"]
+        per = ["attention.self.query.weight", "attention.self.key.weight", "attention.self.value.weight",
+               "attention.output.dense.weight", "attention.output.LayerNorm.weight", "attention.output.LayerNorm.bias",
+               "intermediate.dense.weight", "output.dense.weight", "output.LayerNorm.weight", "output.LayerNorm.bias"]
+        return names + [f"encoder.layer.{i}.{p}" for i in range(layers) for p in per]
+    if kind == "gpt2":
+        per = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+               "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
+               "mlp.c_proj.weight", "mlp.c_proj.bias"]
+        return ["wte.weight", "wpe.weight"] + [f"h.{i}.{p}" for i in range(layers) for p in per]
+    per = ["input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+           "self_attn.o_proj.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight",
+           "mlp.up_proj.weight", "mlp.down_proj.weight"]
+    return ["embed_tokens.weight"] + [f"layers.{i}.{p}" for i in range(layers) for p in per]
+
+
+class NativeTokenizer:
+    """The ``tokenizers`` pipeline transformers would build, without transformers."""
+
+    def __init__(self, tokenizer):
+        self._tokenizer = tokenizer
+
+    def encode(self, text: str) -> tuple[list[int], list[str]]:
+        ids = self._tokenizer.encode(text, add_special_tokens=True).ids
+        return list(ids), [self._tokenizer.id_to_token(i) for i in ids]
+
+
+def _tokenizer_config(folder: Path) -> dict:
+    path = folder / "tokenizer_config.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise NotNative("unreadable tokenizer_config.json") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _token(value: Any, default: str) -> str:
+    if isinstance(value, dict):   # an AddedToken written out as an object
+        value = value.get("content")
+    return str(value) if value else default
+
+
+def read_tokenizer(folder: Path, kind: str) -> NativeTokenizer:
+    """tokenizer.json, set up as transformers 5 sets it up for the tokenizer classes known here.
+
+    transformers rebuilds a BERT tokenizer's normaliser, pre-tokeniser and [CLS]/[SEP] template
+    from tokenizer_config.json (``BertTokenizer.__init__``), so that is done here too. A
+    byte-level tokenizer saved as ``TokenizersBackend`` / ``PreTrainedTokenizerFast`` is used
+    as the file has it, unless the config asks transformers to change its BOS/EOS template.
+    Any other class (GPT2Tokenizer, LlamaTokenizer…, which transformers rebuilds its own way)
+    is left to transformers.
+    """
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        raise NotNative("no tokenizer.json")
+    settings = _tokenizer_config(folder)
+    cls = settings.get("tokenizer_class")
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
+
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as err:   # tokenizers raises a bare Exception for a malformed file
+        raise NotNative(f"tokenizer.json: {err}") from None
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    if kind == "bert":
+        if cls not in (None, "BertTokenizer", "BertTokenizerFast"):
+            raise NotNative(f"tokenizer class {cls}")
+        cls_token, sep_token = _token(settings.get("cls_token"), "[CLS]"), _token(settings.get("sep_token"), "[SEP]")
+        cls_id, sep_id = tokenizer.token_to_id(cls_token), tokenizer.token_to_id(sep_token)
+        if cls_id is None or sep_id is None:
+            raise NotNative("no [CLS]/[SEP] in the vocabulary")
+        tokenizer.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=settings.get("tokenize_chinese_chars", True),
+            strip_accents=settings.get("strip_accents"), lowercase=settings.get("do_lower_case", True))
+        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{cls_token}:0 $A:0 {sep_token}:0",
+            pair=f"{cls_token}:0 $A:0 {sep_token}:0 $B:1 {sep_token}:1",
+            special_tokens=[(cls_token, cls_id), (sep_token, sep_id)])
+        return NativeTokenizer(tokenizer)
+    if cls not in (None, "TokenizersBackend", "PreTrainedTokenizerFast"):
+        raise NotNative(f"tokenizer class {cls}")
+    if "add_bos_token" in settings or "add_eos_token" in settings:
+        raise NotNative("tokenizer_config.json sets add_bos_token/add_eos_token")
+    return NativeTokenizer(tokenizer)
+
+
+def open_folder(folder: Path) -> tuple[ModelConfig, dict[str, Any], NativeTokenizer | None]:
+    """(config, weights, tokenizer) read without transformers; tokenizer None when only transformers
+    can build it faithfully. NotNative when the weights or the forward need transformers."""
+    config = read_config(folder)
+    kind = getattr(config, "model_type", None)
+    if kind not in FAMILIES:
+        raise NotNative(f"model type {kind!r}")   # transformers then names what it is, or refuses it
+    check_config(config)
+    weights = read_weights(folder, kind)
+    missing = [name for name in required_weights(config) if name not in weights]
+    if missing:
+        raise NotNative(f"the weights lack {missing[0]}")
+    try:
+        tokenizer = read_tokenizer(folder, kind)
+    except NotNative:
+        tokenizer = None
+    return config, weights, tokenizer
