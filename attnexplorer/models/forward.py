@@ -163,7 +163,22 @@ def _llama(config: Any, w: Mapping[str, torch.Tensor], ids: torch.Tensor) -> For
 FORWARDS = {"bert": _bert, "gpt2": _gpt2, "llama": _llama}
 
 
+# Up to this many tokens the forward runs on one thread: its kernels are then small enough that
+# waking a second thread for each of a few hundred of them costs more than it saves, and on a
+# busy 2-core machine far more (SmolLM2 on 32 tokens: 0.6 s on one thread, 4-12 s on two with
+# the load average at 8). torch's thread count is global, so it is put back after, as the fit does.
+ONE_THREAD_TOKENS = 64
+
+
 def forward(kind: str, config: Any, weights: Mapping[str, torch.Tensor], ids: list[int]) -> Forward:
     """Run the model on one sequence of token ids (no batch), without gradients."""
-    with torch.no_grad():
-        return FORWARDS[kind](config, weights, torch.tensor(ids, dtype=torch.long))
+    threads = torch.get_num_threads()
+    single = len(ids) <= ONE_THREAD_TOKENS and threads > 1
+    if single:
+        torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            return FORWARDS[kind](config, weights, torch.tensor(ids, dtype=torch.long))
+    finally:
+        if single:
+            torch.set_num_threads(threads)
