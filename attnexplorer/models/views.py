@@ -70,3 +70,35 @@ def badge_text(difference: float, tolerance: float = 1e-5) -> str:
     if difference == float("inf"):
         return "edited: the shape no longer matches the model's layer"
     return f"edited: differs from the model by up to {difference:.3g} (weights)"
+
+
+def grid_layout(layers: int, heads: int, width: float, height: float, label_width: float, label_height: float,
+                gap: float, min_cell: int, max_cell: int) -> tuple[int, int]:
+    """(bands, cell) for the model view: the layers folded into ``bands`` side-by-side columns
+    (layers 0…k−1 in the first, k… in the next), each with its own layer labels, and the
+    thumbnails' side in pixels.
+
+    The fold that gives the largest thumbnails while every layer × head fits the room wins
+    (fewer bands on a tie, so a model that fits in one column reads top to bottom): SmolLM2's
+    30 × 9 fits a 1280×800 window in two bands of 15 layers at 40 px, where one band showed
+    half the layers and left two thirds of the width empty. When nothing fits at ``min_cell``
+    (smaller shows no pattern), the widest fold at ``min_cell`` is taken and the rest scrolls.
+    """
+    if layers <= 0 or heads <= 0:
+        return 1, min_cell
+    best: tuple[int, float] | None = None
+    widest = 1
+    for bands in range(1, layers + 1):
+        rows = -(-layers // bands)
+        if bands > 1 and -(-layers // (bands - 1)) == rows:
+            continue   # as many rows as one band fewer: only wider
+        cell_w = (width - bands * label_width - gap) / (heads * bands) - gap
+        cell_h = (height - label_height - gap) / rows - gap
+        if cell_w >= min_cell:
+            widest = bands
+        cell = min(cell_w, cell_h, max_cell)
+        if cell >= min_cell and (best is None or cell > best[1]):
+            best = (bands, cell)
+    if best is None:
+        return widest, min_cell
+    return best[0], int(best[1])

@@ -1,9 +1,11 @@
 """The two pictures of a real model's attention on one text.
 
 - ``ModelGrid``: every layer × head attention pattern as a thumbnail (queries down, keys
-  across, viridis 0…1), layers down the side, heads along the top. Clicking a thumbnail emits
-  ``chosen(layer, head)``. One widget paints all of them (30 × 9 thumbnails for SmolLM2 would
-  be 270 child widgets otherwise); each thumbnail is a QImage made once per run.
+  across, viridis 0…1), layers down the side, heads along the top; a tall model is folded into
+  side-by-side bands of layers so that all of it fits the window (``models.views.grid_layout``).
+  Clicking a thumbnail emits ``chosen(layer, head)``. One widget paints all of them (30 × 9
+  thumbnails for SmolLM2 would be 270 child widgets otherwise); each thumbnail is a QImage made
+  once per run.
 - ``HeadView``: the tokens in two columns (queries left, keys right) joined by lines whose
   opacity is the weight, for one head or all heads in their colours; hovering a token keeps only
   its lines. The line list comes from ``models.views.head_lines`` (tested without Qt).
@@ -17,7 +19,7 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from ..models.views import head_colours, head_lines
+from ..models.views import grid_layout, head_colours, head_lines
 
 _LUT = pg.colormap.get("viridis").getLookupTable(0.0, 1.0, 256, alpha=False).astype(np.uint8)
 
@@ -34,14 +36,15 @@ def _thumbnail(weights: np.ndarray) -> QImage:
 class ModelGrid(QWidget):
     chosen = Signal(int, int)   # layer, head
 
-    MIN_CELL, MAX_CELL = 40, 120
-    GAP = 6
+    MIN_CELL, MAX_CELL = 36, 120
+    GAP = 4
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self._images: list[list[QImage]] = []
         self._selected: tuple[int, int] | None = None
         self.CELL = self.MIN_CELL
+        self.bands = 1
         self.setMouseTracking(True)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
 
@@ -62,61 +65,93 @@ class ModelGrid(QWidget):
         fm = QFontMetrics(self.font())
         return fm.horizontalAdvance("L00 ") + 8, fm.height() + 8
 
-    def _size_for(self, cell: int) -> QSize:
+    def _counts(self) -> tuple[int, int, int]:
+        layers = len(self._images)
+        heads = len(self._images[0]) if layers else 0
+        return layers, heads, -(-layers // self.bands) if layers else 0
+
+    def _band_width(self) -> int:
+        left, _top = self._margins()
+        return left + self._counts()[1] * (self.CELL + self.GAP)
+
+    def _size_for(self, cell: int, bands: int) -> QSize:
         left, top = self._margins()
         layers = len(self._images)
         heads = len(self._images[0]) if layers else 0
+        rows = -(-layers // bands) if layers else 0
         step = cell + self.GAP
-        return QSize(left + heads * step + self.GAP, top + layers * step + self.GAP)
+        return QSize(bands * (left + heads * step) + self.GAP, top + rows * step + self.GAP)
 
     def sizeHint(self) -> QSize:
-        return self._size_for(self.CELL)
+        return self._size_for(self.CELL, self.bands)
 
     def minimumSizeHint(self) -> QSize:
-        # Below this the scroll area scrolls: thumbnails smaller than 40 px show no pattern.
-        return self._size_for(self.MIN_CELL)
+        # Below this the scroll area scrolls: thumbnails smaller than 36 px show no pattern.
+        return self._size_for(self.MIN_CELL, self.bands)
+
+    def _room(self) -> tuple[int, int]:
+        """The space to fill: in a scroll area, its viewport (the grid itself may be taller)."""
+        parent = self.parentWidget()
+        height = parent.height() if parent is not None and parent.height() > 0 else self.height()
+        return self.width(), height
 
     def resizeEvent(self, event) -> None:
+        before = (self.bands, self.CELL)
         self._fit()
         super().resizeEvent(event)
+        if (self.bands, self.CELL) != before:
+            self.updateGeometry()
 
     def _fit(self) -> None:
-        """Thumbnails grow to fill the room (up to 120 px), so 6 × 12 heads are not postage stamps."""
+        """Thumbnails as large as the room allows (up to 120 px), the layers folded into bands
+        when that shows the whole model (so 6 × 12 heads are not postage stamps and 30 × 9 does
+        not scroll)."""
         if self._images:
             left, top = self._margins()
-            fit_w = (self.width() - left - self.GAP) / len(self._images[0]) - self.GAP
-            fit_h = (self.height() - top - self.GAP) / len(self._images) - self.GAP
-            self.CELL = int(max(self.MIN_CELL, min(self.MAX_CELL, fit_w, fit_h)))
+            width, height = self._room()
+            self.bands, self.CELL = grid_layout(len(self._images), len(self._images[0]), width, height,
+                                                left, top, self.GAP, self.MIN_CELL, self.MAX_CELL)
 
     def cell_at(self, x: float, y: float) -> tuple[int, int] | None:
         """(layer, head) under a point, or None between and around the thumbnails."""
+        if not self._images:
+            return None
         left, top = self._margins()
+        layers, heads, rows = self._counts()
+        band_w = self._band_width()
+        band = int(x // band_w)
+        bx = x - band * band_w
         step = self.CELL + self.GAP
-        col, row = int((x - left) // step), int((y - top) // step)
-        if x < left or y < top or not self._images:
+        if bx < left or y < top or not 0 <= band < self.bands:
             return None
-        if row >= len(self._images) or col >= len(self._images[0]):
+        col, row = int((bx - left) // step), int((y - top) // step)
+        layer = band * rows + row
+        if row >= rows or col >= heads or layer >= layers:
             return None
-        if (x - left) - col * step > self.CELL or (y - top) - row * step > self.CELL:
+        if (bx - left) - col * step > self.CELL or (y - top) - row * step > self.CELL:
             return None
-        return row, col
+        return layer, col
 
     def cell_rect(self, layer: int, head: int) -> QRectF:
         left, top = self._margins()
+        rows = self._counts()[2]
+        band, row = divmod(layer, rows) if rows else (0, layer)
         step = self.CELL + self.GAP
-        return QRectF(left + head * step, top + layer * step, self.CELL, self.CELL)
+        return QRectF(band * self._band_width() + left + head * step, top + row * step, self.CELL, self.CELL)
 
     def paintEvent(self, _event) -> None:
         p = QPainter(self)
         p.fillRect(self.rect(), self.palette().base())
         p.setPen(self.palette().text().color())
         left, top = self._margins()
-        for h in range(len(self._images[0]) if self._images else 0):
-            r = self.cell_rect(0, h)
-            p.drawText(QRectF(r.left(), 2, r.width(), top - 4), Qt.AlignmentFlag.AlignCenter, f"H{h}")
+        layers, heads, rows = self._counts()
+        for band in range(self.bands if layers else 0):
+            for h in range(heads):
+                r = self.cell_rect(band * rows, h)
+                p.drawText(QRectF(r.left(), 2, r.width(), top - 4), Qt.AlignmentFlag.AlignCenter, f"H{h}")
         for l, row in enumerate(self._images):
             r = self.cell_rect(l, 0)
-            p.drawText(QRectF(2, r.top(), left - 8, r.height()),
+            p.drawText(QRectF(r.left() - left + 2, r.top(), left - 8, r.height()),
                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, f"L{l}")
             for h, image in enumerate(row):
                 p.drawImage(self.cell_rect(l, h), image)

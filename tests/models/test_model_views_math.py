@@ -70,3 +70,19 @@ def test_bench_rows_read_as_a_report():
         "drag": {"n": 512, "redraws_per_s": 40.0, "median_ms": 25.0, "met": True, "undo_steps": 1},
         "startup": {"error": "e"}, "models": rows, "seconds": 1.0})
     assert "Real models: File ▸ Open model… → model view painted" in report
+
+
+def test_grid_layout_folds_tall_models_into_bands():
+    from attnexplorer.models.views import grid_layout
+
+    # SmolLM2 in a 1280×800 window's model view (about 1250 × 700 px): two bands of 15 layers
+    # fit at 36 px or more; one band would scroll
+    bands, cell = grid_layout(30, 9, 1250, 700, 40, 26, 4, 36, 120)
+    assert bands == 2 and cell >= 36
+    assert 15 * (cell + 4) + 26 + 4 <= 700 and 2 * (9 * (cell + 4) + 40) + 4 <= 1250
+    # MiniLM's 6 × 12 fits in one band, with bigger thumbnails than any fold would give
+    bands, cell = grid_layout(6, 12, 1250, 700, 40, 26, 4, 36, 120)
+    assert bands == 1 and cell > 80
+    # no room at all: the fold stays within the width and the rest scrolls at the smallest size
+    bands, cell = grid_layout(30, 9, 500, 200, 40, 26, 4, 36, 120)
+    assert (bands, cell) == (1, 36)

@@ -60,6 +60,35 @@ def test_grid_paints_each_head_and_reports_clicks(qtbot):
     assert grid.cell_at(1, 1) is None
 
 
+def test_a_tall_model_folds_into_bands_that_fit_the_view(qtbot):
+    from PySide6.QtWidgets import QScrollArea
+
+    grid = ModelGrid()
+    scroll = QScrollArea()
+    scroll.setWidget(grid)
+    scroll.setWidgetResizable(True)
+    qtbot.addWidget(scroll)
+    scroll.resize(1250, 700)
+    att = np.zeros((30, 9, 6, 6))
+    att[..., 0] = 1.0
+    att[20, 3] = np.eye(6)            # layer 20 is in the second band
+    grid.set_attentions(att)
+    scroll.show()
+    qtbot.waitExposed(scroll)
+    qtbot.waitUntil(lambda: grid.bands == 2)
+    assert not scroll.verticalScrollBar().isVisible()     # all 30 layers on screen
+    r = grid.cell_rect(20, 3)
+    assert r.left() > grid.cell_rect(14, 8).right() and r.bottom() <= scroll.viewport().height()
+    image = grid.grab().toImage()
+    step = r.width() / 6
+    on_diag = image.pixelColor(int(r.left() + 4.5 * step), int(r.top() + 4.5 * step))
+    assert on_diag.red() > 200 and on_diag.green() > 200 and on_diag.blue() < 100
+    assert grid.cell_at(r.center().x(), r.center().y()) == (20, 3)
+    with qtbot.waitSignal(grid.chosen) as got:
+        qtbot.mouseClick(grid, Qt.MouseButton.LeftButton, pos=r.center().toPoint())
+    assert got.args == [20, 3]
+
+
 def test_head_view_hover_isolates_a_token(qtbot):
     view = HeadView()
     qtbot.addWidget(view)
