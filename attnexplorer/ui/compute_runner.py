@@ -13,11 +13,13 @@ read) is kept.
 
 from __future__ import annotations
 
+import time
 import weakref
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from ..core.engine import INTERMEDIATES, STAGE_INTERMEDIATES
+from ..core.long import Cancelled
 from ..core.long.result import compute_any
 from ..core.errors import AttnExplorerError
 from ..core.session import Session
@@ -30,6 +32,8 @@ INLINE_CELLS = 512 * 512 * 2
 # Above this many score cells each n×n intermediate is tens of megabytes (16 MB in float32
 # here): only what the on-screen views read is computed and kept.
 LARGE_CELLS = 1 << 22
+# Seconds between progress reports of a long (streamed) compute.
+PROGRESS_S = 0.25
 
 
 def _stop_thread(thread: QThread) -> None:
@@ -39,12 +43,30 @@ def _stop_thread(thread: QThread) -> None:
 
 class _Worker(QObject):
     done = Signal(int, object, object)  # generation, result or None, error text or None
+    progress = Signal(int, float)  # generation, the fraction of a long compute done
+
+    def __init__(self):
+        super().__init__()
+        # The newest generation requested, written by the GUI thread (an int assignment is
+        # atomic): a long compute of an older one stops at its next block of rows.
+        self.newest = 0
 
     @Slot(int, object, str, str, object)
     def run(self, generation: int, session: Session, device: str, dtype: str, keep):
+        shown = [0.0]
+
+        def progress(done: int, n: int, _overviews) -> None:
+            now = time.monotonic()
+            if now - shown[0] >= PROGRESS_S:  # a few updates a second, not one per block
+                shown[0] = now
+                self.progress.emit(generation, done / n)
+
         try:
             # A long session (over the dense memory budget) goes the streamed way (core/long).
-            self.done.emit(generation, compute_any(session, device=device, dtype=dtype, keep=keep), None)
+            self.done.emit(generation, compute_any(session, device=device, dtype=dtype, keep=keep, progress=progress,
+                                                   cancelled=lambda: self.newest != generation), None)
+        except Cancelled:  # a newer request superseded it: its result would be dropped anyway
+            self.done.emit(generation, None, None)
         except AttnExplorerError as err:
             self.done.emit(generation, None, str(err))
         except Exception as err:  # an engine bug must not kill the thread or the window
@@ -54,6 +76,7 @@ class _Worker(QObject):
 class ComputeRunner(QObject):
     finished = Signal(object)  # the AttentionResult of the newest request
     failed = Signal(str)  # why the newest request failed
+    progress = Signal(float)  # the fraction done of the newest request's long compute
     _submit = Signal(int, object, str, str, object)
 
     def __init__(self, parent=None):
@@ -70,6 +93,7 @@ class ComputeRunner(QObject):
         self._worker.moveToThread(self._thread)
         self._submit.connect(self._worker.run)
         self._worker.done.connect(self._on_done)
+        self._worker.progress.connect(self._on_progress)
         self._thread.start()
         # Qt aborts the process when a QThread object is destroyed while its thread runs. A
         # runner dropped without shutdown() (a test, a closed window collected later) must
@@ -101,6 +125,7 @@ class ComputeRunner(QObject):
     def request(self, session: Session) -> None:
         """Compute ``session``; a request not yet finished is superseded."""
         self._generation += 1
+        self._worker.newest = self._generation
         keep = self.keep_for(session)
         job = (self._generation, session, self.device, self.dtype, keep)
         # Inline only while the worker is idle: one compute at a time (the engine patches its
@@ -122,16 +147,22 @@ class ComputeRunner(QObject):
     def drop_in_flight(self) -> None:
         """Drop the result of any request not yet finished (a newer result was published)."""
         self._generation += 1
+        self._worker.newest = self._generation
 
     def _start(self, job) -> None:
         self._busy = True
         self._submit.emit(*job)
 
+    @Slot(int, float)
+    def _on_progress(self, generation: int, fraction: float) -> None:
+        if generation == self._generation:
+            self.progress.emit(fraction)
+
     @Slot(int, object, object)
     def _on_done(self, generation: int, result, error) -> None:
         self._busy = False
         pending, self._pending = self._pending, None
-        if generation == self._generation:
+        if generation == self._generation and (result is not None or error is not None):
             if error is not None:
                 self.failed.emit(error)
             else:

@@ -77,6 +77,7 @@ class SessionDocument(QObject):
         self.runner = ComputeRunner(self)
         self.runner.finished.connect(self._publish)
         self.runner.failed.connect(self._fail)
+        self.runner.progress.connect(self._on_compute_progress)
         if self.runner.partial(session):
             # A large session waits one turn of the event loop, so that the window can say
             # what is on screen first and the first compute keeps only that.
@@ -201,6 +202,8 @@ class SessionDocument(QObject):
         result = self._result
         if result is None or result.session is not self._session:
             return  # the compute on its way (or the next one) uses the new needs
+        if result.streamed is not None:
+            return  # a long input's result (core/long) holds the same whatever the needs
         wanted = INTERMEDIATES if new is None else new
         if any(getattr(result, name) is None and carries(result.session, name) for name in wanted):
             self._recompute_timer.start()  # coalesces a burst of dock changes into one
@@ -245,6 +248,11 @@ class SessionDocument(QObject):
         self.recompute()
 
     # -- computing ----------------------------------------------------------------------
+    def _on_compute_progress(self, fraction: float) -> None:
+        # A long input (core/long) computes for seconds on the worker: say how far it is.
+        self.message.emit(f"Computing {self._session.n:,} tokens × {self._session.heads} heads: "
+                          f"{fraction:.0%} of the rows")
+
     def recompute(self) -> None:
         """Compute the current session; newer requests supersede pending ones."""
         self._recompute_timer.stop()

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from ..core.errors import AttnExplorerError
 from ..core.fit import DEFAULT_LR, Fitter, blocked_cells, check_target, target_for
+from ..core.long.result import is_long
 from .fit_runner import FitRunner
 from .panels.matrix_view import MatrixView
 
@@ -226,6 +227,13 @@ class FitDock(QWidget):
             return
         s = self.document.session
         head = self.document.selection.head
+        refused = self._long_refusal()
+        if refused is not None:
+            # A target is n × n, and the fit runs the dense engine with its gradients.
+            self.shown_target = None
+            self.view.clear_matrix()
+            self._report(refused)
+            return
         try:
             if self.target_kind == "custom":
                 target = check_target(s, self._custom_matrix(), source="the drawn target")
@@ -241,6 +249,14 @@ class FitDock(QWidget):
         self.view.set_matrix(target.matrix, row_labels=s.tokens, col_labels=s.key_tokens, levels=(0.0, 1.0),
                              blocked=blocked, blocked_rows=blocked.all(axis=1))
         self._report("; ".join(target.notes))
+
+    def _long_refusal(self) -> str | None:
+        """Why a fit cannot run on this session (a long input), or None."""
+        s = self.document.session
+        if not is_long(s, self.document.dtype, self.document.device):
+            return None
+        return (f"fitting works on whole n × n matrices: {s.n:,} tokens × {s.heads} heads is a long input "
+                f"(computed in tiles); use fewer tokens or heads to fit")
 
     def _on_target_kind(self) -> None:
         kind = self.target_kind
@@ -335,6 +351,10 @@ class FitDock(QWidget):
             return False
         doc = self.document
         doc.flush()
+        refused = self._long_refusal()
+        if refused is not None:
+            self._report(refused)
+            return False
         dtype = "float64" if doc.dtype == "float64" else "float32"  # half types fit in float32
         try:
             targets = self.targets()

@@ -291,3 +291,13 @@ def test_grouped_query_fit_says_which_other_heads_change(make_window):
     assert "share K/V head 0" in fit.report  # still said when the fit ends
     np.testing.assert_array_equal(doc.session.w_query[1], s.w_query[1])
     assert not np.array_equal(doc.session.w_key, s.w_key)
+
+
+def test_a_long_input_is_refused_by_the_fit_dock_without_building_a_target(make_window, monkeypatch):
+    from attnexplorer.core.long import result as long_result
+
+    monkeypatch.setattr(long_result, "DENSE_BUDGET", 1000)  # every session is a long input
+    window = make_window(n=12)
+    doc, fit = window.document, window.fit
+    assert fit.shown_target is None and "12 tokens × 1 heads is a long input" in fit.report
+    assert not fit.start() and not fit.runner.running and doc.undo_stack.count() == 0

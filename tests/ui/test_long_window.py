@@ -107,3 +107,55 @@ def test_every_panel_draws_a_long_session_without_n_by_n(qtbot, monkeypatch, pos
         window.repaint()
     finally:
         close_window(document, window)
+
+
+def test_a_newer_edit_cancels_a_long_compute_and_progress_is_shown(qtbot, monkeypatch):
+    import attnexplorer.core.long.streamed as stream_module
+    import attnexplorer.ui.compute_runner as runner_module
+    from attnexplorer.core.long import Cancelled
+    from attnexplorer.ui.document import SessionDocument
+
+    monkeypatch.setattr(long_result, "DENSE_BUDGET", 1000)
+    monkeypatch.setattr(stream_module, "BLOCK_BYTES", 1)  # a block per query row
+    monkeypatch.setattr(runner_module, "INLINE_CELLS", 0)
+    monkeypatch.setattr(runner_module, "PROGRESS_S", 0.0)
+    outcomes = []
+    real = long_result.stream
+
+    def recording(*args, **kwargs):
+        try:
+            made = real(*args, **kwargs)
+        except Cancelled:
+            outcomes.append("cancelled")
+            raise
+        outcomes.append("done")
+        return made
+
+    monkeypatch.setattr(long_result, "stream", recording)
+    session = build_preset("random", {"n": 300, "d": 8, "d_k": 4, "d_v": 4, "heads": 2}).session
+    document = SessionDocument(session)
+    messages = []
+    document.message.connect(messages.append)
+    try:
+        assert document.wait_idle(30)
+        outcomes.clear()
+        first = session.replace(embeddings=session.embeddings * 0.5)
+        last = session.replace(embeddings=session.embeddings * 2.0)
+        document.edit(first, "first")
+        document.edit(last, "second")
+        assert document.wait_idle(30)
+        assert outcomes == ["cancelled", "done"]
+        assert document.result.is_for(last) and document.result.streamed is not None
+        assert any(m.startswith("Computing 300 tokens × 2 heads: ") and m.endswith("% of the rows") for m in messages)
+    finally:
+        document.shutdown()
+
+
+def test_a_panel_coming_on_screen_does_not_recompute_a_long_result(long_window, qtbot):
+    document, window = long_window
+    published = []
+    document.result_changed.connect(published.append)
+    for dock in window.docks.values():
+        dock.raise_()
+    qtbot.wait(50)
+    assert document.wait_idle() and published == []

@@ -18,6 +18,6 @@ tests/core/test_long_stream.py checks it on hypothesis-drawn sessions with every
 """
 
 from .pooling import POOLS, Pooled, pool_grid
-from .stream import Cancelled, StreamedResult, stream
+from .streamed import Cancelled, StreamedResult, stream
 
 __all__ = ["POOLS", "Cancelled", "Pooled", "StreamedResult", "pool_grid", "stream"]

@@ -16,7 +16,7 @@ from ..engine import AttentionResult, _mask_and_blocked_rows, compute
 from ..memory import compute_bytes, memory_limit
 from ..session import Session
 from .pooling import pool_grid
-from .stream import MATRICES, stream
+from .streamed import MATRICES, stream
 
 # Dense computes up to this estimate (4,096 tokens × 4 heads, about 1.1 GB, stays dense, as
 # every panel and export there expects); above it, or above half the memory, the streamed path.

@@ -335,14 +335,15 @@ def _rows_per_block(p: _Prepared, fy: int = 1) -> int:
 def stream(session: Session, device: str = "cpu", dtype: str = "float32", *, overviews=("weights",),
            fy: int = 1, fx: int = 1, pool: str = "max", outputs: bool = True,
            progress: Callable | None = None, cancelled: Callable[[], bool] | None = None,
-           block_bytes: int = BLOCK_BYTES) -> StreamedResult:
+           block_bytes: int | None = None) -> StreamedResult:
     """The streamed pass over ``session``: normalisers, head outputs (unless ``outputs`` is
     False) and a pooled overview of each matrix named in ``overviews`` at ``fy`` × ``fx``
     cells per pixel, all from one computation of each block of rows.
 
     ``progress(rows_done, n, overviews_so_far)`` is called after each block; ``cancelled()``
     is asked before each block and ``Cancelled`` raised when it says True. ``block_bytes``
-    bounds each block's buffer (tests make it tiny to cross many block edges). Raises
+    bounds each block's buffer (default ``BLOCK_BYTES``; tests make it tiny to cross many
+    block edges). Raises
     ``EngineError`` as ``compute`` does (device, dtype, overflow, a device failure).
     """
     if not isinstance(session, Session):
@@ -352,6 +353,7 @@ def stream(session: Session, device: str = "cpu", dtype: str = "float32", *, ove
     torch = _torch()
     dev, tdtype = resolve(device, dtype)
     fy, fx = max(1, int(fy)), max(1, int(fx))
+    block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
     start = time.perf_counter()
     info = torch.finfo(tdtype)
     factor = session.scale.factor(session.d_k)
