@@ -53,6 +53,9 @@ def _cached(cache: OrderedDict, size: int, arrays: tuple, key: tuple, build):
             if ref() is not a:
                 break
         else:
+            # Least recently used goes first: the bounds of W_k and W_v, made once and read
+            # on every edit of W_q, must not age out behind the entries each edit adds.
+            cache.move_to_end(key)
             return value
     value = build()
     for a in arrays:
@@ -148,9 +151,16 @@ def _max_abs(a: np.ndarray) -> float:
             hit = _BOUNDS.get((id(base), "max"))
             if hit is not None and hit[0][0]() is base:
                 return max(hit[1], float(np.abs(a.reshape(-1)[flat]).max(initial=0.0)))
-        return float(np.abs(a).max(initial=0.0))
+        return _largest_magnitude(a)
 
     return _cached(_BOUNDS, _BOUNDS_SIZE, (a,), (id(a), "max"), build)
+
+
+def _largest_magnitude(a: np.ndarray) -> float:
+    """max |a| without a temporary the size of ``a`` (32 MB for 16 heads of 512 × 512)."""
+    if a.size == 0:
+        return 0.0
+    return max(float(a.max()), -float(a.min()), 0.0)
 
 
 def _max_row_sum(a: np.ndarray) -> float:

@@ -148,3 +148,25 @@ def test_an_edit_is_patched_into_the_device_weights_and_computes_like_a_fresh_se
         got = device_inputs.projection_weights(t, tdtype, dev)
         assert torch.equal(got, expected)
         np.testing.assert_array_equal(compute(t, dtype="float64").output, compute(fresh, dtype="float64").output)
+
+
+
+def test_a_cached_value_in_use_outlives_newer_entries():
+    # Regression: the caches dropped their oldest entries first, so after about fifteen W_q
+    # edits the bounds of W_k and W_v (made once, read on every edit) were made again from
+    # every weight, with a temporary as large as W_k. The least recently used goes first now.
+    from collections import OrderedDict
+
+    def frozen(value):
+        a = np.full((2, 2), float(value))
+        a.flags.writeable = False
+        return a
+
+    cache, kept = OrderedDict(), frozen(0)
+    builds, others = [], []
+    for k in range(100):
+        device_inputs._cached(cache, 4, (kept,), (id(kept), "max"), lambda: builds.append(1) or 0.0)
+        others.append(frozen(k + 1))  # each edit adds an entry of its own
+        device_inputs._cached(cache, 4, (others[-1],), (id(others[-1]), "max"), lambda: 1.0)
+    assert len(builds) == 1
+    assert len(cache) == 4
