@@ -62,3 +62,24 @@ def test_a_long_compute_can_be_cancelled():
 
     with pytest.raises(Cancelled):
         compute_long(small_session(), cancelled=lambda: True)
+
+
+def test_explain_works_on_a_long_result_as_on_the_dense_one():
+    from attnexplorer.core.explain import explain_cell, explain_output
+    from attnexplorer.core.stages import Positions
+
+    session = small_session(mask=Mask("causal"), w_out=True).replace(positions=Positions("alibi"))
+    dense, long = compute(session, dtype="float64"), compute_long(session, dtype="float64")
+    assert long.weights is None
+    for ours, theirs in ((explain_cell(long, 1, 3, 2), explain_cell(dense, 1, 3, 2)),
+                         (explain_output(long, 0, 4), explain_output(dense, 0, 4))):
+        for name, value in vars(theirs).items():
+            mine = vars(ours)[name]
+            if name == "terms":  # (key, token, weight, value, contribution) per key
+                assert [(t.key, t.token) for t in mine] == [(t.key, t.token) for t in value]
+                for a, b in zip(mine, value):
+                    np.testing.assert_allclose(a.contribution, b.contribution, rtol=1e-12, atol=1e-12)
+            elif isinstance(value, (np.ndarray, float)):
+                np.testing.assert_allclose(mine, value, rtol=1e-12, atol=1e-12, err_msg=name)
+            else:
+                assert mine == value, name
