@@ -45,8 +45,10 @@ LATENCY_MS = 5000
 # writes take long, never less than MIN_DEADLINE_MS).
 MAX_DELAY_MS = 4000
 MIN_DEADLINE_MS = 500
-# Sessions with more numbers than this are written off the GUI thread (about 20 ms of JSON).
-BACKGROUND_NUMBERS = 64 * 1024
+# Sessions with more numbers than this are written off the GUI thread (a few ms of JSON; at
+# 64 K numbers a write took 20 ms on an idle machine and 40 ms under load, a visible stall
+# every few seconds of a fit that changes the session on every frame).
+BACKGROUND_NUMBERS = 8 * 1024
 # While a background write is still running, look again this often.
 _BUSY_RETRY_MS = 50
 # A scan by another window holds a lock for a moment: try this many times before giving up.

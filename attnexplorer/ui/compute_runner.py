@@ -143,15 +143,18 @@ class ComputeRunner(QObject):
             return None
         return tuple(name for name in INTERMEDIATES + STAGE_INTERMEDIATES if name in self.needs)
 
-    def request(self, session: Session) -> None:
-        """Compute ``session``; a request not yet finished is superseded."""
+    def request(self, session: Session, background: bool = False) -> None:
+        """Compute ``session``; a request not yet finished is superseded. ``background``: on
+        the worker whatever the size (a live fit: its training thread keeps a core busy, so
+        even a "small" compute takes longer than a frame on the GUI thread)."""
         self._generation += 1
         self._worker.newest = self._generation
         keep = self.keep_for(session)
         job = (self._generation, session, self.device, self.dtype, keep)
         # Inline only while the worker is idle: one compute at a time (the engine patches its
         # cached device weights in place, so two computes must not overlap).
-        if session.heads * session.n * session.n <= INLINE_CELLS and self.device == "cpu" and not self._busy:
+        if (not background and session.heads * session.n * session.n <= INLINE_CELLS and self.device == "cpu"
+                and not self._busy):
             self._pending = None
             try:
                 result = _compute_on_one_thread(session, self.device, self.dtype, keep)

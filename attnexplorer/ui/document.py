@@ -238,14 +238,14 @@ class SessionDocument(QObject):
             self.runner.dtype = dtype
         self.recompute()
 
-    def _set(self, session: Session) -> None:
+    def _set(self, session: Session, background: bool = False) -> None:
         self._session = session
         clamped = self._selection.clamp(session)
         self.session_changed.emit(session)
         if clamped != self._selection:
             self._selection = clamped
             self.selection_changed.emit(clamped)
-        self.recompute()
+        self.recompute(background)
 
     # -- computing ----------------------------------------------------------------------
     def _on_compute_progress(self, fraction: float) -> None:
@@ -253,10 +253,11 @@ class SessionDocument(QObject):
         self.message.emit(f"Computing {self._session.n:,} tokens × {self._session.heads} heads: "
                           f"{fraction:.0%} of the rows")
 
-    def recompute(self) -> None:
-        """Compute the current session; newer requests supersede pending ones."""
+    def recompute(self, background: bool = False) -> None:
+        """Compute the current session; newer requests supersede pending ones.
+        ``background``: on the compute thread whatever the size (see ``ComputeRunner.request``)."""
         self._recompute_timer.stop()
-        self.runner.request(self._session)
+        self.runner.request(self._session, background)
 
     def _publish(self, result: AttentionResult) -> None:
         self.last_error = None

@@ -54,6 +54,8 @@ class FitDock(QWidget):
         self._stale = False  # the session or selection changed while the dock was hidden
         self.report = ""
         self._notes: tuple[str, ...] = ()  # what the running fit changes besides its heads (shared K/V)
+        self._curve = np.empty((0, 2))  # (step, loss) of the loss curve, grown by doubling
+        self._curve_count = 0
 
         self.target_combo = QComboBox()
         for key, label in TARGETS:
@@ -365,6 +367,7 @@ class FitDock(QWidget):
             self._report(str(err))
             return False
         self.loss_curve.setData([], [])
+        self._curve_count = 0
         heads = ", ".join(map(str, sorted(targets)))
         self._notes = fitter.notes
         self._report("; ".join(fitter.notes))
@@ -379,10 +382,19 @@ class FitDock(QWidget):
 
     def _on_progress(self, progress) -> None:
         history = self.runner.history
-        if history:
-            steps = np.fromiter((p[0] for p in history), float, len(history))
-            losses = np.fromiter((max(p[1], 1e-12) for p in history), float, len(history))
-            self.loss_curve.setData(steps, losses)
+        if len(history) > self._curve_count:
+            # Only the points since the last frame are converted: a long fit's history grows
+            # by thousands of points, and converting all of it on every frame grew with it.
+            new = history[self._curve_count:]
+            end = self._curve_count + len(new)
+            if end > len(self._curve):
+                grown = np.empty((max(2 * len(self._curve), end, 1024), 2))
+                grown[: self._curve_count] = self._curve[: self._curve_count]
+                self._curve = grown
+            self._curve[self._curve_count:end, 0] = [p[0] for p in new]
+            self._curve[self._curve_count:end, 1] = [max(p[1], 1e-12) for p in new]
+            self._curve_count = end
+            self.loss_curve.setData(self._curve[:end, 0], self._curve[:end, 1])
         self.status_label.setText(f"step {progress.step}/{self.runner.fitter.steps} · loss {progress.loss:.3g} · "
                                   f"max |w − t| {progress.max_error:.2g}")
         self.status_label.setToolTip("loss: mean over query rows of KL(target ‖ weights); "

@@ -6,7 +6,9 @@ most every ``FRAME_S`` it leaves a snapshot (the session with the weights reache
 one-place mailbox, replacing one not yet taken. A GUI timer at the same rate takes whatever
 is there, so stale snapshots are dropped, never queued, and the GUI is never asked to draw
 faster than the screen. Each snapshot is shown through one ``LiveEdit``: the whole fit is one
-undo step, and Stop keeps the weights reached.
+undo step, and Stop keeps the weights reached. Its result is computed on the document's compute
+thread (never inline on the GUI thread), and the next snapshot is taken only once that result
+is in: the window draws as fast as it can, never more than it can.
 
 Anything else that changes the session meanwhile (an edit, an undo, opening a file) detaches
 the live edit: the fit stops, keeping in its undo step what was shown until then.
@@ -36,10 +38,14 @@ class _Mailbox:
         self.progress = None
         self.final = False
 
-    def take(self):
+    def take(self, session: bool = True):
+        """(session or None, points, progress, final); ``session`` False leaves the snapshot
+        for a later take (the window has not drawn the previous one yet)."""
         with self.lock:
-            out = (self.session, self.points, self.progress, self.final)
-            self.session, self.points = None, []
+            out = (self.session if session else None, self.points, self.progress, self.final)
+            self.points = []
+            if session:
+                self.session = None
             return out
 
 
@@ -141,7 +147,8 @@ class FitRunner(QObject):
             self._thread.running.set()
 
     def wait(self, timeout_s: float = 30.0) -> bool:
-        """Process frames until the fit has finished (tests, closing the window)."""
+        """Process frames until the fit has finished and the window shows its last weights
+        (tests, closing the window)."""
         from PySide6.QtCore import QCoreApplication
 
         end = time.monotonic() + timeout_s
@@ -150,7 +157,7 @@ class FitRunner(QObject):
             if time.monotonic() > end:
                 return False
             time.sleep(0.002)
-        return True
+        return self.document.wait_idle(max(0.0, end - time.monotonic()))
 
     def shutdown(self) -> None:
         """Stop and join the worker (the window is closing); nothing more is shown."""
@@ -171,7 +178,12 @@ class FitRunner(QObject):
     def _on_frame(self) -> None:
         if self._box is None:
             return
-        session, points, progress, final = self._box.take()
+        # A new snapshot only once the previous one's result is drawn: while the compute
+        # thread is busy, showing another would only queue work (and table updates) that the
+        # next snapshot replaces. The fit's final weights wait their turn the same way.
+        session, points, progress, final = self._box.take(session=not self.document.computing)
+        if final and session is None and self._box.session is not None:
+            final = False  # the last snapshot is still to be shown: finish on a later frame
         self.history.extend(points)
         if session is not None and not self._live.show(session):
             if not final:

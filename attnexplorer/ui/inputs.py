@@ -140,6 +140,7 @@ class TokensPage(QWidget):
         session = document.session
 
         self.sentence = QLineEdit()
+        self._tokenized: tuple[str | None, tuple | None] = (None, None)  # (text, its tokens) last seen
         self.sentence.setPlaceholderText(SENTENCE_HINT)
         self.sentence.setToolTip("Enter splits the sentence into words and punctuation. Tokens that stay "
                                  "keep their embeddings; new ones get rows from the embedding source.")
@@ -306,10 +307,13 @@ class TokensPage(QWidget):
         if self.d_spin.value() != session.d:  # setting the same value again still repaints
             with QSignalBlocker(self.d_spin):
                 self.d_spin.setValue(session.d)
-        try:
-            current = tokenize(self.sentence.text())
-        except AttnExplorerError:
-            current = None
+        text = self.sentence.text()
+        if self._tokenized[0] != text:  # tokenizing 512 words on every frame of a fit costs ms
+            try:
+                self._tokenized = (text, tokenize(text))
+            except AttnExplorerError:
+                self._tokenized = (text, None)
+        current = self._tokenized[1]
         if current != session.tokens:
             with QSignalBlocker(self.sentence):
                 self.sentence.setText(detokenize(session.tokens) if session.n <= MAX_SENTENCE_TOKENS else "")

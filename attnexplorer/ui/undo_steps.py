@@ -97,7 +97,9 @@ class LiveEdit:
         # The step records the change from before the live edit to what is shown now.
         self._command.change = SessionChange(self.before, session)
         self._shown = session
-        self._doc._set(session)
+        # Computed on the worker: a live edit (a fit) keeps a core busy, and its frames come
+        # faster than an inline compute leaves the window time to draw.
+        self._doc._set(session, background=True)
         return True
 
 

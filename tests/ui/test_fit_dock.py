@@ -301,3 +301,19 @@ def test_a_long_input_is_refused_by_the_fit_dock_without_building_a_target(make_
     doc, fit = window.document, window.fit
     assert fit.shown_target is None and "12 tokens × 1 heads is a long input" in fit.report
     assert not fit.start() and not fit.runner.running and doc.undo_stack.count() == 0
+
+
+def test_what_a_fit_shows_is_computed_on_the_worker_thread(make_window, qtbot):
+    # A fit keeps a core busy, so even a small session's result is computed off the GUI
+    # thread while it is shown live (an ordinary edit of it is computed inline).
+    window = make_window()
+    doc = window.document
+    live = doc.live_edit("Fit")
+    shown = doc.session.replace(w_query=doc.session.w_query * 2.0)
+    assert live.show(shown)
+    assert doc.session is shown and doc.computing
+    assert doc.result.session is not shown  # not computed on the spot
+    qtbot.waitUntil(lambda: doc.result.session is shown, timeout=10000)
+    edited = shown.replace(w_key=shown.w_key * 2.0)
+    doc.edit(edited, "Edit W_k")
+    assert not doc.computing and doc.result.session is edited
