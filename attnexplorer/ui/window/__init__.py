@@ -6,8 +6,9 @@
   tab behind the first main panel. To place it elsewhere, name its kind in one of the rows at
   the top of ``docks.py`` (``MAIN_KINDS``, ``DETAIL_KINDS``, ``CONTEXT_KINDS``).
 - a **dock that is not a result panel** (like Inputs, Controls, Fit): make its widget in
-  ``MainWindow.__init__`` (``main_window.py``), pass it to ``DockLayout`` and add it there with
-  ``_add`` (``docks.py``); place it in ``DockLayout.arrange_default``.
+  ``MainWindow.__init__`` (``main_window.py``), pass it to ``DockLayout`` and add it in
+  ``DockLayout.__init__`` beside the others (``docks.py``); place it in
+  ``DockLayout.arrange_default``. Its View menu entry comes with it.
 - a **menu entry**: ``menus.build_menus``; its handler is a method of ``MainWindow`` that calls
   the module doing the work (``exports``, ``dialogs``, or ``SessionActions`` for the session's
   File actions); an edit of the session is an undoable action in ``ui/user_actions.py``.
