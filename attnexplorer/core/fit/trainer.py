@@ -181,13 +181,9 @@ class Fitter:
         if single_thread is None:
             single_thread = session.heads * session.n * session.n <= SMALL_PROBLEM
         self._single_thread = dev.type == "cpu" and single_thread
-        opt = torch.optim.Adam if self.optimizer_name == "adam" else torch.optim.SGD
-        try:
-            # One fused kernel per step instead of a handful per parameter: about 20 % more
-            # steps per second at n = 16. Older torch builds have no fused CPU optimisers.
-            self._opt = opt(self._trained, lr=self.lr, fused=True)
-        except (RuntimeError, TypeError, ValueError):
-            self._opt = opt(self._trained, lr=self.lr)
+        # Made by the first step, on the thread that runs the fit: torch's first optimiser
+        # imports torch._dynamo, 1.5 s of imports that would freeze the window at Start.
+        self._opt = None
         self._check_same_as_engine(session, device, dtype)
         self.step_count = 0
         self._good = {k: v.detach().clone() for k, v in self._params.items()}
@@ -196,6 +192,16 @@ class Fitter:
         self.best_loss = math.inf
         self._history: list[float] = []  # best loss after each step, for the plateau rule
         self.last: FitProgress | None = None
+
+    def _make_optimizer(self):
+        torch = self._torch
+        opt = torch.optim.Adam if self.optimizer_name == "adam" else torch.optim.SGD
+        try:
+            # One fused kernel per step instead of a handful per parameter: about 20 % more
+            # steps per second at n = 16. Older torch builds have no fused CPU optimisers.
+            return opt(self._trained, lr=self.lr, fused=True)
+        except (RuntimeError, TypeError, ValueError):
+            return opt(self._trained, lr=self.lr)
 
     def _check_same_as_engine(self, session: Session, device: str, dtype: str) -> None:
         """Refuse a session whose weights the fit's inputs would not reproduce. The inputs are
@@ -298,6 +304,8 @@ class Fitter:
             self._torch.set_num_threads(threads)
 
     def _step(self) -> FitProgress:
+        if self._opt is None:
+            self._opt = self._make_optimizer()
         self._opt.zero_grad(set_to_none=True)
         loss_t, weights = self._forward()
         loss = float(loss_t.detach())
