@@ -238,3 +238,19 @@ def test_the_current_source_token_is_the_selected_key(panel, doc):
     assert doc.selection.key == 1
     doc.set_selection(key=2)
     assert page.token_view.currentIndex().row() == 2
+
+
+def test_the_source_token_model_passes_the_model_tester(qtmodeltester, doc):
+    from attnexplorer.ui import user_actions
+    from attnexplorer.ui.source_inputs import SourceTokenModel
+
+    model = SourceTokenModel(doc)
+    assert model.rowCount() == 0  # no source: no rows
+    qtmodeltester.check(model)
+    user_actions.set_source(doc)
+    user_actions.toggle_padding(doc, 1)
+    assert model.rowCount() == doc.session.source.n
+    assert model.data(model.index(1, model.BLOCKED), Qt.ItemDataRole.CheckStateRole) == Qt.CheckState.Checked
+    qtmodeltester.check(model)
+    assert not model.setData(model.index(0, model.TEXT), "  ")  # no text: refused
+    assert doc.session.source.tokens[0] == doc.session.tokens[0]
