@@ -250,3 +250,11 @@ def test_alibi_panel_draws_a_window_around_the_query_when_the_result_has_no_bias
         assert (doc.selection.query, doc.selection.key) == (5, 4)
     finally:
         alibi_panel.WINDOW = old
+
+
+def test_with_no_key_selected_the_rope_panel_draws_the_key_the_query_weights_most(make_doc, qtbot):
+    doc = make_doc(build_preset("rope").session)
+    panel = shown(qtbot, RopePanel(doc), (480, 380))
+    doc.set_selection(query=4, key=None)
+    assert panel.drawn.key_position == 3  # the previous-token head: 'the' looks at 'on'
+    assert panel.heading.text == "RoPE: 'the' (position 4) and 'on' (position 3, weighted most)"

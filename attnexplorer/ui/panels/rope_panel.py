@@ -151,8 +151,8 @@ class RopePanel(FigurePanel):
         result = self.document.result
         if result is None or not self.applies_to(result.session):
             return
-        head, query, key = clamp_selection(self.document, result)
-        key = chosen_key(result, head, query, key)
+        head, query, selected = clamp_selection(self.document, result)
+        key = chosen_key(result, head, query, selected)
         pair = rope_pair(result, head, query, key, self._pair)
         if pair is None:
             return
@@ -185,8 +185,9 @@ class RopePanel(FigurePanel):
         qt, kt = result.tokens[query], result.key_tokens[key]
         heads = result.Q.shape[0]
         where = f" — head {head}" if heads > 1 else ""
+        which = "" if selected is not None else ", weighted most"  # no key selected: as Explain
         self.set_heading(f"RoPE: {qt!r} (position {pair.query_position}) and {kt!r} "
-                         f"(position {pair.key_position}){where}")
+                         f"(position {pair.key_position}{which}){where}")
         # Short lines: a label's minimum width is half its longest line, and a long one would
         # push the angle table out of a narrow dock.
         self.note.setText(
