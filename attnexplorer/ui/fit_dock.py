@@ -75,7 +75,7 @@ class FitDock(QWidget):
                                on_drag=self._on_drag, on_hover=self._on_hover)
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.addItem(self.view)
-        self.canvas.setMinimumSize(180, 150)
+        self.canvas.setMinimumSize(150, 130)
 
         self.train_q = QCheckBox("W_q")
         self.train_k = QCheckBox("W_k")
@@ -102,7 +102,7 @@ class FitDock(QWidget):
         self.loss_plot.setLogMode(x=False, y=True)
         self.loss_plot.setLabel("bottom", "step")
         self.loss_plot.setLabel("left", "loss (KL)")
-        self.loss_plot.setMinimumSize(160, 150)
+        self.loss_plot.setMinimumSize(150, 130)
         self.loss_plot.setMenuEnabled(False)
         self.loss_curve = self.loss_plot.plot([], [], pen=pg.mkPen("#1f77b4", width=2))
         self.loss_plot.getPlotItem().setClipToView(True)
@@ -141,12 +141,15 @@ class FitDock(QWidget):
         for box in (self.train_q, self.train_k, self.train_b):
             trains.addWidget(box)
         trains.addStretch(1)
-        grid.addLayout(trains, 2, 1)
-        grid.addWidget(self.optimizer_combo, 2, 2, 1, 2)
-        grid.addWidget(QLabel("lr"), 3, 0)
-        grid.addWidget(self.lr_spin, 3, 1)
-        grid.addWidget(QLabel("Steps"), 3, 2)
-        grid.addWidget(self.steps_spin, 3, 3)
+        grid.addLayout(trains, 2, 1, 1, 3)
+        # The optimiser, lr and steps on two rows: on one they made the dock wider than the
+        # left column of a 1280×800 window, and Stop and the steps box were cut off.
+        grid.addWidget(QLabel("Optimiser"), 3, 0)
+        grid.addWidget(self.optimizer_combo, 3, 1)
+        grid.addWidget(QLabel("lr"), 3, 2)
+        grid.addWidget(self.lr_spin, 3, 3)
+        grid.addWidget(QLabel("Steps"), 4, 0)
+        grid.addWidget(self.steps_spin, 4, 1)
         grid.setColumnStretch(1, 1)
         controls = QHBoxLayout()
         for b in (self.start_button, self.pause_button, self.stop_button):

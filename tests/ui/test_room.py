@@ -85,3 +85,25 @@ def test_on_a_wide_screen_the_plots_get_the_width(window_at):
     assert INPUTS_WIDTH[0] - 20 <= inputs <= INPUTS_WIDTH[1] + 20, inputs
     weights = window.docks["weights"].width()
     assert weights > inputs * 1.3, (weights, inputs)
+
+
+@pytest.mark.parametrize("size", [(1280, 770), (1920, 1050)])
+def test_the_fit_tab_brought_forward_shows_all_its_controls_and_its_plots(qtbot, window_at, size):
+    # At 1280×800 the Fit dock was a third of the left column's height and wider than it: the
+    # steps box and Stop were cut off behind a horizontal scroll bar and the loss curve was a
+    # few pixels high.
+    window = window_at("pronoun", size)
+    fit = window.docks["fit"]
+    fit.raise_()
+    qtbot.waitUntil(lambda: fit.height() >= 400, timeout=5000)
+    scroll = fit.widget()
+    QApplication.processEvents()
+    assert not scroll.horizontalScrollBar().isVisible()
+    dock = scroll.widget()
+    for widget in (dock.steps_spin, dock.stop_button, dock.loss_plot, dock.canvas):
+        assert widget.isVisible()
+        right = widget.mapTo(scroll.viewport(), widget.rect().bottomRight())
+        assert 0 <= right.x() <= scroll.viewport().width() and 0 <= right.y() <= scroll.viewport().height()
+    assert dock.loss_plot.height() >= 130
+    # The inputs keep part of the column, and the Controls tab raised again leaves the sizes.
+    assert window.docks["inputs"].height() >= 200

@@ -24,6 +24,9 @@ DETAIL_KINDS = ("query", "explain")
 # sine signal beside the weights; RoPE's pair plane and offset beside the scaled scores, which
 # the offset leaves unchanged).
 FRONT_KINDS = ("signal", "rope")
+# The height the Fit dock grows to when its tab comes forward (its rows, the target and the
+# loss curve); at most two thirds of the left column, so the inputs' tables stay in view.
+FIT_HEIGHT = 470
 
 # The Inputs dock's default width in px (at least, at most): its tables need about 400 px.
 INPUTS_WIDTH = (380, 440)
@@ -51,6 +54,7 @@ class DockLayout:
         self._add("inputs", "Inputs", _scrolling(inputs))
         self._add("controls", "Controls", _scrolling(controls))
         self._add("fit", "Fit", _scrolling(fit))
+        self.docks["fit"].visibilityChanged.connect(self._on_fit_visibility)
         for panel in panels:
             # The tab shows the short title (long ones were cut to "Queries …"); the View menu
             # and the tooltip the full one.
@@ -190,6 +194,22 @@ class DockLayout:
         """The window is shown: from now on, tell the document what the panels on screen read."""
         self._started = True
         self.update_needs()
+
+    def _on_fit_visibility(self, visible: bool) -> None:
+        """The Fit tab brought forward gets the height its target and loss curve need.
+
+        It shares the left column with the inputs, which keep most of it; a fit's heatmap
+        and loss curve were then a few pixels high. Only a Fit dock shorter than it needs
+        grows, so a height the user chose is kept."""
+        fit, inputs = self.docks["fit"], self.docks["inputs"]
+        if not visible or fit.isFloating() or not inputs.isVisible() or not self.window.isVisible():
+            return
+        if self.window.dockWidgetArea(fit) != self.window.dockWidgetArea(inputs):
+            return
+        total = fit.height() + inputs.height()
+        wanted = min(FIT_HEIGHT, int(total * 0.66))
+        if fit.height() < wanted:
+            self.window.resizeDocks([inputs, fit], [total - wanted, wanted], Qt.Orientation.Vertical)
 
     def _on_dock_visibility(self, kind: str, visible: bool) -> None:
         # Qt says this for a dock shown or hidden and for a tab brought to the front or covered.
