@@ -18,13 +18,13 @@ Consistency rules a caller may rely on:
 
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import replace
 from typing import Callable, Sequence
 
 import numpy as np
 
+from . import token_sequence
 from .errors import SessionError
 from .session import MAX_DIM, MAX_HEADS, Mask, Scale, Session, with_values
 from .stages import alibi_slopes
@@ -178,24 +178,23 @@ def _remap_mask(mask: Mask, mapping: Sequence[int | None], n_keys: int | None = 
     return mask
 
 
-def _reorder(session: Session, tokens: Sequence[str], mapping: Sequence[int | None], new_rows=None) -> Session:
-    """Rebuild tokens, embeddings and mask from ``mapping[new] = old index or None``."""
-    n = len(tokens)
-    x = np.zeros((n, session.d))
-    fill = None if new_rows is None else np.asarray(new_rows, dtype=np.float64)
-    for k, old in enumerate(mapping):
-        if old is not None:
-            x[k] = session.embeddings[old]
-        elif fill is not None:
-            x[k] = fill[k]
-    changes = {}
-    p = session.positions
-    if p is not None and p.kind == "learned" and p.table.shape[0] < n:
-        # A learned table needs a row per position: new positions get zero rows.
-        changes["positions"] = replace(p, table=_fit(p.table, (n, p.table.shape[1])))
-    n_keys = None if session.source is None else session.source.n
-    return session.replace(tokens=tuple(tokens), embeddings=x, mask=_remap_mask(session.mask, mapping, n_keys),
-                           **changes)
+def _sequence(session: Session) -> token_sequence.TokenSequence:
+    """The session's own tokens as a ``TokenSequence``: its mask rows (and, with a source,
+    columns stay) follow the tokens, and a learned position table grows with them."""
+
+    def rebuild(tokens, mapping, x) -> Session:
+        changes = {}
+        p = session.positions
+        if p is not None and p.kind == "learned" and p.table.shape[0] < len(tokens):
+            # A learned table needs a row per position: new positions get zero rows.
+            changes["positions"] = replace(p, table=_fit(p.table, (len(tokens), p.table.shape[1])))
+        n_keys = None if session.source is None else session.source.n
+        return session.replace(tokens=tokens, embeddings=x, mask=_remap_mask(session.mask, mapping, n_keys),
+                               **changes)
+
+    return token_sequence.TokenSequence(
+        session.tokens, session.embeddings, "tokens", "embeddings", "d",
+        "cannot delete the only token; a session needs at least one", "a session needs at least one token", rebuild)
 
 
 def _token_index(session: Session, i: int, where: str = "tokens", allow_end: bool = False) -> int:
@@ -207,12 +206,7 @@ def _token_index(session: Session, i: int, where: str = "tokens", allow_end: boo
 
 def set_token(session: Session, i: int, text: str) -> Session:
     """The session with token ``i`` renamed (its embedding stays)."""
-    i = _token_index(session, i)
-    if not isinstance(text, str) or not text.strip():
-        raise SessionError("a token needs some text", f"tokens[{i}]")
-    tokens = list(session.tokens)
-    tokens[i] = text.strip()
-    return session.replace(tokens=tuple(tokens))
+    return token_sequence.rename(_sequence(session), i, text)
 
 
 def insert_token(session: Session, i: int, text: str, embedding=None) -> Session:
@@ -220,70 +214,27 @@ def insert_token(session: Session, i: int, text: str, embedding=None) -> Session
 
     ``embedding`` is its row (length d); zeros when omitted.
     """
-    i = _token_index(session, i, allow_end=True)
-    if not isinstance(text, str) or not text.strip():
-        raise SessionError("a token needs some text", f"tokens[{i}]")
-    row = np.zeros(session.d) if embedding is None else np.asarray(embedding, dtype=np.float64).reshape(-1)
-    if row.shape != (session.d,):
-        raise SessionError(f"the new embedding has {row.size} values, expected d = {session.d}", "embeddings")
-    tokens = list(session.tokens)
-    tokens.insert(i, text.strip())
-    mapping: list[int | None] = list(range(session.n))
-    mapping.insert(i, None)
-    rows = np.zeros((session.n + 1, session.d))
-    rows[i] = row
-    return _reorder(session, tokens, mapping, rows)
+    return token_sequence.insert(_sequence(session), i, text, embedding)
 
 
 def delete_token(session: Session, i: int) -> Session:
     """The session without token ``i`` and its embedding row (the last token cannot go)."""
-    i = _token_index(session, i)
-    if session.n == 1:
-        raise SessionError("cannot delete the only token; a session needs at least one", "tokens")
-    mapping = [k for k in range(session.n) if k != i]
-    return _reorder(session, [session.tokens[k] for k in mapping], mapping)
+    return token_sequence.delete(_sequence(session), i)
 
 
 def move_token(session: Session, i: int, j: int) -> Session:
     """The session with token ``i`` (and its embedding row) moved to position ``j``."""
-    i = _token_index(session, i)
-    j = _token_index(session, j)
-    mapping = [k for k in range(session.n) if k != i]
-    mapping.insert(j, i)
-    return _reorder(session, [session.tokens[k] for k in mapping], mapping)
+    return token_sequence.move(_sequence(session), i, j)
 
 
-def align_tokens(old: Sequence[str], new: Sequence[str]) -> list[int | None]:
-    """``mapping[k]`` = the position in ``old`` whose token the ``k``-th of ``new`` is, or
-    None for a new token: the longest matching runs, as ``diff`` aligns lines."""
-    mapping: list[int | None] = [None] * len(new)
-    matcher = difflib.SequenceMatcher(a=tuple(old), b=tuple(new), autojunk=False)
-    for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            mapping[block.b + k] = block.a + k
-    return mapping
+align_tokens = token_sequence.align_tokens
 
 
 def retokenize(session: Session, tokens: Sequence[str],
                embed: Callable[[tuple[str, ...]], np.ndarray] | None = None) -> Session:
-    """The session for a new token list; tokens that stay keep their embedding rows.
-
-    "Stay" is decided by aligning the old and new lists (longest matching runs, as ``diff``
-    does), so a repeated word keeps the row of the occurrence at the same place. New tokens
-    get rows from ``embed(tokens) -> (len(tokens), d)`` (only their rows are used), or
-    zeros when ``embed`` is None.
-    """
-    tokens = tuple(tokens)
-    if not tokens:
-        raise SessionError("a session needs at least one token", "tokens")
-    mapping = align_tokens(session.tokens, tokens)
-    rows = None
-    if embed is not None and any(m is None for m in mapping):
-        rows = np.asarray(embed(tokens), dtype=np.float64)
-        if rows.shape != (len(tokens), session.d):
-            raise SessionError(f"the embedding source gave shape {rows.shape}, expected ({len(tokens)}, {session.d})",
-                               "embeddings")
-    return _reorder(session, tokens, mapping, rows)
+    """The session for a new token list; tokens that stay keep their embedding rows (see
+    ``token_sequence.retokenize``)."""
+    return token_sequence.retokenize(_sequence(session), tokens, embed)
 
 
 # -- sizes ----------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import edits
+from . import edits, token_sequence
 from .errors import SessionError
 from .session import MAX_DIM, MAX_TOKENS, Mask, Session, with_values
 from .stages import Norm, Positions, Source, sinusoidal_table
@@ -472,14 +472,6 @@ def resize_source_d(session: Session, d: int) -> Session:
     return session.replace(source=Source(src.tokens, edits._fit(src.embeddings, (src.n, d))), **_kv_rows(session, d))
 
 
-def _source_index(session: Session, i: int, allow_end: bool = False) -> int:
-    src = need_source(session)
-    top = src.n if allow_end else src.n - 1
-    if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i <= top:
-        raise SessionError(f"position {i!r} is outside 0..{top}", "source.tokens")
-    return int(i)
-
-
 def _remap_key_mask(mask: Mask, mapping: Sequence[int | None]) -> Mask:
     """The mask after the source's tokens moved: ``mapping[new] = old position`` or None for
     a new token. The keys are the source's tokens, so padding positions and a custom mask's
@@ -496,85 +488,49 @@ def _remap_key_mask(mask: Mask, mapping: Sequence[int | None]) -> Mask:
     return mask
 
 
-def _reorder_source(session: Session, tokens: Sequence[str], mapping: Sequence[int | None], new_rows=None) -> Session:
+def _source_sequence(session: Session) -> token_sequence.TokenSequence:
+    """The source's tokens as a ``TokenSequence``: padding positions and a custom mask's
+    columns follow them (the keys are the source's tokens)."""
     src = need_source(session)
-    if len(tokens) > MAX_TOKENS:
-        raise SessionError(f"{len(tokens)} tokens is more than the limit of {MAX_TOKENS}", "source.tokens")
-    x = np.zeros((len(tokens), src.d))
-    for k, old in enumerate(mapping):
-        if old is not None:
-            x[k] = src.embeddings[old]
-        elif new_rows is not None:
-            x[k] = new_rows[k]
-    return session.replace(source=Source(tuple(tokens), x), mask=_remap_key_mask(session.mask, mapping))
+
+    def rebuild(tokens, mapping, x) -> Session:
+        if len(tokens) > MAX_TOKENS:
+            raise SessionError(f"{len(tokens)} tokens is more than the limit of {MAX_TOKENS}", "source.tokens")
+        return session.replace(source=Source(tokens, x), mask=_remap_key_mask(session.mask, mapping))
+
+    return token_sequence.TokenSequence(
+        src.tokens, src.embeddings, "source.tokens", "source.embeddings", "d_s",
+        "cannot delete the only source token; turn cross-attention off instead",
+        "a source needs at least one token", rebuild)
 
 
 def set_source_token(session: Session, i: int, text: str) -> Session:
     """The session with source token ``i`` renamed (its embedding stays)."""
-    i = _source_index(session, i)
-    if not isinstance(text, str) or not text.strip():
-        raise SessionError("a token needs some text", f"source.tokens[{i}]")
-    tokens = list(session.source.tokens)
-    tokens[i] = text.strip()
-    return session.replace(source=Source(tuple(tokens), session.source.embeddings))
+    return token_sequence.rename(_source_sequence(session), i, text)
 
 
 def insert_source_token(session: Session, i: int, text: str, embedding=None) -> Session:
     """The session with ``text`` inserted into the source before position ``i`` (``i == n_s``
     appends), with ``embedding`` as its row (zeros when omitted)."""
-    i = _source_index(session, i, allow_end=True)
-    src = session.source
-    if not isinstance(text, str) or not text.strip():
-        raise SessionError("a token needs some text", f"source.tokens[{i}]")
-    row = np.zeros(src.d) if embedding is None else np.asarray(embedding, dtype=np.float64).reshape(-1)
-    if row.shape != (src.d,):
-        raise SessionError(f"the new embedding has {row.size} values, expected d_s = {src.d}", "source.embeddings")
-    tokens = list(src.tokens)
-    tokens.insert(i, text.strip())
-    mapping: list[int | None] = list(range(src.n))
-    mapping.insert(i, None)
-    rows = np.zeros((src.n + 1, src.d))
-    rows[i] = row
-    return _reorder_source(session, tokens, mapping, rows)
+    return token_sequence.insert(_source_sequence(session), i, text, embedding)
 
 
 def delete_source_token(session: Session, i: int) -> Session:
     """The session without source token ``i`` and its row (the last one cannot go: turn
     cross-attention off instead)."""
-    i = _source_index(session, i)
-    src = session.source
-    if src.n == 1:
-        raise SessionError("cannot delete the only source token; turn cross-attention off instead", "source.tokens")
-    mapping = [k for k in range(src.n) if k != i]
-    return _reorder_source(session, [src.tokens[k] for k in mapping], mapping)
+    return token_sequence.delete(_source_sequence(session), i)
 
 
 def move_source_token(session: Session, i: int, j: int) -> Session:
     """The session with source token ``i`` (and its row) moved to position ``j``."""
-    i = _source_index(session, i)
-    j = _source_index(session, j)
-    src = session.source
-    mapping = [k for k in range(src.n) if k != i]
-    mapping.insert(j, i)
-    return _reorder_source(session, [src.tokens[k] for k in mapping], mapping)
+    return token_sequence.move(_source_sequence(session), i, j)
 
 
 def retokenize_source(session: Session, tokens: Sequence[str],
                       embed: Callable[[tuple[str, ...]], np.ndarray] | None = None) -> Session:
     """The source for a new token list (its sentence box): tokens that stay keep their rows
     (aligned as ``edits.retokenize`` aligns), new ones get rows from ``embed`` or zeros."""
-    src = need_source(session)
-    tokens = tuple(tokens)
-    if not tokens:
-        raise SessionError("a source needs at least one token", "source.tokens")
-    mapping = edits.align_tokens(src.tokens, tokens)
-    rows = None
-    if embed is not None and any(m is None for m in mapping):
-        rows = np.asarray(embed(tokens), dtype=np.float64)
-        if rows.shape != (len(tokens), src.d):
-            raise SessionError(f"the embedding source gave shape {rows.shape}, expected ({len(tokens)}, {src.d})",
-                               "source.embeddings")
-    return _reorder_source(session, tokens, mapping, rows)
+    return token_sequence.retokenize(_source_sequence(session), tokens, embed)
 
 
 # -- names for undo steps ------------------------------------------------------------------------

@@ -186,32 +186,11 @@ class TokensPage(QWidget):
         importer = _tool_button("Import", "Import the embeddings (n × d) from a CSV/NPY file or the clipboard",
                                 menu=self.embedding_import.menu)
 
-        form = QFormLayout()
-        form.setContentsMargins(0, 0, 0, 0)
-        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        row1 = QHBoxLayout()
-        row1.addWidget(self.d_spin)
-        row1.addWidget(QLabel("seed"))
-        row1.addWidget(self.seed_spin, 1)
-        form.addRow("embeddings d", row1)
-        row2 = QHBoxLayout()
-        row2.addWidget(self.source_combo, 1)
-        row2.addWidget(fill)
-        row2.addWidget(importer)
-        form.addRow("source", row2)
-
+        form = rows_form("embeddings d", self.d_spin, self.seed_spin, "source", self.source_combo, fill, importer)
         # The token table and the embedding table side by side: their rows are the same
         # tokens, so they line up (and scroll together), and a walkthrough's sentence fits
         # in both without scrolling at 1280×800.
-        tables = QSplitter(Qt.Orientation.Horizontal)
-        tables.addWidget(self.token_view)
-        tables.addWidget(self.embedding_view)
-        tables.setChildrenCollapsible(False)
-        tables.setStretchFactor(0, 2)
-        tables.setStretchFactor(1, 3)
-        for a, b in ((self.token_view, self.embedding_view), (self.embedding_view, self.token_view)):
-            a.verticalScrollBar().valueChanged.connect(b.verticalScrollBar().setValue)
+        tables = side_by_side(self.token_view, self.embedding_view)
         self.embedding_view.verticalHeader().hide()  # the token table beside it names the rows
 
         layout = QVBoxLayout(self)
@@ -497,3 +476,37 @@ class InputsPanel(QTabWidget):
         # Below this the tables and their buttons clip; the window's dock cannot squeeze it further.
         self.setMinimumWidth(MIN_WIDTH)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
+
+
+def rows_form(width_label: str, d_spin, seed_spin, rows_label: str, rows_combo, fill, importer) -> QFormLayout:
+    """The two rows above a token and embedding table pair (the session's and a source's):
+    the width and seed, then where new rows come from with Fill and Import."""
+    form = QFormLayout()
+    form.setContentsMargins(0, 0, 0, 0)
+    form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+    form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+    row1 = QHBoxLayout()
+    row1.addWidget(d_spin)
+    row1.addWidget(QLabel("seed"))
+    row1.addWidget(seed_spin, 1)
+    form.addRow(width_label, row1)
+    row2 = QHBoxLayout()
+    row2.addWidget(rows_combo, 1)
+    row2.addWidget(fill)
+    row2.addWidget(importer)
+    form.addRow(rows_label, row2)
+    return form
+
+
+def side_by_side(token_view, embedding_view) -> QSplitter:
+    """A token table and its embedding table in one splitter, scrolling together (their rows
+    are the same tokens)."""
+    tables = QSplitter(Qt.Orientation.Horizontal)
+    tables.addWidget(token_view)
+    tables.addWidget(embedding_view)
+    tables.setChildrenCollapsible(False)
+    tables.setStretchFactor(0, 2)
+    tables.setStretchFactor(1, 3)
+    for a, b in ((token_view, embedding_view), (embedding_view, token_view)):
+        a.verticalScrollBar().valueChanged.connect(b.verticalScrollBar().setValue)
+    return tables

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSignalBlocker, Qt
-from PySide6.QtWidgets import QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLineEdit, QVBoxLayout, QWidget
 
 from ..core.errors import AttnExplorerError
 from ..core.session import MAX_DIM
 from ..core.tokenize import detokenize, tokenize
 from . import user_actions
 from .document import SessionDocument
-from .inputs import MAX_SENTENCE_TOKENS, ImportActions, _spin, _tool_button
+from .inputs import MAX_SENTENCE_TOKENS, ImportActions, _spin, _tool_button, rows_form, side_by_side
 from .models import MatrixModel
 from .table_view import MatrixTableView
 
@@ -165,29 +165,8 @@ class SourcePage(QWidget):
         fill = _tool_button("Fill", "Replace every source row from the chosen rows", slot=lambda: self.fill())
         importer = _tool_button("Import", "Import the source embeddings (source tokens × d_s) from a file or the clipboard",
                                 menu=self.importer.menu)
-        form = QFormLayout()
-        form.setContentsMargins(0, 0, 0, 0)
-        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        row1 = QHBoxLayout()
-        row1.addWidget(self.d_spin)
-        row1.addWidget(QLabel("seed"))
-        row1.addWidget(self.seed_spin, 1)
-        form.addRow("width d_s", row1)
-        row2 = QHBoxLayout()
-        row2.addWidget(self.rows_combo, 1)
-        row2.addWidget(fill)
-        row2.addWidget(importer)
-        form.addRow("new rows", row2)
-
-        tables = QSplitter(Qt.Orientation.Horizontal)
-        tables.addWidget(self.token_view)
-        tables.addWidget(self.embedding_view)
-        tables.setChildrenCollapsible(False)
-        tables.setStretchFactor(0, 2)
-        tables.setStretchFactor(1, 3)
-        for a, b in ((self.token_view, self.embedding_view), (self.embedding_view, self.token_view)):
-            a.verticalScrollBar().valueChanged.connect(b.verticalScrollBar().setValue)
+        form = rows_form("width d_s", self.d_spin, self.seed_spin, "new rows", self.rows_combo, fill, importer)
+        tables = side_by_side(self.token_view, self.embedding_view)
 
         self.body = QWidget()
         body = QVBoxLayout(self.body)
