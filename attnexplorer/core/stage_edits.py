@@ -22,7 +22,6 @@ read as a 2-D matrix, so one table model and one view serve every one of them:
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Callable, Sequence
 
@@ -156,18 +155,6 @@ def table_label(session: Session, table: str, head: int = 0) -> str:
     return table
 
 
-def _finite(value, where: str) -> float:
-    if isinstance(value, bool):
-        raise SessionError(f"expected a number, got {value!r}", where)
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise SessionError(f"expected a number, got {value!r}", where) from None
-    if not math.isfinite(v):
-        raise SessionError(f"{v} is not a finite number", where)
-    return v
-
-
 def set_cell(session: Session, table: str, row: int, col: int, value: float, head: int = 0) -> Session:
     """The session with one cell of any table set to ``value`` (a finite number)."""
     if table in edits.TABLES:
@@ -176,7 +163,7 @@ def set_cell(session: Session, table: str, row: int, col: int, value: float, hea
     where = cell_name(session, table, row, col, head)
     if not (0 <= row < m.shape[0] and 0 <= col < m.shape[1]):
         raise SessionError(f"is outside the {m.shape[0]}×{m.shape[1]} table", where)
-    return _put(session, table, head, row, col, np.array([[_finite(value, where)]]))
+    return _put(session, table, head, row, col, np.array([[edits._finite(value, where)]]))
 
 
 def set_block(session: Session, table: str, top: int, left: int, block, head: int = 0) -> Session:
