@@ -365,7 +365,7 @@ class FitDock(QWidget):
             targets = self.targets()
             fitter = Fitter(doc.session, targets, train=self.train(), optimizer=self.optimizer_combo.currentData(),
                             lr=self.lr_spin.value(), steps=self.steps_spin.value(), device=doc.device, dtype=dtype,
-                            single_thread=True)
+                            single_thread=True, shown_weights=self._shown_weights(dtype))
         except AttnExplorerError as err:
             self._report(str(err))
             return False
@@ -376,6 +376,16 @@ class FitDock(QWidget):
         self._report("; ".join(fitter.notes))
         self.runner.start(fitter, f"Fit head{'s' if len(targets) > 1 else ''} {heads} to {self.target_combo.currentText().lower()}")
         return True
+
+    def _shown_weights(self, dtype: str):
+        """The weights the window shows for exactly this session at the fit's precision, for
+        the fit to check itself against on its own thread; None (it computes them) else."""
+        result = self.document.result
+        if result is None or result.session is not self.document.session or result.weights is None:
+            return None
+        if self.document.dtype != dtype or result.weights.shape[0] != self.document.session.heads:
+            return None
+        return result.weights
 
     def _on_pause(self) -> None:
         if self.runner.state == "running":

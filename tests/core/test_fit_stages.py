@@ -228,3 +228,20 @@ def test_shared_rows_with_absolute_positions_are_not_blamed():
     assert "share an embedding" in Fitter(plain, {0: target_for(plain, "previous-token")}, steps=3000).run().message
     progress = Fitter(with_positions, {0: target_for(with_positions, "previous-token")}, steps=3000).run()
     assert "share an embedding" not in progress.message
+
+
+def test_weights_the_window_shows_are_checked_at_the_first_step_not_at_construction():
+    # The window hands over the weights it shows, so that Start does not compute them again
+    # on the GUI thread; the fit compares its own with them on its first step instead.
+    from attnexplorer.core.fit import FitError
+
+    s = rope_session(0)
+    target = target_for(s, "previous-token")
+    shown = compute(s).weights
+    fit = Fitter(s, {0: target}, shown_weights=shown)
+    assert fit.step().step == 1
+    wrong = Fitter(s, {0: target}, shown_weights=np.zeros_like(shown))  # constructing does not look
+    with pytest.raises(FitError, match="differ from what the window shows"):
+        wrong.step()
+    kept = wrong.session()  # nothing trained (float32 round trip)
+    assert np.allclose(kept.w_query, s.w_query, atol=1e-6) and np.allclose(kept.w_key, s.w_key, atol=1e-6)

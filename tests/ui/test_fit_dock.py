@@ -317,3 +317,22 @@ def test_what_a_fit_shows_is_computed_on_the_worker_thread(make_window, qtbot):
     edited = shown.replace(w_key=shown.w_key * 2.0)
     doc.edit(edited, "Edit W_k")
     assert not doc.computing and doc.result.session is edited
+
+
+def test_start_hands_the_fit_the_weights_already_shown_instead_of_computing_them_again(make_window, monkeypatch):
+    # Start used to compute the whole attention twice on the GUI thread to check the fit's
+    # inputs (80 ms at n = 512); it now passes the weights on screen, checked on the fit thread.
+    window = make_window()
+    doc, fit = window.document, window.fit
+    assert doc.wait_idle(30) and doc.result.session is doc.session
+    handed = []
+    import attnexplorer.ui.fit_dock as fit_dock
+
+    real = fit_dock.Fitter
+    monkeypatch.setattr(fit_dock, "Fitter", lambda *a, **k: handed.append(k.get("shown_weights")) or real(*a, **k))
+    on_screen = doc.result.weights
+    assert fit.start()
+    assert len(handed) == 1 and handed[0] is on_screen
+    assert fit.runner.wait(120) and fit.runner.last.status == "converged"
+    # While a compute is pending, or at another precision, the fit computes them itself.
+    assert fit._shown_weights("float64") is None

@@ -113,7 +113,7 @@ class Fitter:
 
     def __init__(self, session: Session, targets: Mapping[int, Target], train=("q", "k"), optimizer: str = "adam",
                  lr: float | None = None, steps: int = 500, device: str = "cpu", dtype: str = "float32",
-                 tolerance: float = 1e-3, single_thread: bool | None = None):
+                 tolerance: float = 1e-3, single_thread: bool | None = None, shown_weights=None):
         import torch
 
         if not targets:
@@ -184,7 +184,15 @@ class Fitter:
         # Made by the first step, on the thread that runs the fit: torch's first optimiser
         # imports torch._dynamo, 1.5 s of imports that would freeze the window at Start.
         self._opt = None
-        self._check_same_as_engine(session, device, dtype)
+        # The window passes the weights it already shows for this session; comparing with them
+        # waits for the first step, on the fit's own thread, so that Start does not compute
+        # the whole attention twice on the GUI thread (80 ms at n = 512).
+        self._dtype_name = dtype
+        self._shown_weights = shown_weights
+        if shown_weights is None:
+            from ..engine import compute
+
+            self._compare_with(compute(session, device=device, dtype=dtype, keep=("weights",)).weights)
         self.step_count = 0
         self._good = {k: v.detach().clone() for k, v in self._params.items()}
         self._best = {k: v.detach().clone() for k, v in self._params.items()}
@@ -203,20 +211,18 @@ class Fitter:
         except (RuntimeError, TypeError, ValueError):
             return opt(self._trained, lr=self.lr)
 
-    def _check_same_as_engine(self, session: Session, device: str, dtype: str) -> None:
-        """Refuse a session whose weights the fit's inputs would not reproduce. The inputs are
-        the engine's own (``attention_inputs``), so this guards the one thing the fit adds: the
-        layout of the trainable W_q, W_k and biases it joins in every step."""
-        from ..engine import compute
-
-        shown = compute(session, device=device, dtype=dtype, keep=("weights",)).weights
+    def _compare_with(self, shown: np.ndarray) -> None:
+        """Refuse a session whose weights the fit's inputs would not reproduce (``shown``, the
+        engine's weights). The inputs are the engine's own (``attention_inputs``), so this
+        guards the one thing the fit adds: the layout of the trainable W_q, W_k and biases it
+        joins in every step."""
         try:
             with self._torch.no_grad():
                 mine = attend(self._inputs(), wanted=frozenset({"weights"}))["weights"].to("cpu").numpy()
         except (RuntimeError, ValueError, IndexError):
             mine = None
-        if mine is None or mine.shape != shown.shape or not np.allclose(mine, shown, rtol=0,
-                                                                         atol=1e-5 if dtype == "float64" else 1e-3):
+        atol = 1e-5 if self._dtype_name == "float64" else 1e-3
+        if mine is None or mine.shape != np.shape(shown) or not np.allclose(mine, shown, rtol=0, atol=atol):
             raise FitError("this session uses an attention stage that fitting does not support yet "
                            "(its weights differ from what the window shows)")
 
@@ -304,6 +310,9 @@ class Fitter:
             self._torch.set_num_threads(threads)
 
     def _step(self) -> FitProgress:
+        if self._shown_weights is not None:
+            shown, self._shown_weights = self._shown_weights, None
+            self._compare_with(shown)
         if self._opt is None:
             self._opt = self._make_optimizer()
         self._opt.zero_grad(set_to_none=True)
