@@ -52,10 +52,10 @@ def test_bench_json_has_the_documented_fields():
 
 
 def test_bench_text_report_names_every_section():
-    from attnexplorer import bench
+    from attnexplorer.commands.bench_report import format_report
 
     fake_row = {"device": "cpu", "n": 16, "heads": 1, "engine_ms": 1.0, "bare_ms": 1.0, "ratio": 1.0, "met": True}
-    report = bench.format_report({
+    report = format_report({
         "machine": {"cpu": "x", "cores": 2, "torch": "t", "torch_threads": 2, "devices": ["cpu"]},
         "engine": [fake_row],
         "stages": [dict(fake_row, positions="rope", n=1024)],
@@ -97,16 +97,16 @@ def test_bench_without_matplotlib_says_what_to_install_and_runs_nothing(monkeypa
 def test_measure_engine_overhead_reports_its_fields():
     import pytest
 
-    from attnexplorer import bench
+    from attnexplorer.commands import engine_bench
     from attnexplorer.core.errors import EngineError
 
-    r = bench.measure_engine_overhead(16, d=4, heads=2, repeats=3)
+    r = engine_bench.measure_engine_overhead(16, d=4, heads=2, repeats=3)
     assert set(r) == {"n", "d", "heads", "device", "dtype", "repeats", "engine_ms", "bare_ms", "ratio"}
     assert (r["n"], r["d"], r["heads"], r["device"], r["repeats"]) == (16, 4, 2, "cpu", 3)
     assert r["engine_ms"] > 0 and r["bare_ms"] > 0
     assert r["ratio"] == pytest.approx(r["engine_ms"] / r["bare_ms"])
     with pytest.raises(EngineError, match="repeats"):
-        bench.measure_engine_overhead(16, repeats=0)
+        engine_bench.measure_engine_overhead(16, repeats=0)
 
 
 def test_the_start_up_probe_opens_the_app_window_and_says_when_it_is_painted(tmp_path):

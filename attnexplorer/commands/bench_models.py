@@ -57,11 +57,11 @@ print(json.dumps({"seconds": done - started, "import_s": imported - started, "op
 
 _IN_APP = r"""
 import json, sys, time
-from attnexplorer import bench
+from attnexplorer.commands.bench_window import close_window, open_window, start_app
 from attnexplorer.core.presets import build_preset
 from PySide6.QtWidgets import QApplication
-app = bench._app()
-document, window = bench._window(build_preset("pronoun").session)
+app = start_app()
+document, window = open_window(build_preset("pronoun").session)
 document.wait_idle(60.0)
 window.ask_unsaved = lambda: "discard"
 errors = []
@@ -80,7 +80,7 @@ if errors:
 print(json.dumps({"seconds": done - started}))
 controller.window.close()
 controller.shutdown()
-bench._close(document, window)
+close_window(document, window)
 """
 
 

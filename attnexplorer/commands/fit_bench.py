@@ -65,10 +65,10 @@ def bench_fit_gui(n: int = 512, seconds: float = 3.0) -> dict:
 
     from PySide6.QtCore import QEventLoop, Qt, QTimer
 
-    from ..bench import _app, _close, _window
+    from .bench_window import close_window, open_window, start_app
 
-    _app()
-    document, window = _window(_session(n, 64, 16))
+    start_app()
+    document, window = open_window(_session(n, 64, 16))
     document.wait_idle(60.0)
     window.docks["fit"].raise_()
     fit = window.fit
@@ -94,7 +94,7 @@ def bench_fit_gui(n: int = 512, seconds: float = 3.0) -> dict:
     timer.start()
     if not fit.start():
         timer.stop()
-        _close(document, window)
+        close_window(document, window)
         return {"n": n, "error": fit.report}
     load_before = _load()
     start = time.perf_counter()
@@ -108,7 +108,7 @@ def bench_fit_gui(n: int = 512, seconds: float = 3.0) -> dict:
     fit.runner.stop()
     fit.runner.wait(30.0)
     timer.stop()
-    _close(document, window)
+    close_window(document, window)
     block = worst["wall"]
     return {"n": n, "seconds": elapsed, "steps": steps, "steps_per_s": steps / elapsed,
             "frames_per_s": frames["count"] / elapsed, "max_block_ms": block,

@@ -11,7 +11,7 @@ Each figure comes from a fresh child process, so that its peak resident memory
 - ``long_dense``: the same at n = 4,096 through the dense engine and through the streamed
   path, for comparison.
 - ``long_window`` (not with --quick): the window at n = 16,384 × 4 heads (the large-session
-  probe of ``bench.py``: an edit's compute on the worker, the GUI thread's longest block meanwhile,
+  probe of ``large_bench.py``: an edit's compute on the worker, the GUI thread's longest block meanwhile,
   a scroll through the embedding table, the peak memory).
 """
 
@@ -125,7 +125,7 @@ def bench_long(quick: bool = False) -> dict:
         row["met"] = row["overview_s"] <= TARGETS["long_overview_s"] and row["peak_mb"] < TARGETS["long_peak_mb"]
     out = {"long": row, "long_dense": [_child(compare, 4, "dense"), _child(compare, 4, "streamed")]}
     if not quick:
-        from ..bench import bench_large
+        from .large_bench import bench_large
 
         # The window itself at that size (the large-session probe: d_k = 16), GUI blocks and all.
         out["long_window"] = bench_large(n, 4)

@@ -5,19 +5,20 @@ with biases on Q, K and V, grouped-query K/V heads (8 query heads sharing 2) and
 (a session holds one kind of positions), against bare torch from tensors already on the
 device: ``softmax((X·W_q + b_q)(X·W_k + b_k)ᵀ·s [+ bias])·(X·W_v + b_v)`` with RoPE applied to
 Q and K by hand and K, V repeated for the query heads that share them. Like
-``bench.measure_engine_overhead``, calls alternate, device work is synchronised before a
+``engine_bench.measure_engine_overhead``, calls alternate, device work is synchronised before a
 clock is read, and the ratio is everything the engine adds (its caches, overflow bound and
-host arrays of every intermediate).
+host arrays of every intermediate). ``bench_stages`` makes the ``stages`` rows of
+``attnexplorer bench`` from it (target: ratio ≤ 1.3, as the engine's).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .core.engine import compute, resolve
-from .core.errors import EngineError
-from .core.session import Session
-from .core.stages import Positions, alibi_slopes, rope_angles
+from ..core.engine import compute, resolve
+from ..core.errors import EngineError
+from ..core.session import Session
+from ..core.stages import Positions, alibi_slopes, rope_angles
 
 
 def stage_session(n: int, d: int = 512, heads: int = 8, kv_heads: int = 2, d_k: int = 64, positions: str = "rope",
@@ -90,8 +91,22 @@ def measure_stages_overhead(n: int, positions: str = "rope", repeats: int = 5, d
     def engine():
         return compute(s, device=device, dtype=dtype, keep=keep)
 
-    from .bench import interleaved_medians  # bench imports this module lazily, so no cycle
+    from .engine_bench import interleaved_medians  # engine_bench imports this module lazily, so no cycle
 
     engine_ms, bare_ms = interleaved_medians(engine, bare, repeats, warmups=2)
     return {"n": n, "d": d, "heads": heads, "kv_heads": kv_heads, "positions": positions, "device": str(dev),
             "dtype": dtype, "repeats": repeats, "engine_ms": engine_ms, "bare_ms": bare_ms, "ratio": engine_ms / bare_ms}
+
+
+def bench_stages(sizes, devices, repeats) -> list[dict]:
+    from .engine_bench import TARGETS
+
+    rows = []
+    for device in devices:
+        for positions in ("rope", "alibi"):
+            for n in sizes:
+                row = measure_stages_overhead(n, positions, repeats=repeats, device=device)
+                row["met"] = row["ratio"] <= TARGETS["engine_ratio"]
+                rows.append(row)
+    return rows
+

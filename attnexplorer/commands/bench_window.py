@@ -1,0 +1,65 @@
+"""The real main window opened for a bench's measurements, and closed after them.
+
+Every window row of ``attnexplorer bench`` (redraw, drag, edit cost, heatmap, the large
+session, the fit and the real models) opens the window as the app does, headless on Qt's
+offscreen platform and with no real settings or recovery files, measures, and closes it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _quiet_offscreen(mode, context, message) -> None:
+    # Qt's offscreen platform warns on every dock and window it lays out that it cannot pass
+    # size hints on; that says nothing about the figures, so only that line is dropped.
+    if "does not support propagateSizeHints" not in message:
+        print(message, file=sys.stderr)
+
+
+def start_app():
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    os.environ.setdefault("ATTNEXPLORER_TESTING", "1")  # no real settings or recovery files
+    from PySide6.QtCore import qInstallMessageHandler
+
+    from ..ui.app import make_app
+
+    if os.environ["QT_QPA_PLATFORM"] == "offscreen":
+        qInstallMessageHandler(_quiet_offscreen)
+    return make_app()
+
+
+def open_window(session, size=(1280, 800)):
+    from PySide6.QtWidgets import QApplication
+
+    from ..ui.document import SessionDocument
+    from ..ui.main_window import MainWindow
+
+    document = SessionDocument(session)
+    window = MainWindow(document)
+    window.resize(*size)
+    window.show()
+    for _ in range(3):
+        QApplication.processEvents()
+    window.repaint()
+    return document, window
+
+
+def close_window(document, window) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    document.undo_stack.setClean()  # nothing to ask about on close
+    window.close()  # drops the recovery file and takes the panels' plots apart (Panel.dispose)
+    window.deleteLater()
+    document.shutdown()
+    QApplication.processEvents()
+
+
+def settle() -> None:
+    """Deliver queued results and paint every region that an update marked dirty, as Qt's
+    event loop does between two frames (what changed is repainted, nothing else)."""
+    from PySide6.QtWidgets import QApplication
+
+    QApplication.processEvents()
+    QApplication.processEvents()
