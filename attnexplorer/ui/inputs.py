@@ -442,17 +442,26 @@ class WeightsPage(QWidget):
             self._on_session_changed(self.document.session)
 
     def _on_session_changed(self, session) -> None:
+        # Only what differs: setting a spin box's value again repaints it, and setting its
+        # maximum again re-lays out the whole Inputs dock, three weight tables included (a
+        # few ms on every cell edit).
         for spin, value in ((self.heads_spin, session.heads), (self.dk_spin, session.d_k), (self.dv_spin, session.d_v)):
-            with QSignalBlocker(spin):
-                spin.setValue(value)
+            _set_spin(spin, value)
         with QSignalBlocker(self.head_spin):
-            self.head_spin.setMaximum(session.heads - 1)
+            if self.head_spin.maximum() != session.heads - 1:
+                self.head_spin.setMaximum(session.heads - 1)
             self.head_spin.setEnabled(session.heads > 1)
-            self.head_spin.setValue(self.document.selection.clamp(session).head)
+        _set_spin(self.head_spin, self.document.selection.clamp(session).head)
 
     def _on_selection_changed(self, selection) -> None:
-        with QSignalBlocker(self.head_spin):
-            self.head_spin.setValue(selection.head)
+        _set_spin(self.head_spin, selection.head)
+
+
+def _set_spin(spin: QSpinBox, value: int) -> None:
+    """``spin.setValue(value)`` with its signals blocked, only when it differs."""
+    if spin.value() != value:
+        with QSignalBlocker(spin):
+            spin.setValue(value)
 
 
 class InputsPanel(QTabWidget):
