@@ -317,3 +317,39 @@ def test_weights_can_be_coloured_up_to_the_largest_weight(qtbot):
     with pytest.raises(ValueError):
         panel.set_color_range("rows")
     doc.shutdown()
+
+
+def test_explain_after_an_edit_reads_as_a_fresh_panel_and_keeps_its_scroll(pronoun, qtbot):
+    from attnexplorer.ui import user_actions
+
+    panel = shown(qtbot, ExplainPanel(pronoun), size=(320, 200))
+    pronoun.set_selection(query=6, key=1)
+    bar = panel.text_view.verticalScrollBar()
+    assert bar.maximum() > 0  # the text is longer than the view: there is something to keep
+    bar.setValue(bar.maximum())
+    scrolled = bar.value()
+    before = panel.text()
+    assert user_actions.set_cell(pronoun, "W_q", 0, 0, "2.5")
+    pronoun.wait_idle()
+    after = panel.text()
+    assert after != before  # the numbers changed in place ...
+    fresh = shown(qtbot, ExplainPanel(pronoun), size=(320, 200))
+    assert after == fresh.text()  # ... to exactly what a new panel shows for the new result
+    # ... and the reader is not sent back to the top (lines wrapped anew may add a line or two).
+    assert bar.value() >= scrolled > 0
+
+
+def test_explain_text_replaces_changed_lines_across_emoji():
+    from PySide6.QtWidgets import QPlainTextEdit
+
+    from attnexplorer.ui.panels.explain_panel import _replace_changed_span
+
+    view = QPlainTextEdit()
+    old = "score('🙂', 'b') = 1.25\nweight 0.5\nsame"
+    view.setPlainText(old)
+    for new in ("score('🙂', 'b') = 1.75\nweight 0.625\nsame",  # several lines, after an emoji
+                "score('🙂🙂', 'b') = 1\nweight 0.6\nsame",  # shorter and longer
+                "one line now"):  # other lines: set whole
+        _replace_changed_span(view, view.toPlainText(), new)
+        assert view.toPlainText() == new
+    view.deleteLater()

@@ -9,7 +9,7 @@ selectable, so a reader can copy the numbers.
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtGui import QTextOption
+from PySide6.QtGui import QTextCursor, QTextOption
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QVBoxLayout
 
 from . import theme
@@ -35,6 +35,8 @@ class ExplainPanel(Panel):
         self.caption = QLabel("Click a cell or a token to explain it.")
         self.text_view = QPlainTextEdit()
         self.text_view.setReadOnly(True)
+        # Redraws replace the changed part of the text (_replace_changed_span): no history.
+        self.text_view.setUndoRedoEnabled(False)
         self.text_view.setFont(theme.monospace_font(10))
         # Wrapped to the panel's width (long sums of products would be cut off otherwise);
         # read-only text stays selectable for copying.
@@ -83,6 +85,51 @@ class ExplainPanel(Panel):
                    f"Query {result.tokens[query]!r} and {which}, {result.key_tokens[chosen]!r}{heads}")
 
     def _show(self, text: str, caption: str) -> None:
-        if self.text_view.toPlainText() != text:
-            self.text_view.setPlainText(text)
-        self.caption.setText(caption)
+        old = self.text_view.toPlainText()
+        if old != text:
+            _replace_changed_span(self.text_view, old, text)
+        if self.caption.text() != caption:
+            self.caption.setText(caption)
+
+
+def _changed_span(old: str, new: str) -> tuple[int, int, str]:
+    """(start, end, replacement): ``new == old[:start] + replacement + old[end:]``, with the
+    common beginning and end of the two texts left out."""
+    limit = min(len(old), len(new))
+    start = 0
+    while start < limit and old[start] == new[start]:
+        start += 1
+    end = 0
+    while end < limit - start and old[-1 - end] == new[-1 - end]:
+        end += 1
+    return start, len(old) - end, new[start:len(new) - end]
+
+
+def _replace_changed_span(view: QPlainTextEdit, old: str, new: str) -> None:
+    """Show ``new`` in ``view`` (which shows ``old``) by replacing only the parts that differ.
+
+    An edit changes a few numbers of the explanation, not its lines: each changed line is
+    rewritten on its own, so the view lays out just that line again, its scroll bar and the
+    reader's scroll position stay, and nothing else is repainted. (``setPlainText``, or one
+    replacement spanning several lines, drops the layout of every line it covers: the scroll
+    range shrinks, then grows back line by line while the text is painted, and the scroll
+    bar is repainted at each step.) A text with other lines is set whole.
+    """
+    old_lines, new_lines = old.split("\n"), new.split("\n")
+    if not old or len(old_lines) != len(new_lines):
+        view.setPlainText(new)
+        return
+    document = view.document()
+    cursor = view.textCursor()
+    for number, (before, after) in enumerate(zip(old_lines, new_lines)):
+        if before == after:
+            continue
+        start, end, replacement = _changed_span(before, after)
+        line = document.findBlockByNumber(number).position()
+        cursor.setPosition(line + _utf16_len(before[:start]))  # Qt counts UTF-16 units: a token may be an emoji
+        cursor.setPosition(line + _utf16_len(before[:end]), QTextCursor.MoveMode.KeepAnchor)
+        cursor.insertText(replacement)
+
+
+def _utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
