@@ -24,7 +24,8 @@ import numpy as np
 
 from .attention import join_projections, split_projections  # noqa: F401 (split_projections: re-exported)
 from .projection_reuse import note_patched
-from .session import Session, derived_from
+from .session import Session
+from .session_arrays import derived_from
 
 # Keyed by the arrays' ids (plus device and dtype); weak references prove that the ids still
 # name the same arrays, so a recycled id never reaches a stale tensor.
@@ -97,7 +98,7 @@ def projection_weights(session: Session, tdtype, dev):
 
 
 # The joined tensor made last for each (device, dtype), with weak references to the arrays it
-# holds: an edit made with ``session.with_values`` is written into it in place (a few cells)
+# holds: an edit made with ``session_arrays.with_values`` is written into it in place (a few cells)
 # instead of converting and joining every weight again. The document runs its computes one
 # at a time; the one exception, an export computing the current session on the GUI thread
 # while the worker still computes an older one, can only disturb that older result, which

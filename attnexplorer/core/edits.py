@@ -26,7 +26,8 @@ import numpy as np
 
 from . import token_sequence
 from .errors import SessionError
-from .session import MAX_DIM, MAX_HEADS, Mask, Scale, Session, with_values
+from .session import MAX_DIM, MAX_HEADS, Mask, Scale, Session
+from .session_arrays import with_values
 from .stages import alibi_slopes
 
 # The tables a user can edit cell by cell, by the names messages use.
@@ -72,7 +73,7 @@ def cell_name(session: Session, table: str, row: int, col: int, head: int = 0) -
 def _with_values(session: Session, table: str, head: int, rows, cols, values) -> Session:
     """The session with ``table``[rows, cols] (of ``head``) set to checked, finite ``values``.
 
-    One copy of the table's array and nothing else (``session.with_values``): no second copy
+    One copy of the table's array and nothing else (``session_arrays.with_values``): no second copy
     or finite check of the untouched cells, and the new array remembers what changed, so the
     engine patches only that on the device. Other arrays are shared with ``session``.
     """

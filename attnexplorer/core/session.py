@@ -7,7 +7,9 @@ makes undo, autosave and "compute on another thread" safe and simple.
 
 Arrays are stored as read-only float64 numpy arrays, stacked over heads:
 ``w_query``/``w_key`` are ``(H, d, d_k)``, ``w_value`` is ``(H, d, d_v)``.
-Constructing a session validates it; a bad one raises ``SessionError``.
+Constructing a session validates it; a bad one raises ``SessionError``. Its parts live
+beside it: the mask in ``mask.py``, the bounds in ``limits.py``, the frozen arrays and the
+copies an edit makes in ``session_arrays.py``.
 """
 
 from __future__ import annotations
@@ -16,135 +18,18 @@ import collections.abc
 import dataclasses
 import math
 import re
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
 import numpy as np
 
 from .errors import SessionError
+from .limits import MAX_DIM, MAX_HEADS, MAX_TOKEN_CHARS, MAX_TOKENS
+from .mask import Mask
+from .session_arrays import derived_from, frozen_matrix
 from .stages import Norm, Positions, Source
 
-# Documented bounds (README, "Session files"). They keep a hostile or mistaken file from
-# asking for gigabytes, while leaving room for the 16,384-token sessions that the streamed
-# path for long inputs (core/long) computes without holding n × n per head.
-MAX_TOKENS = 16384
-MAX_DIM = 1024  # d, d_k, d_v and d_out
-MAX_HEADS = 64
-MAX_TOKEN_CHARS = 200
-
-MaskKind = Literal["none", "causal", "window", "padding", "custom"]
 ScaleKind = Literal["inv_sqrt_dk", "none", "temperature"]
-
-
-@dataclass(frozen=True, eq=False)
-class Mask:
-    """Which (query, key) cells are blocked. True in ``matrix(n)`` means blocked.
-
-    - ``none``: nothing blocked.
-    - ``causal``: a query sees itself and earlier tokens.
-    - ``window``: a query sees itself and the ``window - 1`` tokens before it.
-    - ``padding``: the key positions in ``padding`` are blocked for every query.
-    - ``custom``: ``blocked`` is an explicit n×n boolean matrix.
-    """
-
-    kind: MaskKind = "none"
-    window: int = 1
-    padding: tuple[int, ...] = ()
-    blocked: np.ndarray | None = None
-
-    def __post_init__(self):
-        if self.kind not in ("none", "causal", "window", "padding", "custom"):
-            raise SessionError(f"unknown mask kind {self.kind!r}", "mask")
-        if self.kind == "window":
-            # Bounded like a file's: a window wider than the text is the causal mask, and a
-            # larger number than numpy's integers would overflow where the mask is made.
-            if not _is_whole(self.window) or not 1 <= self.window <= MAX_TOKENS:
-                raise SessionError(f"window must be a whole number in 1..{MAX_TOKENS}, got {self.window!r}", "mask.window")
-            object.__setattr__(self, "window", int(self.window))
-        try:
-            padding = list(self.padding)
-        except TypeError:
-            raise SessionError(f"padding must be a list of key positions, got {self.padding!r}", "mask.padding") from None
-        for j in padding:
-            if not _is_whole(j):
-                raise SessionError(f"padding positions must be whole numbers, got {j!r}", "mask.padding")
-            if not 0 <= j < MAX_TOKENS:
-                raise SessionError(f"padding position {j} is outside 0..{MAX_TOKENS - 1}", "mask.padding")
-        object.__setattr__(self, "padding", tuple(sorted({int(j) for j in padding})))
-        if self.kind == "custom":
-            if self.blocked is None:
-                raise SessionError("a custom mask needs a 'blocked' matrix", "mask.blocked")
-            try:
-                raw = np.asarray(self.blocked)
-            except (TypeError, ValueError):
-                raw = np.asarray([], dtype=object)
-            # Only booleans or 0/1: a 2 or 0.5 is a typo, not "blocked".
-            if raw.dtype.kind not in "biuf" or (raw.dtype.kind != "b" and not np.isin(raw, (0, 1)).all()):
-                raise SessionError("blocked must hold only 0/1 or true/false", "mask.blocked")
-            b = raw.astype(bool)  # astype copies: later changes to the caller's array do not leak in
-            if b.ndim != 2:
-                raise SessionError(f"blocked must be a matrix, got shape {b.shape}", "mask.blocked")
-            b.flags.writeable = False
-            object.__setattr__(self, "blocked", b)
-
-    def matrix(self, n: int, n_k: int | None = None) -> np.ndarray:
-        """A new, writable n×n_k boolean mask, True = blocked (n_k = n for self-attention).
-
-        Raises SessionError when the mask does not fit ``n`` tokens (see ``check``).
-        """
-        return self.block(n, n_k)
-
-    def block(self, n: int, n_k: int | None = None, rows: slice = slice(None), cols: slice = slice(None)) -> np.ndarray:
-        """The rectangle ``[rows, cols]`` of ``matrix(n, n_k)``, made without the rest (a new,
-        writable array): the streamed path for long inputs reads the mask a block at a time.
-        """
-        self.check(n, n_k)
-        keys = n if n_k is None else n_k
-        r0, r1, _ = rows.indices(n)
-        c0, c1, _ = cols.indices(keys)
-        r1, c1 = max(r0, r1), max(c0, c1)
-        i = np.arange(r0, r1)[:, None]
-        j = np.arange(c0, c1)[None, :]
-        if self.kind == "causal":
-            return j > i
-        if self.kind == "window":
-            return (j > i) | (j <= i - self.window)
-        m = np.zeros((r1 - r0, c1 - c0), dtype=bool)
-        if self.kind == "padding":
-            m[:, [p - c0 for p in self.padding if c0 <= p < c1]] = True
-        elif self.kind == "custom":
-            m[:] = self.blocked[r0:r1, c0:c1]
-        return m
-
-    def check(self, n: int, n_k: int | None = None) -> None:
-        """Raise SessionError when this mask does not fit ``n`` tokens (queries) and ``n_k``
-        keys: a source sequence's length in cross-attention, None for self-attention."""
-        if not _is_whole(n) or n < 1:
-            raise SessionError(f"needs a whole number of tokens >= 1, got {n!r}", "mask")
-        if n_k is not None and self.kind in ("causal", "window"):
-            raise SessionError(f"{self.kind} needs one sequence (query i sees keys up to i), but with a source "
-                               "the keys are another sequence; use none, padding or a custom mask", "mask")
-        keys = n if n_k is None else n_k
-        if self.kind == "padding":
-            bad = [j for j in self.padding if j < 0 or j >= keys]
-            if bad:
-                raise SessionError(f"padding position {bad[0]} is outside 0..{keys - 1}", "mask.padding")
-        if self.kind == "custom" and self.blocked.shape != (n, keys):
-            what = "one row and column per token" if n_k is None else "a row per token, a column per source token"
-            raise SessionError(f"blocked is {self.blocked.shape[0]}×{self.blocked.shape[1]}, expected {n}×{keys} ({what})", "mask.blocked")
-
-    def __eq__(self, other):
-        if not isinstance(other, Mask):
-            return NotImplemented
-        if (self.kind, self.window if self.kind == "window" else 0, self.padding if self.kind == "padding" else ()) != (
-            other.kind, other.window if other.kind == "window" else 0, other.padding if other.kind == "padding" else ()):
-            return False
-        if self.kind == "custom":
-            return self.blocked.shape == other.blocked.shape and bool(np.array_equal(self.blocked, other.blocked))
-        return True
-
-    __hash__ = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -259,99 +144,6 @@ def control_character(text: str) -> str | None:
     return None if found is None else found.group()
 
 
-def _is_whole(v) -> bool:
-    """An int (numpy ints too), but not a bool: True is not a window size or a position."""
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-# Arrays this module has checked and frozen, by id. ``session.replace(w_query=...)`` hands the
-# other fields back in unchanged; recognising them skips a copy and a finite check per array
-# per edit, and keeps their identity, which lets the engine reuse their device copies.
-_FROZEN: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
-
-
-def _frozen_matrix(value, where: str, ndim: int) -> np.ndarray:
-    """A read-only float64 copy of ``value``, or SessionError naming ``where``.
-
-    An array that is already the result of this function is returned as it is (after the
-    shape check): it cannot have changed since.
-    """
-    if _FROZEN.get(id(value)) is value:
-        if value.ndim != ndim:
-            raise SessionError(f"must be {ndim}-dimensional, got shape {value.shape}", where)
-        return value
-    try:
-        raw = np.asarray(value)
-    except (TypeError, ValueError):  # ragged nesting
-        raise SessionError(f"must be a {ndim}-dimensional array of numbers with rows of equal length", where) from None
-    # Strings like "1.5" would convert silently and booleans are not weights; refuse both.
-    if raw.dtype.kind not in "iuf":
-        raise SessionError("must hold numbers only", where)
-    a = np.array(raw, dtype=np.float64)  # always a copy: the caller's array stays theirs
-    if a.ndim != ndim:
-        raise SessionError(f"must be {ndim}-dimensional, got shape {a.shape}", where)
-    if not np.isfinite(a).all():
-        idx = tuple(int(k) for k in np.argwhere(~np.isfinite(a))[0])
-        raise SessionError(f"holds a non-finite number at {list(idx)}", where)
-    a.flags.writeable = False
-    _FROZEN[id(a)] = a
-    return a
-
-
-# For arrays made by ``with_values``: id → (weak reference to the array it was made from, the
-# flat positions that differ, weak reference to the new array). The engine's device copies
-# use it to patch only those positions instead of converting and uploading a whole array
-# again. Only the newest few are kept: an edit is patched in right after it is made.
-_DERIVED: "collections.OrderedDict[int, tuple]" = collections.OrderedDict()
-_DERIVED_SIZE = 64
-
-
-def _flat_positions(shape: tuple[int, ...], index: tuple) -> np.ndarray:
-    """The flat positions ``index`` (ints and slices, one per axis) selects, in O(selected)."""
-    index = index + (slice(None),) * (len(shape) - len(index))
-    axes = [np.arange(*i.indices(n)) if isinstance(i, slice) else np.array([int(i) % n]) for i, n in zip(index, shape)]
-    grids = np.meshgrid(*axes, indexing="ij")
-    return np.ravel_multi_index(tuple(g.ravel() for g in grids), shape)
-
-
-def with_values(base: np.ndarray, index: tuple, values) -> np.ndarray:
-    """A frozen copy of ``base`` (an array of a session) with ``base[index] = values``, ready
-    for ``Session``/``replace`` without another copy or finite check.
-
-    ``index`` is a tuple of ints and slices; ``values`` must be finite (the caller checked
-    them). This is the one copy an edit makes; the copy remembers which positions differ from
-    ``base`` (``derived_from``).
-    """
-    return with_flat_values(base, _flat_positions(base.shape, tuple(index)), np.broadcast_to(values, _shape_of(base, index)).ravel())
-
-
-def _shape_of(base: np.ndarray, index: tuple) -> tuple[int, ...]:
-    return base[tuple(index)].shape
-
-
-def with_flat_values(base: np.ndarray, flat: np.ndarray, values) -> np.ndarray:
-    """``with_values`` by flat positions: ``base.ravel()[flat] = values`` in a frozen copy."""
-    if _FROZEN.get(id(base)) is not base:
-        raise SessionError("with_values needs an array of a session", "array")
-    a = np.array(base)
-    a.reshape(-1)[flat] = values
-    a.flags.writeable = False
-    _FROZEN[id(a)] = a
-    _DERIVED[id(a)] = (weakref.ref(base), np.asarray(flat), weakref.ref(a))
-    if len(_DERIVED) > _DERIVED_SIZE:
-        _DERIVED.popitem(last=False)
-    return a
-
-
-def derived_from(a: np.ndarray):
-    """``(base, flat positions)`` when ``a`` was made by ``with_values`` from ``base`` and
-    both still live, else None: ``a`` equals ``base`` except at those positions."""
-    hit = _DERIVED.get(id(a))
-    if hit is None or hit[2]() is not a:
-        return None
-    base = hit[0]()
-    return None if base is None else (base, hit[1])
-
 
 @dataclass(frozen=True, eq=False)
 class Session:
@@ -386,10 +178,10 @@ class Session:
             raise SessionError("a session needs at least one token", "tokens")
         if n > MAX_TOKENS:
             raise SessionError(f"{n} tokens is more than the limit of {MAX_TOKENS}", "tokens")
-        x = _frozen_matrix(self.embeddings, "embeddings", 2)
-        wq = _frozen_matrix(self.w_query, "W_q", 3)
-        wk = _frozen_matrix(self.w_key, "W_k", 3)
-        wv = _frozen_matrix(self.w_value, "W_v", 3)
+        x = frozen_matrix(self.embeddings, "embeddings", 2)
+        wq = frozen_matrix(self.w_query, "W_q", 3)
+        wk = frozen_matrix(self.w_key, "W_k", 3)
+        wv = frozen_matrix(self.w_value, "W_v", 3)
         if x.shape[0] != n:
             raise SessionError(f"has {x.shape[0]} rows, expected {n} (one per token)", "embeddings")
         d = x.shape[1]
@@ -422,7 +214,7 @@ class Session:
         object.__setattr__(self, "w_key", wk)
         object.__setattr__(self, "w_value", wv)
         if self.w_out is not None:
-            wo = _frozen_matrix(self.w_out, "W_o", 2)
+            wo = frozen_matrix(self.w_out, "W_o", 2)
             if wo.shape[0] != h * wv.shape[2]:
                 raise SessionError(f"has {wo.shape[0]} rows, expected {h * wv.shape[2]} (heads × d_v)", "W_o")
             if not 1 <= wo.shape[1] <= MAX_DIM:
@@ -450,14 +242,14 @@ class Session:
             b = getattr(self, field_name)
             if b is None:
                 continue
-            b = _frozen_matrix(b, name, 2)
+            b = frozen_matrix(b, name, 2)
             if b.shape[0] != rows:
                 raise SessionError(f"has {b.shape[0]} heads, expected {rows}", name)
             if b.shape[1] != width:
                 raise SessionError(f"has {b.shape[1]} numbers per head, expected {width_name} = {width}", name)
             object.__setattr__(self, field_name, b)
         if self.b_out is not None:
-            b = _frozen_matrix(self.b_out, "b_o", 1)
+            b = frozen_matrix(self.b_out, "b_o", 1)
             d_out = h * d_v if self.w_out is None else self.w_out.shape[1]
             if self.w_out is None:
                 raise SessionError("an output bias needs W_o", "b_o")
@@ -571,7 +363,7 @@ def _checked_source(source) -> Source:
     tokens = _checked_tokens(source.tokens, "source.tokens")  # the session's own rule
     if not 1 <= len(tokens) <= MAX_TOKENS:
         raise SessionError(f"has {len(tokens)} tokens, expected 1..{MAX_TOKENS}", "source.tokens")
-    x = _frozen_matrix(source.embeddings, "source.embeddings", 2)
+    x = frozen_matrix(source.embeddings, "source.embeddings", 2)
     if x.shape[0] != len(tokens):
         raise SessionError(f"has {x.shape[0]} rows, expected {len(tokens)} (one per source token)", "source.embeddings")
     if not 1 <= x.shape[1] <= MAX_DIM:

@@ -9,7 +9,7 @@ most of it changed or its shape did) and rebuilds either side from the other:
     change.undo(after) == before and change.redo(before) == after
 
 Arrays not touched by the edit are shared, as ``Session.replace`` shares them, and arrays
-rebuilt here go through ``session.with_flat_values`` (one copy, and the engine patches just
+rebuilt here go through ``session_arrays.with_flat_values`` (one copy, and the engine patches just
 the changed positions on its device).
 """
 
@@ -20,7 +20,8 @@ import dataclasses
 import numpy as np
 
 from .errors import SessionError
-from .session import Session, derived_from, with_flat_values
+from .session import Session
+from .session_arrays import derived_from, with_flat_values
 # Positions + old + new values cost 24 bytes per changed cell, a whole array 8 per cell:
 # beyond a third of the cells the whole array is the smaller record.
 _WHOLE_ABOVE = 1 / 3

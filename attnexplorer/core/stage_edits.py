@@ -29,7 +29,8 @@ import numpy as np
 
 from . import edits, token_sequence
 from .errors import SessionError
-from .session import MAX_DIM, MAX_TOKENS, Mask, Session, with_values
+from .session import MAX_DIM, MAX_TOKENS, Mask, Session
+from .session_arrays import with_values
 from .stages import Norm, Positions, Source, sinusoidal_table
 
 STAGE_TABLES = ("b_q", "b_k", "b_v", "b_o", "norm.weight", "norm.bias", "positions.table", "positions.slopes",

@@ -15,7 +15,8 @@ from strategies import stage_sessions
 
 from attnexplorer.core import edits, projection_reuse
 from attnexplorer.core.engine import INTERMEDIATES, STAGE_INTERMEDIATES, compute
-from attnexplorer.core.session import Session, with_values
+from attnexplorer.core.session import Session
+from attnexplorer.core.session_arrays import with_values
 from attnexplorer.core.stages import Source
 
 TOL = {"float64": 1e-10, "float32": 2e-5}

@@ -5,7 +5,8 @@ import pytest
 
 from attnexplorer.core import edits
 from attnexplorer.core.errors import SessionError
-from attnexplorer.core.session import Mask, Session, derived_from, with_values
+from attnexplorer.core.session import Mask, Session
+from attnexplorer.core.session_arrays import derived_from, with_values
 from attnexplorer.core.session_change import SessionChange
 
 
