@@ -25,6 +25,7 @@ from .attention import INTERMEDIATES, STAGE_INTERMEDIATES, AttentionInputs, Atte
 from .device_inputs import cannot_overflow, device_tensor, projection_weights
 from .stage_inputs import positions_array, stage_bound, stage_tensors
 from .errors import EngineError
+from .masking import mask_and_blocked_rows
 from .memory import check_memory
 from .projection_reuse import project as reuse_projection
 from .session import Session
@@ -235,7 +236,7 @@ def _host(t):
     return _host_view(t.cpu())
 
 
-def _all_finite(t) -> bool:
+def all_finite(t) -> bool:
     """Whether every number in ``t`` is finite.
 
     On the CPU numpy looks at the tensor's own memory: torch.isfinite(...).all() makes two
@@ -247,29 +248,6 @@ def _all_finite(t) -> bool:
     if math.isfinite(float(t.sum())):
         return True
     return bool(_torch().isfinite(t).all())
-
-
-@functools.lru_cache(maxsize=4)
-def _unmasked(n: int, n_k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The read-only all-False mask and blocked-row flags for n queries, shared by results."""
-    mask = np.zeros((n, n_k), dtype=bool)
-    rows = np.zeros(n, dtype=bool)
-    mask.flags.writeable = False
-    rows.flags.writeable = False
-    return mask, rows
-
-
-def _mask_and_blocked_rows(session: Session) -> tuple[np.ndarray, np.ndarray, bool]:
-    """The n×n_k mask, the fully blocked query rows, and whether anything is blocked at all."""
-    if session.mask.kind == "none":
-        mask, blocked_rows = _unmasked(session.n, session.n_keys)
-        return mask, blocked_rows, False
-    mask = session.mask.matrix(session.n, None if session.source is None else session.source.n)
-    blocked_rows = mask.all(axis=1)
-    any_blocked = bool(blocked_rows.any()) or bool(mask.any())
-    mask.flags.writeable = False
-    blocked_rows.flags.writeable = False
-    return mask, blocked_rows, any_blocked
 
 
 def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=None) -> AttentionResult:
@@ -291,12 +269,12 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
         raise EngineError(f"unknown intermediate(s): {', '.join(sorted(unknown))}; "
                           f"choose from {', '.join(INTERMEDIATES + STAGE_INTERMEDIATES)}")
     check_memory(session, dtype, device)  # refuse what cannot fit before allocating any of it
-    mask_np, blocked_rows_np, any_blocked = _mask_and_blocked_rows(session)
+    mask_np, blocked_rows_np, any_blocked = mask_and_blocked_rows(session)
     factor = session.scale.factor(session.d_k)
     # Decided from the inputs before any work: when nothing can overflow, the result need not
     # be searched for inf/NaN afterwards.
     info = torch.finfo(tdtype)
-    staged = _uses_stages(session)
+    staged = uses_stages(session)
     checked = cannot_overflow(session, factor, info.max, info.eps, stage_bound if staged else None)
     start = time.perf_counter()
     try:
@@ -305,29 +283,29 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
                                       project=reuse_projection)
             try:
                 # Unless the bound rules overflow out, the scores are looked at before masking.
-                t = attend(inputs, wanted, check_finite=None if checked else _all_finite)
+                t = attend(inputs, wanted, check_finite=None if checked else all_finite)
             except AttentionOverflow:
-                raise _overflow(dtype, device) from None
+                raise overflow_error(dtype, device) from None
             joined, scores, scaled, weights = t["joined"], t["scores"], t["scaled_scores"], t["weights"]
             head_out, output = t["head_outputs"], t["output"]
             # Past the scores, an overflow (in V, or a NaN weight row from +inf scores) always
             # reaches the small head outputs, so checking them and the output suffices.
-            finite = checked or (_all_finite(head_out) and (output is None or _all_finite(output)))
+            finite = checked or (all_finite(head_out) and (output is None or all_finite(output)))
             if dev.type == "cuda":
                 torch.cuda.synchronize(dev)
             elapsed = (time.perf_counter() - start) * 1000.0
             if not finite:
-                raise _overflow(dtype, device)
+                raise overflow_error(dtype, device)
             fields = _to_host(session, wanted, dev, tdtype, joined, scores, scaled, weights, head_out, output,
                               qkv=(t["Q"], t["K"], t["V"]) if staged else None)
             if staged:
-                fields.update(_stages_to_host(session, wanted, t, inputs, to_host=_host_view if dev.type == "cpu"
+                fields.update(stages_to_host(session, wanted, t, inputs, to_host=_host_view if dev.type == "cpu"
                                               and tdtype.itemsize != 2 else _host))
     except (RuntimeError, NotImplementedError, MemoryError) as err:  # e.g. out of memory, a missing kernel
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EngineError(f"the engine failed on {device} ({dtype}): {first}") from None
     if not staged:  # E is X, and the rest are absent: nothing to make
-        fields.update(E=session.embeddings, X=session.embeddings, kv_head_of=_kv_head_of(session.heads, session.heads))
+        fields.update(E=session.embeddings, X=session.embeddings, kv_head_of=kv_head_map(session.heads, session.heads))
     return AttentionResult(session=session, scale_factor=factor, mask=mask_np, blocked_rows=blocked_rows_np,
                            device=str(dev), dtype=dtype, compute_ms=elapsed, **fields)
 
@@ -353,13 +331,13 @@ def attention_inputs(session: Session, tdtype, dev, masks=None, project=None) ->
     ``compute`` calls it under inference mode; fitting calls it too (and swaps in trainable
     W_q, W_k and biases), so the window and the fit feed the engine the same tensors. Under
     inference mode the cached tensors are inference tensors: a caller with autograd on must
-    clone them. ``masks``: ``_mask_and_blocked_rows(session)`` when the caller has it;
+    clone them. ``masks``: ``mask_and_blocked_rows(session)`` when the caller has it;
     ``project``: ``AttentionInputs.project`` (compute's reuse of the previous product; the fit
     leaves it None, as its weights change every step).
     """
     torch = _torch()
-    mask_np, blocked_rows_np, any_blocked = _mask_and_blocked_rows(session) if masks is None else masks
-    stages = stage_tensors(session, tdtype, dev) if _uses_stages(session) else {}
+    mask_np, blocked_rows_np, any_blocked = mask_and_blocked_rows(session) if masks is None else masks
+    stages = stage_tensors(session, tdtype, dev) if uses_stages(session) else {}
     return AttentionInputs(
         x=device_tensor(session.embeddings, tdtype, dev),
         # With a source, only the queries are made from X: stage_tensors has W_q alone.
@@ -371,22 +349,25 @@ def attention_inputs(session: Session, tdtype, dev, masks=None, project=None) ->
         project=project, **stages)
 
 
-def _uses_stages(session: Session) -> bool:
+def uses_stages(session: Session) -> bool:
+    """Whether ``session`` uses any stage of a real head (biases, norm, positions, a source,
+    grouped K/V heads): without one, Q, K and V come from one joined product of X."""
     return not (session.b_query is None and session.b_key is None and session.b_value is None and session.b_out is None
                 and session.norm is None and session.positions is None and session.source is None
                 and session.kv_heads == session.heads)
 
 
 @functools.lru_cache(maxsize=32)
-def _kv_head_of(heads: int, kv_heads: int) -> np.ndarray:
+def kv_head_map(heads: int, kv_heads: int) -> np.ndarray:
+    """The K/V head each of ``heads`` query heads reads (H,), read-only and shared."""
     a = np.arange(heads) // (heads // kv_heads)
     a.flags.writeable = False
     return a
 
 
-def _stages_to_host(session: Session, wanted, t: dict, inputs, to_host) -> dict:
+def stages_to_host(session: Session, wanted, t: dict, inputs, to_host) -> dict:
     """The stage intermediates as host arrays (see AttentionResult), for a session with stages."""
-    out = {"E": session.embeddings, "kv_head_of": _kv_head_of(session.heads, session.kv_heads)}
+    out = {"E": session.embeddings, "kv_head_of": kv_head_map(session.heads, session.kv_heads)}
     if session.source is not None:
         out["source_tokens"] = session.source.tokens
         out["source_X"] = session.source.embeddings
@@ -404,7 +385,8 @@ def _stages_to_host(session: Session, wanted, t: dict, inputs, to_host) -> dict:
     return out
 
 
-def _overflow(dtype: str, device: str) -> EngineError:
+def overflow_error(dtype: str, device: str) -> EngineError:
+    """The one-line refusal of numbers that overflowed ``dtype`` (suggesting float64)."""
     return EngineError(
         f"the numbers are too large for {dtype}: the attention overflowed to inf/NaN "
         f"on {device}; use float64 or smaller embeddings and weights"

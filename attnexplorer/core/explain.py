@@ -72,8 +72,14 @@ def query_row(result: AttentionResult, h: int, i: int):
     exactly as the engine does (scale, mask, stable softmax, a fully blocked row is 0). The
     window keeps only what its visible panels need for big sessions, and one row costs n·d_k
     where the matrices cost n² per head. With ALiBi the bias is added from the result's
-    ``position_bias`` or, when the result lacks it too, from its session.
+    ``position_bias`` or, when the result lacks it too, from its session. A long session's
+    result (``core.long``) gives the row as the engine makes it (``streamed.row``): the same
+    numbers as the dense engine's, at any length.
     """
+    if result.streamed is not None and result.scores is None:
+        row = result.streamed.row(h, i)
+        return (np.asarray(row.scores, dtype=np.float64), np.asarray(row.scaled_scores, dtype=np.float64),
+                np.asarray(row.weights, dtype=np.float64))
     if result.scores is not None:
         scores = np.asarray(result.scores[h, i], dtype=np.float64)
     else:
@@ -100,6 +106,8 @@ def _alibi_row(result: AttentionResult, h: int, i: int) -> np.ndarray | None:
     """ALiBi's bias row −slope_h·|i − j| of query i, or None without ALiBi (or not known)."""
     if result.position_bias is not None:
         return np.asarray(result.position_bias[h, i], dtype=np.float64)
+    if result.streamed is not None and result.streamed.alibi_slopes is not None:
+        return np.asarray(result.streamed.row(h, i).position_bias, dtype=np.float64)
     p = result.session.positions
     if p is None or p.kind != "alibi":
         return None

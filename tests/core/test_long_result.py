@@ -14,7 +14,7 @@ from attnexplorer.core.session import Mask
 
 unit = st.floats(-1, 1, allow_nan=False, width=64)
 NOT_SQUARE = ("Q", "K", "V", "head_outputs", "concat", "output", "E", "P", "X", "Q_unrotated", "K_unrotated",
-              "kv_head_of", "source_X", "blocked_rows", "mask")
+              "kv_head_of", "source_X", "blocked_rows")
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -31,6 +31,11 @@ def test_a_long_result_carries_what_the_dense_one_does_except_n_by_n(session, dt
                                        atol=tol * max(1.0, float(np.abs(np.asarray(b, dtype=float)).max(initial=0))),
                                        err_msg=name)
     assert long.scores is None and long.scaled_scores is None and long.weights is None and long.position_bias is None
+    # The mask is made a block at a time from its definition, never whole.
+    np.testing.assert_array_equal(long.mask[:, :], dense.mask)
+    assert long.mask.shape == dense.mask.shape and long.mask.any() == bool(dense.mask.any())
+    with pytest.raises(TypeError, match="read in blocks"):
+        np.asarray(long.mask)
     assert long.session is session and long.source_tokens == dense.source_tokens and long.dtype == dtype
     assert set(long.streamed.overviews) == {"scores", "scaled_scores", "weights"}
     assert dense.streamed is None
@@ -83,3 +88,46 @@ def test_explain_works_on_a_long_result_as_on_the_dense_one():
                 np.testing.assert_allclose(mine, value, rtol=1e-12, atol=1e-12, err_msg=name)
             else:
                 assert mine == value, name
+
+
+def _assert_same_explanation(ours, theirs, tol):
+    for name, value in vars(theirs).items():
+        mine = vars(ours)[name]
+        if name == "terms":  # (key, token, weight, value, contribution) per key
+            assert [(t.key, t.token) for t in mine] == [(t.key, t.token) for t in value]
+            for a, b in zip(mine, value):
+                np.testing.assert_allclose(a.contribution, b.contribution, rtol=tol, atol=tol)
+                np.testing.assert_allclose(a.weight, b.weight, rtol=tol, atol=tol)
+        elif isinstance(value, (np.ndarray, float)):
+            np.testing.assert_allclose(mine, value, rtol=tol, atol=tol, err_msg=name)
+        else:
+            assert mine == value, name
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("stage", ["alibi", "rope"])
+def test_explain_of_a_streamed_result_across_many_blocks_equals_the_dense_one(monkeypatch, dtype, stage):
+    from attnexplorer.core.explain import explain_cell, explain_output, query_row
+    from attnexplorer.core.long import streamed
+    from attnexplorer.core.stages import Positions
+
+    n = 96
+    base = build_preset("random", {"n": n, "d": 8, "d_k": 8, "d_v": 8, "heads": 4, "seed": 3}).session
+    blocked = np.random.default_rng(1).random((n, n)) < 0.3
+    blocked[7] = True  # a query that sees nothing
+    positions = Positions("alibi") if stage == "alibi" else Positions("rope", theta=500.0)
+    itemsize = 8 if dtype == "float64" else 4
+    monkeypatch.setattr(streamed, "BLOCK_BYTES", 5 * 4 * n * itemsize)  # 5 rows a block: 20 blocks
+    for mask in (Mask("custom", blocked=blocked), Mask("window", window=9), Mask("padding", padding=(0, 5, 50))):
+        session = base.replace(positions=positions, mask=mask)
+        dense, long = compute(session, dtype=dtype), compute_long(session, dtype=dtype)
+        assert long.weights is None and long.streamed is not None
+        tol = 1e-6 if dtype == "float32" else 1e-12
+        for head, query in ((0, 0), (1, 7), (2, 52), (3, n - 1)):
+            for ours, theirs in zip(query_row(long, head, query), query_row(dense, head, query)):
+                np.testing.assert_allclose(ours, theirs, rtol=tol, atol=tol * max(1.0, np.abs(theirs).max()))
+            key = int(np.argmax(query_row(dense, head, query)[2]))
+            for j in {key, 0, query, n - 1}:
+                _assert_same_explanation(explain_cell(long, head, query, j), explain_cell(dense, head, query, j), tol)
+            _assert_same_explanation(explain_output(long, head, query, top=8), explain_output(dense, head, query, top=8),
+                                     tol)

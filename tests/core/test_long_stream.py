@@ -94,6 +94,14 @@ def test_streamed_equals_dense(case, data):
             assert_close(getattr(row, what), getattr(dense, what)[head, query], dtype, f"{what} row")
         np.testing.assert_array_equal(row.blocked, dense.mask[query])
         assert_close(row.output, dense.head_outputs[head, query], dtype, "row output")
+        # ALiBi's bias, made from the slopes as the engine adds it: the very same numbers.
+        if dense.position_bias is None:
+            assert row.position_bias is None and streamed.alibi_slopes is None
+        else:
+            np.testing.assert_array_equal(streamed.tile(head, slice(r0, r1), slice(c0, c1), "position_bias"),
+                                          dense.position_bias[head, r0:r1, c0:c1])
+            np.testing.assert_array_equal(row.position_bias, dense.position_bias[head, query])
+            np.testing.assert_array_equal(streamed.alibi_slopes, session.positions.slopes_for(session.heads))
     for what, signed, masked_view in (("scores", True, False), ("scaled_scores", True, True), ("weights", False, True)):
         pooled = streamed.overviews[what]
         assert pooled.complete and (pooled.fy, pooled.fx, pooled.pool) == (fy, fx, pool)
@@ -177,3 +185,5 @@ def test_overflow_and_bad_requests_are_refused_in_one_line():
         result.overview("weights", pool="median")
     with pytest.raises(EngineError, match="unknown matrix 'values'"):
         stream(small_session(), overviews=("values",))
+    with pytest.raises(EngineError, match="no position bias"):
+        result.tile(0, slice(None), slice(None), "position_bias")

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..engine import AttentionResult, _mask_and_blocked_rows, compute
+from ..engine import AttentionResult, compute
+from ..masking import MaskMatrix
 from ..memory import compute_bytes, memory_limit
 from ..session import Session
 from .pooling import pool_grid
@@ -48,16 +49,19 @@ def overview_grid(session: Session) -> tuple[int, int]:
 def compute_long(session: Session, device: str = "cpu", dtype: str = "float32", *, pool: str = "max",
                  overviews=MATRICES, progress: Callable | None = None,
                  cancelled: Callable[[], bool] | None = None) -> AttentionResult:
-    """``session``'s result by the streamed path: n × n intermediates None, ``streamed`` set.
+    """``session``'s result by the streamed path: n × n intermediates None, ``streamed`` set,
+    and ``mask`` a ``MaskMatrix`` (read in blocks, never made whole). With ALiBi,
+    ``position_bias`` is None too: ``streamed.alibi_slopes`` and ``streamed.tile(...,
+    "position_bias")`` give it.
 
     ``progress``/``cancelled`` as for ``stream``. Raises ``EngineError`` as ``compute`` does.
     """
     fy, fx = overview_grid(session)
     s = stream(session, device, dtype, overviews=tuple(overviews), fy=fy, fx=fx, pool=pool, progress=progress,
                cancelled=cancelled)
-    mask, blocked_rows, _ = _mask_and_blocked_rows(session)
     concat = s.head_outputs.transpose(1, 0, 2).reshape(session.n, -1) if session.w_out is not None else s.output
-    return AttentionResult(session=session, scale_factor=s.scale_factor, mask=mask, blocked_rows=blocked_rows,
+    return AttentionResult(session=session, scale_factor=s.scale_factor, mask=MaskMatrix(session),
+                           blocked_rows=s.blocked_rows,
                            Q=s.Q, K=s.K, V=s.V, scores=None, scaled_scores=None, weights=None,
                            head_outputs=s.head_outputs, concat=concat, output=s.output, device=s.device,
                            dtype=dtype, compute_ms=s.compute_ms, streamed=s, **s.stages)

@@ -21,8 +21,9 @@ import numpy as np
 
 from ..attention import AttentionInputs, combine_heads, project
 from ..device_inputs import cannot_overflow, device_tensor, projection_weights
-from ..engine import _all_finite, _kv_head_of, _overflow, _stages_to_host, _uses_stages, resolve
+from ..engine import all_finite, kv_head_map, overflow_error, resolve, stages_to_host, uses_stages
 from ..errors import EngineError
+from ..masking import any_blocked
 from ..session import Session
 from ..stage_inputs import alibi_block, stage_bound, stage_tensors
 from .pooling import POOLED, POOLS, Pooled, pool_rows
@@ -32,6 +33,8 @@ from .pooling import POOLED, POOLS, Pooled, pool_rows
 # product is efficient, small enough that the peak stays a few hundred MB at any n.
 BLOCK_BYTES = 64 * 1024**2
 MATRICES = tuple(POOLED)  # "scores", "scaled_scores", "weights"
+# What a tile or row can also be read as: ALiBi's −slope·|i − j|, made from the slopes.
+TILED = MATRICES + ("position_bias",)
 
 
 class Cancelled(Exception):
@@ -48,7 +51,8 @@ def _torch():
 class RowDetail:
     """One query's full row in one head: ``scores`` (raw QKᵀ), ``scaled_scores`` (× scale +
     position bias, unmasked), ``weights`` (blocked keys 0) over the n_k keys, ``blocked`` the
-    row of the mask, and ``output`` = Σ_j weight_j · V_j (d_v,)."""
+    row of the mask, ``output`` = Σ_j weight_j · V_j (d_v,), and ``position_bias`` ALiBi's
+    row as added to the scaled scores (None without ALiBi)."""
 
     head: int
     query: int
@@ -57,6 +61,7 @@ class RowDetail:
     weights: np.ndarray
     blocked: np.ndarray
     output: np.ndarray
+    position_bias: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,7 +79,8 @@ class StreamedResult:
       W_o): None when the pass was asked not to make them.
     - ``overviews``: name → ``Pooled`` made during the pass.
     - ``stages``: the stage arrays an ``AttentionResult`` carries (E, P, X, Q_unrotated,
-      K_unrotated, kv_head_of, source_tokens, source_X; never ALiBi's H × n × n bias).
+      K_unrotated, kv_head_of, source_tokens, source_X; never ALiBi's H × n × n bias:
+      ``alibi_slopes`` and ``tile(..., "position_bias")`` give any part of it instead).
 
     Host arrays are read-only numpy (float64 for a float64 compute, float32 otherwise).
     """
@@ -111,6 +117,13 @@ class StreamedResult:
         return self.session.n_keys
 
     @property
+    def alibi_slopes(self) -> np.ndarray | None:
+        """ALiBi's slope of each query head (H,), float64; None without ALiBi. The bias of
+        query i for key j in head h is −slope_h · |i − j| (``tile(h, rows, cols,
+        "position_bias")`` gives it as the engine adds it, in the result's dtype)."""
+        return self._prepared.slopes
+
+    @property
     def row_sum(self) -> np.ndarray:
         with np.errstate(divide="ignore"):
             return np.where(self.blocked_rows[None, :], 0.0, 1.0 / self.row_scale)
@@ -127,9 +140,12 @@ class StreamedResult:
 
     def tile(self, head: int, rows: slice, cols: slice, what: str = "weights") -> np.ndarray:
         """The exact rectangle ``[rows, cols]`` of matrix ``what`` ("scores", "scaled_scores",
-        "weights") of ``head``, as the dense engine's result holds it."""
-        if what not in MATRICES:
-            raise EngineError(f"unknown matrix {what!r}; choose one of {', '.join(MATRICES)}")
+        "weights", or with ALiBi "position_bias") of ``head``, as the dense engine's result
+        holds it."""
+        if what not in TILED:
+            raise EngineError(f"unknown matrix {what!r}; choose one of {', '.join(TILED)}")
+        if what == "position_bias" and self.alibi_slopes is None:
+            raise EngineError("this session has no position bias (only ALiBi adds one)")
         self._check_head(head)
         rows, cols = _bounded(rows, self.n), _bounded(cols, self.n_keys)
         p = self._prepared
@@ -161,11 +177,13 @@ class StreamedResult:
             weights = _block(p, rows, cols, heads=slice(head, head + 1), what="weights",
                              row_max=self.row_max, row_scale=self.row_scale, blocked_rows=self.blocked_rows)
             output = weights[0] @ p.v[p.kv_head_of[head]]
+            bias = None if p.slopes is None else _block(p, rows, cols, heads=slice(head, head + 1),
+                                                         what="position_bias")
         blocked = p.mask_block(rows, cols)
         return RowDetail(head=head, query=query, scores=_to_host(scores[0, 0]), scaled_scores=_to_host(scaled[0, 0]),
                          weights=_to_host(weights[0, 0]),
                          blocked=np.zeros(self.n_keys, dtype=bool) if blocked is None else blocked[0],
-                         output=_to_host(output[0]))
+                         output=_to_host(output[0]), position_bias=None if bias is None else _to_host(bias[0, 0]))
 
     def overview(self, what: str = "weights", fy: int = 1, fx: int = 1, pool: str = "max",
                  progress: Callable | None = None, cancelled: Callable[[], bool] | None = None) -> Pooled:
@@ -253,9 +271,12 @@ class _Prepared:
 
 def _prepare(session: Session, dev, tdtype, block_bytes: int) -> tuple[_Prepared, dict]:
     """X, Q, K and V by the dense engine's own ``project``, and what the blocks need."""
-    staged = _uses_stages(session)
+    staged = uses_stages(session)
     stages = stage_tensors(session, tdtype, dev, dense_bias=False) if staged else {}
     slopes = stages.pop("alibi_slopes", None)
+    if slopes is not None:
+        slopes = np.array(slopes, dtype=np.float64)
+        slopes.flags.writeable = False
     inputs = AttentionInputs(
         x=device_tensor(session.embeddings, tdtype, dev),
         w_qkv=stages.pop("w_q") if "w_q" in stages else projection_weights(session, tdtype, dev),
@@ -264,8 +285,8 @@ def _prepare(session: Session, dev, tdtype, block_bytes: int) -> tuple[_Prepared
     t = project(inputs)
     prepared = _Prepared(session=session, dev=dev, tdtype=tdtype, q=t["Q"].contiguous(), k=t["K"].contiguous(),
                          v=t["V"].contiguous(), factor=inputs.factor,
-                         kv_head_of=_kv_head_of(session.heads, session.kv_heads), slopes=slopes,
-                         any_blocked=session.mask.kind != "none", inputs=inputs, block_bytes=block_bytes)
+                         kv_head_of=kv_head_map(session.heads, session.kv_heads), slopes=slopes,
+                         any_blocked=any_blocked(session), inputs=inputs, block_bytes=block_bytes)
     return prepared, t
 
 
@@ -280,6 +301,8 @@ def _block(p: _Prepared, rows: slice, cols: slice, heads: slice, what: str,
     """
     torch = _torch()
     hs = range(p.session.heads)[heads]
+    if what == "position_bias":
+        return alibi_block(p.slopes[hs.start:hs.stop], rows, cols, p.tdtype, p.dev)
     q = p.q[hs.start:hs.stop, rows]
     kv = p.kv_head_of[hs.start:hs.stop]
     first, last = int(kv[0]), int(kv[-1]) + 1
@@ -358,7 +381,7 @@ def stream(session: Session, device: str = "cpu", dtype: str = "float32", *, ove
     info = torch.finfo(tdtype)
     factor = session.scale.factor(session.d_k)
     checked = cannot_overflow(session, factor, info.max, info.eps,
-                              stage_bound if _uses_stages(session) else None)
+                             stage_bound if uses_stages(session) else None)
     try:
         with torch.inference_mode():
             return _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, progress, cancelled,
@@ -390,16 +413,16 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
         c = rows.stop - rows.start
         out_rows = slice(r0 // fy, -(-rows.stop // fy))
         scores = _block(p, rows, slice(0, n_k), slice(None), "scores", buffer=buffer)
-        if not checked and not _all_finite(scores):
-            raise _overflow(dtype, device)
+        if not checked and not all_finite(scores):
+            raise overflow_error(dtype, device)
         if "scores" in pooled:
             pooled["scores"][:, out_rows] = _to_host(pool_rows(scores, None, fy, fx, "scores", pool))
         # scaled = scores × factor + bias, in the scores' buffer once they are pooled.
         scaled = scores.mul_(p.factor)
         if p.slopes is not None:
             scaled.add_(alibi_block(p.slopes, rows, slice(0, n_k), tdtype, dev))
-        if not checked and not _all_finite(scaled):
-            raise _overflow(dtype, device)
+        if not checked and not all_finite(scaled):
+            raise overflow_error(dtype, device)
         blocked = p.mask_tensor(rows)
         if "scaled_scores" in pooled:
             pooled["scaled_scores"][:, out_rows] = _to_host(pool_rows(scaled, blocked, fy, fx, "scaled_scores", pool))
@@ -430,8 +453,8 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
     output = None
     if outputs:
         out = combine_heads(head_out, p.inputs)
-        if not checked and not (_all_finite(head_out) and (out is None or _all_finite(out))):
-            raise _overflow(dtype, device)
+        if not checked and not (all_finite(head_out) and (out is None or all_finite(out))):
+            raise overflow_error(dtype, device)
         if out is None:
             output = _to_host(head_out.transpose(0, 1).reshape(n, -1))
         else:
@@ -450,7 +473,7 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
 
 
 def _stages(session: Session, t: dict, p: _Prepared) -> dict:
-    if not _uses_stages(session):
+    if not uses_stages(session):
         return {"E": session.embeddings, "X": session.embeddings, "kv_head_of": p.kv_head_of}
     wanted = {"P", "X", "Q_unrotated", "K_unrotated"}
-    return _stages_to_host(session, wanted, t, p.inputs, to_host=_to_host)
+    return stages_to_host(session, wanted, t, p.inputs, to_host=_to_host)
