@@ -164,3 +164,24 @@ def format_rows(rows: list[dict]) -> list[str]:
             out.append(f"           load average {row['load_before']:.2f} before, {row['load_after']:.2f} after "
                        f"({row.get('repeats', 1)} runs each)")
     return out
+
+
+PROSE = ("Attention lets every token of a text look back at the tokens before it and decide how much each "
+         "one matters. A reader of a long report keeps the title in mind while reading the last page, and "
+         "a model that reads four thousand tokens must do the same: some heads keep looking at the first "
+         "token, some at the previous one, and a few reach far back to a name or a number that was said "
+         "long before. ")
+
+
+def long_text(loaded, tokens: int) -> str:
+    """English prose repeated and cut to at most ``tokens`` tokens of ``loaded``'s tokenizer (as near as a word allows)."""
+    per = max(1, len(loaded.tokenizer.encode(PROSE)[0]))
+    words = (PROSE * (tokens // per + 2)).split(" ")
+    lo, hi = 0, len(words)
+    while lo < hi:   # the most words whose text stays within ``tokens``
+        mid = (lo + hi + 1) // 2
+        if len(loaded.tokenizer.encode(" ".join(words[:mid]))[0]) <= tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return " ".join(words[:lo])

@@ -3,13 +3,15 @@
 Every check that needs no model runs first (the extra installed, the text, the layer number,
 the model on disk, the output folder), so a typo costs no load; then the model is opened, the
 layer range and the text's length are checked against it, and the session is written
-atomically. Any failure is one ModelError line (exit 2 at the CLI) and no file is written.
+atomically. A long text (``LoadedModel.is_long``) shows a progress bar on stderr while the
+model runs, as ``fit`` does. Any failure is one ModelError line (exit 2 at the CLI) and no file is written.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 from ..models.sources import ModelError, missing_dependencies, resolve
@@ -18,6 +20,30 @@ from ..models.sources import ModelError, missing_dependencies, resolve
 def _json(session: dict) -> str:
     # Compact: a layer of MiniLM is over half a million numbers.
     return json.dumps(session, separators=(",", ":"), allow_nan=False) + "\n"
+
+
+class LayerBar:
+    """``[#####-----] running smollm2 on 4,096 tokens: layer 12 of 30`` on one stderr line, at most ~10 times a second."""
+
+    def __init__(self, stream=None, width: int = 30):
+        self.stream, self.width = stream or sys.stderr, width
+        self._last = 0.0
+        self.shown = False
+
+    def __call__(self, fraction: float, message: str) -> None:
+        now = time.monotonic()
+        if now - self._last < 0.1 and fraction < 1.0:
+            return
+        self._last = now
+        filled = int(self.width * min(max(fraction, 0.0), 1.0))
+        self.stream.write(f"\r[{'#' * filled}{'-' * (self.width - filled)}] {message}")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 def run_import_model(args) -> int:
@@ -41,7 +67,12 @@ def run_import_model(args) -> int:
     loaded = load_model(source)
     if args.layer >= loaded.num_layers:
         raise ModelError(f"--layer {args.layer} is out of range: {source.label} has layers 0..{loaded.num_layers - 1}")
-    run = loaded.run(args.text)
+    bar = LayerBar() if loaded.is_long(len(loaded.tokenize(args.text)[0])) else None
+    try:
+        run = loaded.run(args.text, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
     session = loaded.layer_session(run, args.layer)
     atomic_write_text(out, _json(session))
     print(f"{out}: layer {args.layer} of {loaded.describe()}; {len(run.tokens)} tokens", file=sys.stderr)

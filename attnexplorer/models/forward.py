@@ -9,6 +9,15 @@ module's output before the residual add. It follows transformers 5's eager code 
 rounding; ``tests/models/test_own_forward.py`` checks that against transformers on every
 family, MiniLM and SmolLM2. The last layer's MLP is skipped: nothing reads its output.
 
+A long text cannot keep every layer's n × n weights (SmolLM2 at 4,096 tokens: 30 layers × 9
+heads × 4,096² floats, 18 GB). With ``keep_attentions=False`` the attention runs a block of query
+rows at a time (``_Blocks``): each block's scores, softmax and ·V are the eager code's, on those
+rows only (a causal block reads only the keys up to its last row: the later ones would weigh
+exactly 0), and of the weights only a max-pooled thumbnail per head (about ``THUMBNAIL_CELLS`` a
+side) and each query's log Σ exp(score) are kept, and the attention outputs of every
+``n / OUTPUT_ROWS``-th query. Memory is then O(block × n) for the attention and O(layers × n × d)
+for the layer inputs, which opening any layer needs.
+
 ``weights`` maps transformers' parameter names of the base model (``encoder.layer.0.…``,
 ``h.0.…``, ``layers.0.…``) to tensors; ``native.read_weights`` and a transformers model's
 ``state_dict()`` both give that.
@@ -24,9 +33,23 @@ import torch.nn.functional as F
 
 
 class Forward(NamedTuple):
-    attentions: torch.Tensor            # (layers, H, n, n)
+    attentions: torch.Tensor | None     # (layers, H, n, n); None when not kept (a long text)
     layer_inputs: list[torch.Tensor]    # (n, d) entering each layer
-    attention_outputs: list[torch.Tensor]   # (n, d) before the residual add
+    attention_outputs: Any              # (layers, n, d) tensor, or a list of (n, d): before the residual add
+    thumbnails: torch.Tensor | None = None   # (layers, H, t, t) max-pooled weights when not kept
+    log_sum_exp: torch.Tensor | None = None  # (layers, H, n) log Σ_j exp(scaled score) when not kept
+    output_rows: torch.Tensor | None = None  # the query rows attention_outputs holds when not kept (else all)
+
+
+# The side of a long text's pooled thumbnails, in cells: the model view draws them at 36-120 px.
+THUMBNAIL_CELLS = 128
+# A long text keeps the attention outputs of about this many query rows per layer (evenly
+# spaced), for checking an opened layer against the model: all of them would be 283 MB at
+# 4,096 tokens of SmolLM2, a seventh of the memory bound, for a check that rows already make.
+OUTPUT_ROWS = 512
+# Bytes of one block's (heads × rows × keys) scores: the attention of a long text holds about
+# three such buffers at once (scores, weights, their pooled rows).
+BLOCK_BYTES = 32 * 1024**2
 
 
 def _new_gelu(x: torch.Tensor) -> torch.Tensor:
@@ -54,7 +77,92 @@ def _attend(q, k, v, scaling: float, causal: bool):
     return weights, context.reshape(context.shape[0], -1)
 
 
-def _bert(config: Any, w: Mapping[str, torch.Tensor], ids: torch.Tensor) -> Forward:
+class _Layers:
+    """Each layer's attention, output and progress, as the family forwards hand them over.
+
+    Dense (``keep`` True): every layer's weights are kept, as transformers' ``output_attentions``.
+    Otherwise ``_Blocks`` does the attention. ``progress(layer, layers)`` is called as each layer
+    starts (and with ``layers, layers`` at the end); ``cancelled()`` is asked then and between
+    blocks, and ``Cancelled`` raised when it says True.
+    """
+
+    def __init__(self, layers: int, keep: bool, progress=None, cancelled=None):
+        self.layers, self.keep = layers, keep
+        self.progress, self.cancelled = progress, cancelled
+        self.cells, self.block_bytes, self.output_rows = THUMBNAIL_CELLS, BLOCK_BYTES, OUTPUT_ROWS
+        self.rows = None
+        self.weights: list[torch.Tensor] = []
+        self.outputs: torch.Tensor | None = None
+        self.thumbnails = self.log_sum_exp = None
+
+    def start(self, layer: int) -> None:
+        self.check()
+        if self.progress is not None:
+            self.progress(layer, self.layers)
+
+    def check(self) -> None:
+        if self.cancelled is not None and self.cancelled():
+            from .sources import Cancelled
+
+            raise Cancelled()
+
+    def attend(self, layer: int, q, k, v, scaling: float, causal: bool):
+        """(n, H·d_v) context of one layer's heads (q: H × n × d_k, k and v already per query head)."""
+        if self.keep:
+            weights, context = _attend(q, k, v, scaling, causal)
+            self.weights.append(weights)
+            return context
+        return self._blocks(layer, q, k, v, scaling, causal)
+
+    def output(self, layer: int, out: torch.Tensor) -> None:
+        # One (layers, n, d) tensor filled layer by layer: stacking a list at the end would hold
+        # every output twice.
+        if self.outputs is None:
+            n = out.shape[0]
+            self.rows = None if self.keep else torch.arange(0, n, max(1, -(-n // self.output_rows)))
+            kept = n if self.rows is None else len(self.rows)
+            self.outputs = torch.empty((self.layers, kept, out.shape[1]), dtype=out.dtype)
+        self.outputs[layer] = out if self.rows is None else out[self.rows]
+
+    def _blocks(self, layer: int, q, k, v, scaling: float, causal: bool):
+        from ..core.long.pooling import pool_grid, pool_rows
+
+        heads, n, _ = q.shape
+        f = max(pool_grid(n, n, self.cells, self.cells))
+        if self.thumbnails is None:
+            side = -(-n // f)
+            self.thumbnails = torch.zeros((self.layers, heads, side, side), dtype=torch.float32)
+            self.log_sum_exp = torch.empty((self.layers, heads, n), dtype=torch.float32)
+        rows = max(1, self.block_bytes // (heads * n * 4))
+        step = max(f, rows // f * f)
+        context = torch.empty((heads, n, v.shape[-1]), dtype=v.dtype)
+        low = torch.finfo(q.dtype).min
+        for r0 in range(0, n, step):
+            self.check()
+            r1 = min(n, r0 + step)
+            width = r1 if causal else n   # a causal row's later keys weigh exactly 0: not computed
+            scores = torch.matmul(q[:, r0:r1], k[:, :width].transpose(-1, -2)) * scaling
+            if causal:
+                blocked = torch.ones(r1 - r0, width, dtype=torch.bool).triu(r0 + 1)
+                scores = scores.masked_fill(blocked, low)
+            self.log_sum_exp[layer, :, r0:r1] = torch.logsumexp(scores.float(), dim=-1)
+            weights = torch.softmax(scores, dim=-1, dtype=torch.float32)
+            del scores
+            context[:, r0:r1] = torch.matmul(weights, v[:, :width])
+            pooled = pool_rows(weights, None, f, f, "weights", "max")
+            self.thumbnails[layer, :, r0 // f:r0 // f + pooled.shape[1], :pooled.shape[2]] = pooled
+            del weights, pooled
+        context = context.transpose(0, 1)
+        return context.reshape(context.shape[0], -1)
+
+    def result(self, inputs: list[torch.Tensor]) -> Forward:
+        if self.progress is not None:
+            self.progress(self.layers, self.layers)
+        attentions = torch.stack(self.weights) if self.keep else None
+        return Forward(attentions, inputs, self.outputs, self.thumbnails, self.log_sum_exp, self.rows)
+
+
+def _bert(config: Any, w: Mapping[str, torch.Tensor], ids: torch.Tensor, run: _Layers) -> Forward:
     n, H = len(ids), int(config.num_attention_heads)
     dk = int(config.hidden_size) // H
     eps, act = float(config.layer_norm_eps), ACT[config.hidden_act]
@@ -64,27 +172,27 @@ def _bert(config: Any, w: Mapping[str, torch.Tensor], ids: torch.Tensor) -> Forw
 
     x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.token_type_embeddings.weight"][0]
     x = ln(x + w["embeddings.position_embeddings.weight"][:n], "embeddings.LayerNorm")
-    inputs, outputs, attentions = [], [], []
+    inputs = []
     for layer in range(int(config.num_hidden_layers)):
         p = f"encoder.layer.{layer}."
+        run.start(layer)
         inputs.append(x)
         q, k, v = (_heads(F.linear(x, w[f"{p}attention.self.{m}.weight"], w.get(f"{p}attention.self.{m}.bias")), H, dk)
                    for m in ("query", "key", "value"))
-        weights, context = _attend(q, k, v, dk ** -0.5, causal=False)
-        attentions.append(weights)
+        context = run.attend(layer, q, k, v, dk ** -0.5, causal=False)
         out = F.linear(context, w[p + "attention.output.dense.weight"], w.get(p + "attention.output.dense.bias"))
-        outputs.append(out)
+        run.output(layer, out)
         x = ln(out + x, p + "attention.output.LayerNorm")
         hidden = act(F.linear(x, w[p + "intermediate.dense.weight"], w.get(p + "intermediate.dense.bias")))
         x = ln(F.linear(hidden, w[p + "output.dense.weight"], w.get(p + "output.dense.bias")) + x, p + "output.LayerNorm")
-    return Forward(torch.stack(attentions), inputs, outputs)
+    return run.result(inputs)
 
 
 def _conv1d(x, w, name):
     return torch.addmm(w[name + ".bias"], x, w[name + ".weight"])   # GPT-2's Conv1D stores in × out
 
 
-def _gpt2(config: Any, w: Mapping[str, torch.Tensor], ids: torch.Tensor) -> Forward:
+def _gpt2(config: Any, w: Mapping[str, torch.Tensor], ids: torch.Tensor, run: _Layers) -> Forward:
     n, d, H = len(ids), int(config.hidden_size), int(config.num_attention_heads)
     dk = d // H
     eps, act = float(config.layer_norm_epsilon), ACT[config.activation_function]
@@ -93,23 +201,23 @@ def _gpt2(config: Any, w: Mapping[str, torch.Tensor], ids: torch.Tensor) -> Forw
         return F.layer_norm(x, (d,), w[name + ".weight"], w[name + ".bias"], eps)
 
     x = w["wte.weight"][ids] + w["wpe.weight"][:n]
-    inputs, outputs, attentions = [], [], []
+    inputs = []
     layers = int(config.num_hidden_layers)
     for layer in range(layers):
         p = f"h.{layer}."
+        run.start(layer)
         inputs.append(x)
         q, k, v = (_heads(t, H, dk) for t in _conv1d(ln(x, p + "ln_1"), w, p + "attn.c_attn").split(d, dim=-1))
         scaling = dk ** -0.5 if config.scale_attn_weights else 1.0
         if config.scale_attn_by_inverse_layer_idx:
             scaling /= float(layer + 1)
-        weights, context = _attend(q, k, v, scaling, causal=True)
-        attentions.append(weights)
+        context = run.attend(layer, q, k, v, scaling, causal=True)
         out = _conv1d(context, w, p + "attn.c_proj")
-        outputs.append(out)
+        run.output(layer, out)
         x = x + out
         if layer + 1 < layers:
             x = x + _conv1d(act(_conv1d(ln(x, p + "ln_2"), w, p + "mlp.c_fc")), w, p + "mlp.c_proj")
-    return Forward(torch.stack(attentions), inputs, outputs)
+    return run.result(inputs)
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -122,7 +230,7 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def _llama(config: Any, w: Mapping[str, torch.Tensor], ids: torch.Tensor) -> Forward:
+def _llama(config: Any, w: Mapping[str, torch.Tensor], ids: torch.Tensor, run: _Layers) -> Forward:
     from .families import head_dim, rope_theta
 
     n, H = len(ids), int(config.num_attention_heads)
@@ -138,10 +246,11 @@ def _llama(config: Any, w: Mapping[str, torch.Tensor], ids: torch.Tensor) -> For
         return F.linear(x, w[name + ".weight"], w.get(name + ".bias"))
 
     x = w["embed_tokens.weight"][ids]
-    inputs, outputs, attentions = [], [], []
+    inputs = []
     layers = int(config.num_hidden_layers)
     for layer in range(layers):
         p = f"layers.{layer}."
+        run.start(layer)
         inputs.append(x)
         h = _rms(x, w[p + "input_layernorm.weight"], eps)
         q = _heads(lin(h, p + "self_attn.q_proj"), H, hd)
@@ -149,15 +258,14 @@ def _llama(config: Any, w: Mapping[str, torch.Tensor], ids: torch.Tensor) -> For
         v = _heads(lin(h, p + "self_attn.v_proj"), Hkv, hd)
         q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
         k, v = k.repeat_interleave(H // Hkv, dim=0), v.repeat_interleave(H // Hkv, dim=0)
-        weights, context = _attend(q, k, v, hd ** -0.5, causal=True)
-        attentions.append(weights)
+        context = run.attend(layer, q, k, v, hd ** -0.5, causal=True)
         out = lin(context, p + "self_attn.o_proj")
-        outputs.append(out)
+        run.output(layer, out)
         x = x + out
         if layer + 1 < layers:
             h = _rms(x, w[p + "post_attention_layernorm.weight"], eps)
             x = x + lin(act(lin(h, p + "mlp.gate_proj")) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
-    return Forward(torch.stack(attentions), inputs, outputs)
+    return run.result(inputs)
 
 
 FORWARDS = {"bert": _bert, "gpt2": _gpt2, "llama": _llama}
@@ -170,15 +278,21 @@ FORWARDS = {"bert": _bert, "gpt2": _gpt2, "llama": _llama}
 ONE_THREAD_TOKENS = 64
 
 
-def forward(kind: str, config: Any, weights: Mapping[str, torch.Tensor], ids: list[int]) -> Forward:
-    """Run the model on one sequence of token ids (no batch), without gradients."""
+def forward(kind: str, config: Any, weights: Mapping[str, torch.Tensor], ids: list[int], *,
+            keep_attentions: bool = True, progress=None, cancelled=None) -> Forward:
+    """Run the model on one sequence of token ids (no batch), without gradients.
+
+    ``keep_attentions=False`` (a long text) keeps pooled thumbnails and log Σ exp per query
+    instead of every n × n; ``progress(layer, layers)`` and ``cancelled()`` as for ``_Layers``.
+    """
     threads = torch.get_num_threads()
     single = len(ids) <= ONE_THREAD_TOKENS and threads > 1
     if single:
         torch.set_num_threads(1)
     try:
         with torch.no_grad():
-            return FORWARDS[kind](config, weights, torch.tensor(ids, dtype=torch.long))
+            run = _Layers(int(config.num_hidden_layers), keep_attentions, progress, cancelled)
+            return FORWARDS[kind](config, weights, torch.tensor(ids, dtype=torch.long), run)
     finally:
         if single:
             torch.set_num_threads(threads)

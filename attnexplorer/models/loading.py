@@ -40,17 +40,40 @@ CACHE_DONE = "attnexplorer-complete"
 OWN, TRANSFORMERS = "attnexplorer", "transformers"
 
 
+# A run keeps every layer's n × n weights (layers × H × n² float32) up to this many bytes:
+# MiniLM's 6 × 12 heads at its 512 positions is 75 MB, SmolLM2's 30 × 9 at 490 tokens 256 MB.
+# A longer text runs the attention a block of rows at a time and keeps pooled thumbnails and
+# each query's log Σ exp instead (``forward._Layers``), so 4,096 tokens of SmolLM2 stay far
+# under 2 GB where the full stack would be 18 GB.
+DENSE_RUN_BYTES = 256 * 1024**2
+
+
 @dataclass(frozen=True)
 class ModelRun:
-    """One forward pass over a text. Arrays are float32 numpy; attention is (layers, H, n, n)."""
+    """One forward pass over a text. Arrays are float32 numpy.
+
+    A short text keeps ``attentions`` (layers, H, n, n), the model's own weights, and its
+    ``thumbnails`` are those same arrays. A long one (``long``) has ``attentions`` None,
+    ``thumbnails`` (layers, H, t, t) max-pooled to about 128 cells a side, and ``log_sum_exp``
+    (layers, H, n), log Σ_j exp(score) of each query's row, and ``attention_outputs`` only for
+    the queries ``output_rows`` (evenly spaced, about 512): with these an opened layer is
+    checked against the model (``models.views.long_differences``).
+    """
 
     text: str
     ids: tuple[int, ...]
     pieces: tuple[str, ...]
     tokens: tuple[str, ...]
     layer_inputs: tuple[np.ndarray, ...]      # (n × d) entering each layer
-    attentions: np.ndarray                    # (layers, H, n, n), the model's attention weights
-    attention_outputs: np.ndarray             # (layers, n, d), before the residual add
+    attentions: np.ndarray | None             # (layers, H, n, n), the model's attention weights
+    attention_outputs: np.ndarray             # (layers, n, d) before the residual add; rows output_rows if long
+    thumbnails: np.ndarray | None = None      # (layers, H, t, t) what the model view draws
+    log_sum_exp: np.ndarray | None = None     # (layers, H, n) for a long run
+    output_rows: np.ndarray | None = None     # the queries attention_outputs holds for a long run
+
+    @property
+    def long(self) -> bool:
+        return self.attentions is None
 
     def ids_tensor(self):
         import torch
@@ -109,22 +132,71 @@ class LoadedModel:
             raise ModelError("the text gives no tokens")
         return ids, pieces
 
-    def run(self, text: str) -> ModelRun:
-        """Run the model once on ``text`` (eager attention, no gradients)."""
+    def is_long(self, tokens: int) -> bool:
+        """Whether a text of ``tokens`` tokens runs without keeping every n × n (``DENSE_RUN_BYTES``)."""
+        return self.num_layers * self.num_heads * tokens * tokens * 4 > DENSE_RUN_BYTES
+
+    def run(self, text: str, progress: Progress | None = None, cancelled: Callable[[], bool] | None = None) -> ModelRun:
+        """Run the model once on ``text`` (no gradients).
+
+        A long text (``is_long``) always runs through attnexplorer's own forward, a block of
+        rows at a time, whichever way the model was opened: transformers' eager attention would
+        keep every layer's n × n. ``progress(fraction, message)`` is called as each layer starts
+        and ``cancelled()`` asked there (``Cancelled`` raised), for a long text between blocks too.
+        """
         ids, pieces = self.tokenize(text)
+        say = progress or (lambda _f, _m: None)
+        long = self.is_long(len(ids))
+
+        def layer_progress(layer: int, layers: int) -> None:
+            if layer < layers:
+                say(layer / layers, f"running {self.source.label} on {len(ids):,} tokens: layer {layer + 1} of {layers}")
+            else:
+                say(1.0, f"{self.source.label} ran all {layers} layers on {len(ids):,} tokens")
+
         try:
-            result = self.forward(ids)
+            if long or self.engine == OWN:
+                from .forward import forward
+
+                if long and self.engine != OWN:
+                    self._check_own_forward(len(ids))
+                result = forward(self.family.name, self.config, self.weights, ids, keep_attentions=not long,
+                                 progress=layer_progress, cancelled=cancelled)
+            else:
+                _check(cancelled)
+                result = self.forward(ids)
         except ModelError:
             raise
         except RuntimeError as err:   # weights whose shapes do not fit the config
             raise ModelError(f"{self.source.label} failed to run: {hf.first_line(err)}") from None
+        outputs = result.attention_outputs
+        if not hasattr(outputs, "shape"):   # transformers' hooks give a list
+            import torch
+
+            outputs = torch.stack(list(outputs))
+        attentions = None if result.attentions is None else result.attentions.float().numpy()
         return ModelRun(
             text=text, ids=tuple(ids), pieces=tuple(pieces),
             tokens=tuple(readable_pieces(pieces, self.family.name == "bert")),
             layer_inputs=tuple(x.float().numpy() for x in result.layer_inputs),
-            attentions=result.attentions.float().numpy(),
-            attention_outputs=np.stack([o.float().numpy() for o in result.attention_outputs]),
+            attentions=attentions,
+            attention_outputs=outputs.float().numpy(),
+            thumbnails=attentions if attentions is not None else result.thumbnails.numpy(),
+            log_sum_exp=None if result.log_sum_exp is None else result.log_sum_exp.numpy(),
+            output_rows=None if result.output_rows is None else result.output_rows.numpy(),
         )
+
+    def _check_own_forward(self, tokens: int) -> None:
+        """A model opened through transformers runs a long text with the own forward: only where
+        that forward implements everything its config asks for."""
+        from .native import NotNative, check_config
+
+        try:
+            check_config(self.config)
+        except NotNative as why:
+            limit = int((DENSE_RUN_BYTES / (4 * self.num_layers * self.num_heads)) ** 0.5)
+            raise ModelError(f"the text is {tokens:,} tokens long; {self.source.label} ({why}) runs only through "
+                             f"transformers, which keeps every layer's weights: at most {limit:,} tokens") from None
 
     def layer_parts(self, run: ModelRun, layer: int) -> dict:
         """Layer ``layer`` of ``run`` as a version-2 session dict holding float32 numpy arrays,

@@ -4,11 +4,15 @@
 1. ``OpenModelDialog`` asks for the model (a packaged one, a folder or a .gguf file), the text
    and the layer, and refuses what ``models.resolve`` refuses before anything is loaded;
 2. a worker thread opens the model (kept for the next open of the same model) and runs it on
-   the text, reporting progress to a cancellable progress dialog; a cancelled or superseded
-   load's result is dropped (generation counter, as the document does);
+   the text, reporting progress to a cancellable progress dialog (while the model runs, layer
+   by layer; a long text stops at the next layer or block when cancelled); a cancelled or
+   superseded load's result is dropped (generation counter, as the document does);
 3. ``ModelWindow`` shows the model view (every layer × head) and the head view, and the chosen
    layer goes into the tables as a session, unsaved, with the head selected. A badge says how
-   far the tables' weights are from the model's for that layer.
+   far the tables' weights are from the model's for that layer. A long text (``ModelRun.long``)
+   keeps no n × n weights: the thumbnails are max-pooled, the head view (one line per query-key
+   pair) is not drawn, and the badge compares the tables' attention output and row normalisers
+   with the model's (``models.views.long_differences``).
 
 Every refusal is a message in the dialog or a message box; nothing in the document changes
 until a layer is ready.
@@ -20,6 +24,8 @@ import threading
 import weakref
 from pathlib import Path
 
+import numpy as np
+
 from PySide6.QtCore import QObject, QThread, Qt, Signal, Slot
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout,
                                QLabel, QLineEdit, QProgressDialog, QPushButton, QScrollArea, QSpinBox,
@@ -27,10 +33,17 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog
 
 from ..core.errors import AttnExplorerError
 from ..models import missing_dependencies, packaged_models, resolve
-from ..models.views import badge_text, max_difference
+from ..models.views import badge_text, long_badge_text, long_differences, max_difference
 from .model_views import HeadView, ModelGrid
 
 DEFAULT_TEXT = "The dog fetched the ball and she was happy"
+# How much of a text the window title and the header quote: a 4,096-token text is a book page.
+QUOTED_CHARS, QUOTED_TOKENS = 60, 48
+
+
+def _quote(text: str, limit: int = QUOTED_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 class OpenModelDialog(QDialog):
@@ -54,6 +67,13 @@ class OpenModelDialog(QDialog):
         row.addWidget(folder)
         row.addWidget(gguf)
         self.text_edit = QLineEdit(text)
+        self.text_edit.setMaxLength(1 << 24)   # Qt's default, 32,767 characters, is ~7,000 tokens
+        from_file = QPushButton("Text file…")
+        from_file.setToolTip("Read the text from a UTF-8 text file (a long document)")
+        from_file.clicked.connect(self._browse_text)
+        text_row = QHBoxLayout()
+        text_row.addWidget(self.text_edit, 1)
+        text_row.addWidget(from_file)
         self.layer_spin = QSpinBox()
         self.layer_spin.setRange(0, 999)
         self.layer_spin.setValue(layer)
@@ -62,7 +82,7 @@ class OpenModelDialog(QDialog):
         self.problem.setStyleSheet("color: #b00020")
         form = QFormLayout()
         form.addRow("Model", row)
-        form.addRow("Text", self.text_edit)
+        form.addRow("Text", text_row)
         form.addRow("Layer", self.layer_spin)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
@@ -87,6 +107,23 @@ class OpenModelDialog(QDialog):
         path, _ = QFileDialog.getOpenFileName(self, "A GGUF model file", "", "GGUF models (*.gguf)")
         if path:
             self.model_box.setCurrentText(path)
+
+    def _browse_text(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "A text for the model to read", "", "Text (*.txt);;All files (*)")
+        if path:
+            self.read_text(path)
+
+    def read_text(self, path: str) -> bool:
+        """Put the file's text into the box; a message under the form when it cannot be read."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            reason = err.strerror if isinstance(err, OSError) and err.strerror else "not UTF-8 text"
+            self.problem.setText(f"{Path(path).name}: cannot read it: {reason}")
+            return False
+        self.text_edit.setText(" ".join(text.split()))
+        self.problem.setText("")
+        return True
 
     def check(self) -> str | None:
         """Why the dialog cannot be accepted as filled in, or None."""
@@ -127,8 +164,9 @@ class _Loader(QObject):
                 self.models[source.path] = loaded
             if self.cancel.is_set():
                 raise Cancelled()
-            self.progress.emit(generation, 0.97, f"running {source.label} on the text")
-            self.done.emit(generation, (loaded, loaded.run(text)), None)
+            self.progress.emit(generation, 0.0, f"running {source.label} on the text")
+            run = loaded.run(text, lambda f, m: self.progress.emit(generation, f, m), self.cancel.is_set)
+            self.done.emit(generation, (loaded, run), None)
         except Cancelled:
             self.done.emit(generation, None, None)
         except AttnExplorerError as err:
@@ -180,10 +218,17 @@ class ModelWindow(QWidget):
 
     def show_run(self, loaded, run, layer: int, head: int = 0) -> None:
         self.loaded, self.run = loaded, run
-        self.setWindowTitle(f"{loaded.source.label}: attention on “{run.text}”")
-        self.header.setText(f"{loaded.describe()}. {len(run.tokens)} tokens: {' '.join(run.tokens)}. "
+        self.setWindowTitle(f"{loaded.source.label}: attention on “{_quote(run.text)}”")
+        shown = " ".join(run.tokens[:QUOTED_TOKENS]) + (" …" if len(run.tokens) > QUOTED_TOKENS else "")
+        pooled = (" Thumbnails are max-pooled (each pixel the largest weight of its block); the tables "
+                  "show the layer exactly.") if run.long else ""
+        self.header.setText(f"{loaded.describe()}. {len(run.tokens):,} tokens: {shown}.{pooled} "
                             "Click a thumbnail to load that layer into the tables.")
-        self.grid.set_attentions(run.attentions)
+        self.grid.set_attentions(run.thumbnails)
+        # One line per query-key pair: at thousands of tokens that draws nothing readable.
+        self.tabs.setTabEnabled(1, not run.long)
+        self.tabs.setTabToolTip(1, f"not drawn at {len(run.tokens):,} tokens: one line per query–key pair; "
+                                "the tables' heatmaps show this layer" if run.long else "")
         with_all = ["all heads"] + [f"head {h}" for h in range(loaded.num_heads)]
         self.head_box.blockSignals(True)
         self.head_box.clear()
@@ -196,15 +241,28 @@ class ModelWindow(QWidget):
         self.grid.set_selected(layer, head)
         self.layer_label.setText(f"Layer {layer}: lines from each query (left) to each key (right), "
                                  "opacity = weight; hover a token to isolate its lines")
-        self.head_view.set_layer(self.run.tokens, self.run.attentions[layer])
+        if self.run.long:
+            self.head_view.set_layer((), np.zeros((0, 0, 0)))
+        else:
+            self.head_view.set_layer(self.run.tokens, self.run.attentions[layer])
         self.head_box.setCurrentIndex(head + 1)
         self.head_view.set_head(head)
 
     def _on_head_box(self, index: int) -> None:
         self.head_view.set_head(None if index <= 0 else index - 1)
 
-    def update_badge(self, weights, layer: int) -> None:
-        """Compare the tables' weights (H, n, n) with the model's at ``layer``."""
+    def update_badge(self, weights, layer: int, result=None) -> None:
+        """Compare the tables' weights (H, n, n) with the model's at ``layer``; for a long run,
+        the ``result``'s attention output and row normalisers."""
+        if self.run is not None and self.run.long:
+            if result is None:
+                self.badge.setText("")
+                return
+            streamed = getattr(result, "streamed", None)
+            found = long_differences(self.run, layer, getattr(result, "output", None),
+                                     None if streamed is None else streamed.log_sum_exp)
+            self.badge.setText(f"Tables: layer {layer}: " + long_badge_text(found))
+            return
         if self.run is None or weights is None:
             self.badge.setText("")
             return
@@ -340,7 +398,7 @@ class ModelController(QObject):
         weights = getattr(result, "weights", None)
         if self.tables_layer is None:
             return
-        self.window.update_badge(weights, self.tables_layer)
-        if (weights is not None and self.window.layer == self.tables_layer
+        self.window.update_badge(weights, self.tables_layer, result)
+        if (weights is not None and not run.long and self.window.layer == self.tables_layer
                 and weights.shape == run.attentions[self.tables_layer].shape):
             self.window.head_view.set_layer(run.tokens, weights)

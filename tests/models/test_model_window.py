@@ -183,3 +183,49 @@ def test_without_the_extra_open_model_says_what_to_install(win, monkeypatch):
     win.open_model()
     assert win.errors == ['opening a model needs gguf: python3 -m pip install "attnexplorer[models]"']
     assert win.document.session is before
+
+
+def test_a_long_text_opens_with_progress_pooled_thumbnails_and_a_streamed_layer(win, qtbot, tiny_llama, monkeypatch):
+    """A text run the long way (no n × n kept) and its layer computed the streamed way: the
+    progress dialog follows the layers, the head view is off, the badge checks the outputs."""
+    from attnexplorer.core.long import result as long_result
+    from attnexplorer.models import forward as own_forward, loading
+    from attnexplorer.ui.model_window import ModelController
+
+    monkeypatch.setattr(loading, "DENSE_RUN_BYTES", 0)
+    monkeypatch.setattr(own_forward, "THUMBNAIL_CELLS", 4)
+    monkeypatch.setattr(long_result, "DENSE_BUDGET", 0)
+    win.model_controller = controller = ModelController(win, win.document, win.actions)
+    said = []
+    controller._loader.progress.connect(lambda _g, f, message: said.append(message))
+    controller.start(str(tiny_llama), "The dog fetched the ball and she was happy because life is short", 1)
+    qtbot.waitUntil(lambda: controller.window.run is not None or bool(win.errors), timeout=120000)
+    assert not win.errors, win.errors
+    run = controller.window.run
+    assert run.long and run.attentions is None and run.thumbnails.shape[2] <= 4
+    qtbot.waitUntil(lambda: any("layer 2 of 2" in m for m in said), timeout=5000)
+    assert not controller.window.tabs.isTabEnabled(1)
+    qtbot.waitUntil(lambda: controller.window.badge.text().startswith(
+        "Tables: layer 1: matches the model: attention output max |Δ| = "), timeout=30000)
+    assert "log Σ exp" in controller.window.badge.text()   # the tables were computed the streamed way
+    assert win.document.session.heads == 4 and tuple(win.document.session.tokens) == run.tokens
+    session = win.document.session
+    x = session.embeddings.copy()
+    x[2, 0] += 3.0
+    with qtbot.waitSignal(win.document.result_changed, timeout=30000):
+        win.document.edit(session.replace(embeddings=x), "Edit X")
+    qtbot.waitUntil(lambda: "edited: the attention output differs" in controller.window.badge.text(), timeout=30000)
+
+
+def test_the_dialog_reads_a_long_text_from_a_file(qtbot, tmp_path):
+    dialog = OpenModelDialog(None, spec="minilm", text="hello")
+    qtbot.addWidget(dialog)
+    page = tmp_path / "page.txt"
+    page.write_text("word " * 9000 + "\nend", encoding="utf-8")   # past QLineEdit's default 32,767
+    assert dialog.read_text(str(page))
+    assert dialog.text_edit.text().endswith("word end") and len(dialog.text_edit.text()) == 5 * 9000 + 3
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"\xff\xfe\x00bad")
+    assert not dialog.read_text(str(bad))
+    assert "bad.txt: cannot read it" in dialog.problem.text()
+    assert dialog.text_edit.text().endswith("word end")
