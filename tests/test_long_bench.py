@@ -22,13 +22,28 @@ def test_the_report_names_every_figure_and_the_target():
     row = {"n": 16384, "heads": 4, "path": "streamed", "overview_s": 7.5, "outputs_s": 6.0, "tile_ms": 3.0,
            "row_ms": 2.0, "peak_mb": 600.0, "load": "1.20", "met": True}
     dense = {"n": 4096, "heads": 4, "path": "dense", "overview_s": 1.5, "peak_mb": 1800.0}
-    window = {"n": 16384, "heads": 4, "edit_to_drawn_ms": 12000.0, "max_block_while_computing_ms": 40.0,
-              "scroll_step_ms": 5.0, "peak_mb": 800.0}
+    window = {"n": 16384, "heads": 4, "d": 64, "first_overview_s": 9.0, "edit_to_drawn_ms": 12000.0,
+              "max_block_while_computing_ms": 40.0, "gui_cpu_in_that_block_ms": 3.0, "max_block_ms": 200.0,
+              "partial_overviews": 6, "zoom_exact_ms": 20.0, "zoom_pooled_ms": 300.0, "scroll_step_ms": 5.0,
+              "peak_mb": 800.0, "load": 1.5, "met": True}
     lines = "\n".join(format_long({"long": row, "long_dense": [dense, dict(row, n=4096)], "long_window": window},
                                    lambda met: " ok"))
     for words in ("Long input n = 16,384, 4 heads", "load average 1.20", "first complete overview of all heads 7.5 s",
                   "zoom tile 128×128 3.0 ms", "selected row 2.0 ms", "peak memory 600 MB (target < 2048) ok",
                   "n = 4,096    dense: every matrix 1.50 s, peak memory 1800 MB", "n = 4,096 streamed: overview",
-                  "the window at n = 16,384 (d_k = 16): edit → drawn 12.0 s, longest GUI block while computing 40 ms"):
+                  "the window at n = 16,384 (d = 64, load average 1.5): first overview 9.0 s, edit → drawn 12.0 s "
+                  "(6 partial overviews", "longest GUI block while computing 40 ms (target ≤ 50; 3 ms of it GUI work) ok",
+                  "zoom to exact cells 20 ms", "pooled from exact tiles 300 ms", "peak memory 800 MB"):
         assert words in lines, words
     assert long_bench.TARGETS == {"long_overview_s": 10.0, "long_peak_mb": 2048.0}
+
+
+def test_the_window_row_reports_its_figures_from_a_fresh_window():
+    from attnexplorer.commands.long_window_bench import bench_window
+
+    row = bench_window(512, 2)
+    assert "error" not in row, row
+    for key in ("first_overview_s", "edit_to_drawn_ms", "max_block_while_computing_ms", "gui_cpu_in_that_block_ms",
+                "scroll_step_ms", "peak_mb", "zoom_exact_ms"):
+        assert row[key] is not None and row[key] >= 0, key
+    assert row["zoom_exact_factor"] == [1, 1]

@@ -38,7 +38,8 @@ from pathlib import Path
 
 from ..core.errors import AttnExplorerError
 from ..core.session import Session
-from .atomic import atomic_write_text, remove_stale_temporaries
+from .atomic import atomic_write_with, remove_stale_temporaries
+from .json_pieces import write_json
 from .filelock import FileLock
 
 RECOVERY_FORMAT = "attnexplorer-recovery"
@@ -106,11 +107,14 @@ def write_recovery(file, session: Session, original_path) -> None:
         "version": RECOVERY_VERSION,
         "original_path": str(original_path) if original_path else None,
         "saved_at": time.time(),
-        "session": session_to_dict(session),
+        "session": session_to_dict(session, arrays=True),
     }
     file = Path(file)
     file.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(file, json.dumps(payload))
+    # The same JSON as json.dumps(payload) would give, written a few thousand numbers at a
+    # time: the autosave writes on a background thread, and one json.dumps of a 16,384-token
+    # session held Python's lock, and so stalled the window, for over a second.
+    atomic_write_with(file, lambda f: write_json(f, payload))
 
 
 def _saved_at(value, file: Path) -> float:

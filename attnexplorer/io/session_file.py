@@ -216,8 +216,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def session_to_dict(session: Session) -> dict:
+def session_to_dict(session: Session, *, arrays: bool = False) -> dict:
     """The session as a version-2 JSON-ready dict (floats exact: repr round-trips float64).
+
+    ``arrays``: every matrix and vector is left a numpy array (float, or 0/1 integers for a
+    custom mask) instead of nested lists, for a writer that writes big arrays a piece at a
+    time (``io.json_pieces``: a 16,384-token session's recovery file); the rest is the same.
 
     A head's biases are written only when the session has them (an absent bias is zero); the
     top-level version-2 keys are always written, null when the stage is absent. K/V weights go
@@ -234,16 +238,16 @@ def session_to_dict(session: Session) -> dict:
     elif mask.kind == "padding":
         mask_obj = {"padding": [int(j) for j in mask.padding]}
     else:
-        mask_obj = {"blocked": mask.blocked.astype(int).tolist()}
+        mask_obj = {"blocked": mask.blocked.astype(np.uint8)}
     scale = session.scale
     scale_obj: Any = {"temperature": scale.temperature} if scale.kind == "temperature" else scale.kind
     out = {
         "format": FORMAT,
         "version": VERSION,
         "tokens": list(session.tokens),
-        "embeddings": session.embeddings.tolist(),
+        "embeddings": session.embeddings,
         "heads": heads_out(session),
-        "W_o": None if session.w_out is None else session.w_out.tolist(),
+        "W_o": session.w_out,
         "mask": mask_obj,
         "scale": scale_obj,
         "preset": None if session.preset is None else {"name": session.preset.name,
@@ -252,13 +256,13 @@ def session_to_dict(session: Session) -> dict:
         "norm": norm_out(session.norm),
         "kv_heads": kv_heads_out(session) if session.kv_heads != session.heads else None,
         "source": None if session.source is None else {"tokens": list(session.source.tokens),
-                                                         "embeddings": session.source.embeddings.tolist()},
-        "b_o": None if session.b_out is None else session.b_out.tolist(),
+                                                         "embeddings": session.source.embeddings},
+        "b_o": session.b_out,
     }
     for key, value in session.extra.items():
         if key not in out:
             out[key] = _plain(value)
-    return out
+    return out if arrays else _plain(out)
 
 
 def _is_matrix(value: Any) -> bool:

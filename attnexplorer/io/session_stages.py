@@ -4,7 +4,9 @@ biases of Q, K, V, grouped K/V heads (``kv_heads``), a cross-attention ``source`
 ``session_file``; what each stage means in ``core/stages.py``.
 
 A new stage is read here (``read_<stage>``, called from ``session_file.session_from_dict``
-for version ≥ 2) and written here (``<stage>_out``, called from ``session_to_dict``).
+for version ≥ 2) and written here (``<stage>_out``, called from ``session_to_dict``; the
+numbers stay numpy arrays there, which ``session_to_dict`` turns into lists or leaves for a
+writer that writes them in pieces).
 """
 
 from __future__ import annotations
@@ -162,12 +164,12 @@ def read_positions(value: Any, source: str, d_k: int) -> Positions | None:
 
 
 def _key_value_out(session: Session, g: int) -> dict:
-    out: dict = {"W_k": session.w_key[g].tolist()}
+    out: dict = {"W_k": session.w_key[g]}
     if session.b_key is not None:
-        out["b_k"] = session.b_key[g].tolist()
-    out["W_v"] = session.w_value[g].tolist()
+        out["b_k"] = session.b_key[g]
+    out["W_v"] = session.w_value[g]
     if session.b_value is not None:
-        out["b_v"] = session.b_value[g].tolist()
+        out["b_v"] = session.b_value[g]
     return out
 
 
@@ -175,9 +177,9 @@ def heads_out(session: Session) -> list[dict]:
     grouped = session.kv_heads != session.heads
     heads = []
     for h in range(session.heads):
-        head: dict = {"W_q": session.w_query[h].tolist()}
+        head: dict = {"W_q": session.w_query[h]}
         if session.b_query is not None:
-            head["b_q"] = session.b_query[h].tolist()
+            head["b_q"] = session.b_query[h]
         if not grouped:
             head.update(_key_value_out(session, h))
         heads.append(head)
@@ -191,9 +193,9 @@ def kv_heads_out(session: Session) -> list[dict]:
 def norm_out(norm: Norm | None) -> dict | None:
     if norm is None:
         return None
-    out: dict = {"kind": norm.kind, "weight": None if norm.weight is None else norm.weight.tolist()}
+    out: dict = {"kind": norm.kind, "weight": None if norm.weight is None else norm.weight}
     if norm.kind == "layer":
-        out["bias"] = None if norm.bias is None else norm.bias.tolist()
+        out["bias"] = None if norm.bias is None else norm.bias
     out["eps"] = norm.eps
     return out
 
@@ -204,7 +206,7 @@ def positions_out(p: Positions | None) -> dict | None:
     if p.kind == "sinusoidal":
         return {"kind": p.kind, "base": p.base}
     if p.kind == "learned":
-        return {"kind": p.kind, "table": p.table.tolist()}
+        return {"kind": p.kind, "table": p.table}
     if p.kind == "rope":
         return {"kind": p.kind, "theta": p.theta, "dims": p.dims, "layout": p.layout, "offset": p.offset}
-    return {"kind": p.kind, "slopes": None if p.slopes is None else p.slopes.tolist()}
+    return {"kind": p.kind, "slopes": None if p.slopes is None else p.slopes}

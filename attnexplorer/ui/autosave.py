@@ -101,6 +101,11 @@ class Autosaver(QObject):
     def pending(self) -> bool:
         return self._timer.isActive()
 
+    @property
+    def writing(self) -> bool:
+        """Whether a background write is running now."""
+        return self._thread is not None and self._thread.is_alive()
+
     def schedule(self) -> None:
         """Note a change: written ``delay_ms`` after the last of a burst, and at the latest
         ``deadline_ms()`` after the first change not yet written."""

@@ -612,6 +612,11 @@ class MatrixView(pg.PlotItem):
         return self._overview_factor
 
     @property
+    def zoom_pending(self) -> bool:
+        """Whether a zoomed region is still being computed (a long matrix's, on a worker)."""
+        return False
+
+    @property
     def image_factor(self) -> tuple[int, int]:
         """Rows × columns of the matrix per image pixel now shown ((1, 1): full resolution)."""
         return self._image_factor
