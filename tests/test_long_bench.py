@@ -9,6 +9,8 @@ def test_a_child_process_reports_the_streamed_and_the_dense_figures():
     streamed = _child(256, 2, "streamed")
     assert {"overview_s", "outputs_s", "tile_ms", "row_ms", "peak_mb", "before_mb"} <= set(streamed), streamed
     assert streamed["overview_s"] > 0 and streamed["peak_mb"] >= streamed["before_mb"] > 0
+    masked = _child(256, 2, "causal")
+    assert masked["path"] == "causal" and masked["peak_mb"] >= masked["held_mb"] > 0 and masked["overview_s"] > 0
     dense = _child(128, 2, "dense")
     assert dense["path"] == "dense" and dense["overview_s"] > 0 and "tile_ms" not in dense
 
@@ -26,14 +28,16 @@ def test_the_report_names_every_figure_and_the_target():
               "max_block_while_computing_ms": 40.0, "gui_cpu_in_that_block_ms": 3.0, "max_block_ms": 200.0,
               "partial_overviews": 6, "zoom_exact_ms": 20.0, "zoom_pooled_ms": 300.0, "scroll_step_ms": 5.0,
               "peak_mb": 800.0, "load": 1.5, "met": True}
-    lines = "\n".join(format_long({"long": row, "long_dense": [dense, dict(row, n=4096)], "long_window": window},
-                                   lambda met: " ok"))
+    masked = {"n": 16384, "heads": 4, "path": "causal", "overview_s": 9.0, "peak_mb": 640.0, "held_mb": 400.0}
+    lines = "\n".join(format_long({"long": row, "long_dense": [dense, dict(row, n=4096)], "long_window": window,
+                                    "long_masked": masked}, lambda met: " ok"))
     for words in ("Long input n = 16,384, 4 heads", "load average 1.20", "first complete overview of all heads 7.5 s",
                   "zoom tile 128×128 3.0 ms", "selected row 2.0 ms", "peak memory 600 MB (target < 2048) ok",
                   "n = 4,096    dense: every matrix 1.50 s, peak memory 1800 MB", "n = 4,096 streamed: overview",
                   "the window at n = 16,384 (d = 64, load average 1.5): first overview 9.0 s, edit → drawn 12.0 s "
                   "(6 partial overviews", "longest GUI block while computing 40 ms (target ≤ 50; 3 ms of it GUI work) ok",
-                  "zoom to exact cells 20 ms", "pooled from exact tiles 300 ms", "peak memory 800 MB"):
+                  "zoom to exact cells 20 ms", "pooled from exact tiles 300 ms", "peak memory 800 MB",
+                  "a causal mask, the whole result", "9.0 s, peak memory 640 MB, 400 MB held with the result"):
         assert words in lines, words
     assert long_bench.TARGETS == {"long_overview_s": 10.0, "long_peak_mb": 2048.0}
 
