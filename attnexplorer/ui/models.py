@@ -19,6 +19,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 
 from ..core import stage_edits
 from ..core.errors import SessionError
+from ..core.session import derived_from
 from ..core.expr import format_compact, format_full
 from . import user_actions
 from .document import SessionDocument
@@ -202,10 +203,14 @@ class MatrixModel(QAbstractTableModel):
         self._session, self._array, self._stored = session, new, stored
         if stored != was_stored and new.size:  # grey ↔ black: every cell's colour changed
             self.dataChanged.emit(self.index(0, 0), self.index(new.shape[0] - 1, new.shape[1] - 1))
-        if not _same_view(new, old) and not np.array_equal(new, old):
-            rows, cols = np.nonzero(new != old)
-            self.dataChanged.emit(self.index(int(rows.min()), int(cols.min())),
-                                  self.index(int(rows.max()), int(cols.max())))
+        if not _same_view(new, old):
+            changed = _changed_cells(new, old)
+            if changed is None and not np.array_equal(new, old):
+                changed = np.nonzero(new != old)
+            if changed is not None and changed[0].size:
+                rows, cols = changed
+                self.dataChanged.emit(self.index(int(rows.min()), int(cols.min())),
+                                      self.index(int(rows.max()), int(cols.max())))
         if (tokens_changed and self.table == "embeddings") or (
                 self.table == "source.embeddings" and source_tokens != old_source_tokens):
             self.headerDataChanged.emit(Qt.Orientation.Vertical, 0, new.shape[0] - 1)
@@ -222,6 +227,40 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
     return (a.base is not None and a.base is b.base and not a.base.flags.writeable
             and a.shape == b.shape and a.strides == b.strides
             and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+
+
+def _changed_cells(new: np.ndarray, old: np.ndarray):
+    """``(rows, cols)`` of the cells where ``new`` differs from ``old``, in O(cells changed),
+    when ``new`` shows the same cells as ``old`` of an array that an edit made from ``old``'s
+    (``core.session.derived_from``: a one-cell edit of W_q tells which of its 4 million
+    numbers it changed); None when that is not known (then the caller compares the two)."""
+    new_base = new if new.base is None else new.base  # a table that is a whole session array
+    old_base = old if old.base is None else old.base
+    if new.shape != old.shape or new.strides != old.strides:
+        return None
+    known = derived_from(new_base)
+    if known is None or known[0] is not old_base or new_base.shape != old_base.shape:
+        return None
+    item = new.itemsize
+    start = new.__array_interface__["data"][0] - new_base.__array_interface__["data"][0]
+    if start != old.__array_interface__["data"][0] - old_base.__array_interface__["data"][0]:
+        return None
+    if not new_base.flags.c_contiguous or new.ndim != 2 or start % item or any(s % item for s in new.strides):
+        return None
+    flat = np.asarray(known[1], dtype=np.int64) - start // item  # positions from new[0, 0]
+    row_step, col_step = (s // item for s in new.strides)
+    rows_n, cols_n = new.shape
+    if rows_n > 1 and cols_n > 1 and not (col_step > 0 and row_step >= col_step * cols_n):
+        return None  # not rows of cells one after another: let the caller compare
+    if rows_n > 1 and row_step <= 0 or cols_n > 1 and col_step <= 0:
+        return None
+    rows = flat // row_step if rows_n > 1 else np.zeros_like(flat)
+    rest = flat - rows * row_step if rows_n > 1 else flat
+    cols = rest // col_step if cols_n > 1 else np.zeros_like(flat)
+    inside = (flat >= 0) & (rows >= 0) & (rows < rows_n) & (cols >= 0) & (cols < cols_n) & (rest - cols * col_step == 0)
+    rows, cols = rows[inside], cols[inside]
+    differ = new[rows, cols] != old[rows, cols]  # an edit may have written the same number
+    return rows[differ], cols[differ]
 
 
 def _grey():

@@ -214,3 +214,25 @@ def test_a_4096_row_table_asks_only_for_visible_rows(qtbot):
         assert max(asked) == n - 1
     finally:
         doc.shutdown()
+
+
+def test_changed_cells_of_a_head_come_from_the_edit_not_a_comparison():
+    """What a table shows of an edited W_q head: exactly the cells whose numbers changed, read
+    from the edit's record of positions (``derived_from``), for every head and shape of view."""
+    from attnexplorer.core.session import with_values
+    from attnexplorer.ui.models import _changed_cells
+
+    s = make_session(n=3, d=4, dk=5, heads=3)
+    for index in [(1, 2, 3), (0, slice(0, 2), slice(1, 4)), (slice(None), 0, 4), (2, 1, slice(None))]:
+        w = with_values(s.w_query, index, 7.0)
+        for head in range(3):
+            for new, old in ((w[head], s.w_query[head]), (w[head][1][None, :], s.w_query[head][1][None, :])):
+                got = _changed_cells(new, old)
+                assert got is not None
+                assert sorted(zip(*map(list, got))) == sorted(zip(*map(list, np.nonzero(new != old))))
+            assert _changed_cells(w[head].T, s.w_query[head].T) is None  # not rows of cells: compare instead
+    same = with_values(s.w_query, (0, 0, 0), s.w_query[0, 0, 0])  # the same number written
+    assert [c.size for c in _changed_cells(same[0], s.w_query[0])] == [0, 0]
+    x = with_values(s.embeddings, (2, 1), 5.0)
+    assert [list(c) for c in _changed_cells(x, s.embeddings)] == [[2], [1]]
+    assert _changed_cells(s.embeddings.copy(), s.embeddings) is None  # not made by an edit
