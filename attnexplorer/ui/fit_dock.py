@@ -52,6 +52,7 @@ class FitDock(QWidget):
         self._last_cell: tuple[int, int] | None = None
         self.shown_target = None  # the validated Target drawn in the heatmap, or None
         self._stale = False  # the session or selection changed while the dock was hidden
+        self._drawn_for = None  # the session the shown target was made for
         self.report = ""
         self._notes: tuple[str, ...] = ()  # what the running fit changes besides its heads (shared K/V)
         self._curve = np.empty((0, 2))  # (step, loss) of the loss curve, grown by doubling
@@ -231,6 +232,7 @@ class FitDock(QWidget):
         if self.runner.running:
             return
         s = self.document.session
+        self._drawn_for = s
         head = self.document.selection.head
         refused = self._long_refusal()
         if refused is not None:
@@ -431,9 +433,12 @@ class FitDock(QWidget):
         if idle:
             self.refresh_target()
 
-    def _on_session_changed(self, _session) -> None:
-        if not self.runner.running:
-            self._refresh_later()
+    def _on_session_changed(self, session) -> None:
+        if self.runner.running:
+            return
+        if self.target_kind != "head" and self._drawn_for is not None and _same_target_inputs(self._drawn_for, session):
+            return  # a weight or embedding edit: the target shown is still the one (no redraw)
+        self._refresh_later()
 
     def _refresh_later(self) -> None:
         if self.isVisible() and not self.runner.running:
@@ -450,6 +455,17 @@ class FitDock(QWidget):
     def _report(self, text: str) -> None:
         self.report = text
         self.report_label.setPlainText(text)
+
+
+def _same_target_inputs(old, new) -> bool:
+    """Whether a target made for session ``old`` is also ``new``'s: every target but head:H is
+    made from the tokens, the mask and the source (and whether the input is long, from its
+    sizes and positions), not from the numbers of the weights or embeddings."""
+    if new is old:
+        return True
+    return (new.tokens == old.tokens and new.source is old.source and new.positions is old.positions
+            and (new.mask is old.mask or new.mask == old.mask)
+            and (new.heads, new.kv_heads, new.d, new.d_k, new.d_v) == (old.heads, old.kv_heads, old.d, old.d_k, old.d_v))
 
 
 def _diagonal(n: int, n_k: int) -> np.ndarray:

@@ -336,3 +336,29 @@ def test_start_hands_the_fit_the_weights_already_shown_instead_of_computing_them
     assert fit.runner.wait(120) and fit.runner.last.status == "converged"
     # While a compute is pending, or at another precision, the fit computes them itself.
     assert fit._shown_weights("float64") is None
+
+
+def test_a_weight_edit_keeps_a_built_in_target_but_head_h_and_a_token_edit_redraw_it(make_window):
+    from attnexplorer.core.fit.targets import target_for
+    from attnexplorer.ui import user_actions
+
+    window = make_window(heads=2, seed=5)
+    doc, fit = window.document, window.fit
+    QApplication.processEvents()
+    kept = fit.shown_target
+    assert user_actions.set_cell(doc, "W_q", 0, 0, "3")
+    QApplication.processEvents()
+    assert fit.shown_target is kept  # previous-token reads tokens and mask, not weights: not redrawn
+    np.testing.assert_array_equal(kept.matrix, target_for(doc.session, fit.target_spec()).matrix)
+    assert user_actions.rename_token(doc, 1, "dog")
+    QApplication.processEvents()
+    assert fit.shown_target is not kept  # the tokens changed: drawn again
+    fit.target_combo.setCurrentIndex(fit.target_combo.findData("head"))
+    fit.param_spin.setValue(1)
+    QApplication.processEvents()
+    before = fit.shown_target
+    assert user_actions.set_cell(doc, "W_q", 0, 0, "-3", head=1)
+    QApplication.processEvents()
+    # head:1's weights changed with its W_q: the target shown is head 1's new weights.
+    assert fit.shown_target is not before
+    np.testing.assert_allclose(fit.shown_target.matrix, target_for(doc.session, "head:1").matrix)
