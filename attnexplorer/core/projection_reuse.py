@@ -138,10 +138,34 @@ def _update(kept, columns: np.ndarray, x, w, b):
         return None
     if n_rows == 0 and columns.size == 0:
         return old  # nothing it was made from changed (the source of cross-attention, say)
-    value = old.clone()
+    value = _copy(old)
     if columns.size:
         cols = torch.as_tensor(columns, device=w.device)
         value[:, cols] = _project(x, w.index_select(1, cols), None if b is None else b.index_select(0, cols))
     if n_rows:
         value[rows] = _project(x.index_select(0, rows), w, b)
     return value
+
+
+def _copy(t):
+    """A copy of ``t`` that frees its memory back to the system when it dies.
+
+    Every edit makes one such copy and drops the one before (once the result holding it is
+    replaced). On the heap, glibc kept the dropped ones as free holes it did not reuse: in
+    some runs the process grew by the product's size (768 KB at 16 heads of 512) on every
+    edit, 95 MB after 120 edits, all of it free memory that only ``malloc_trim`` returned. A
+    CPU copy in a mapping of its own is unmapped when the tensor dies.
+    """
+    torch = _torch()
+    if t.device.type != "cpu" or t.numel() * t.element_size() < _OWN_MAPPING_BYTES:
+        return t.clone()
+    import mmap
+
+    buffer = mmap.mmap(-1, t.numel() * t.element_size())
+    value = torch.frombuffer(buffer, dtype=t.dtype).view(t.shape)
+    value.copy_(t)
+    return value
+
+
+# Below this a copy stays on the heap (glibc's own threshold for a mapping of its own is 128 KB).
+_OWN_MAPPING_BYTES = 1 << 17

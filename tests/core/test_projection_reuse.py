@@ -136,3 +136,15 @@ def test_a_value_cell_of_a_shared_kv_head_is_patched_where_it_lives():
     old = compute(before)  # noqa: F841 (alive, so the edit is patched into its weights)
     after = edits.set_cell(before, "W_v", 1, 4, 7.0, head=3)
     assert_same_result(compute(after), compute(copy_of(after)), "float32")
+
+
+def test_a_kept_products_copy_is_equal_and_its_own():
+    import torch
+
+    from attnexplorer.core.projection_reuse import _copy
+
+    for t in (torch.randn(8, 24576), torch.randn(3, 5)):  # a mapping of its own, and a small one
+        value = _copy(t)
+        assert torch.equal(value, t) and value.shape == t.shape and value.dtype == t.dtype
+        value[:, 0] = 7.0  # written as an edit writes its changed columns ...
+        assert not torch.any(t[:, 0] == 7.0)  # ... the product a published result holds stays
