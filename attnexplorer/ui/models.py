@@ -19,7 +19,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 
 from ..core import stage_edits
 from ..core.errors import SessionError
-from ..core.session import derived_from
+from ..core.session_arrays import derived_from
 from ..core.expr import format_compact, format_full
 from . import user_actions
 from .document import SessionDocument

@@ -219,7 +219,7 @@ def test_a_4096_row_table_asks_only_for_visible_rows(qtbot):
 def test_changed_cells_of_a_head_come_from_the_edit_not_a_comparison():
     """What a table shows of an edited W_q head: exactly the cells whose numbers changed, read
     from the edit's record of positions (``derived_from``), for every head and shape of view."""
-    from attnexplorer.core.session import with_values
+    from attnexplorer.core.session_arrays import with_values
     from attnexplorer.ui.models import _changed_cells
 
     s = make_session(n=3, d=4, dk=5, heads=3)
