@@ -80,6 +80,17 @@ def build_export_parser() -> argparse.ArgumentParser:
     p.add_argument("--selection", action="store_true",
                    help="draw the selected query and key in the figures (orange row box, dashed key "
                         "column); by default figures show the data alone")
+    part = p.add_argument_group(
+        "part of the attention matrices (for long inputs; a long session always writes them this way)")
+    part.add_argument("--head", metavar="H", help="only head H (default: all)")
+    part.add_argument("--rows", metavar="START:STOP",
+                      help="only query rows START..STOP-1, e.g. 8000:8064 (figures: zoomed to them)")
+    part.add_argument("--selected-rows", metavar="ROWS", nargs="?", const="selected",
+                      help="only these query rows, e.g. 5,9,12; alone: the session's selected query")
+    part.add_argument("--overview", metavar="POOL",
+                      help="the pooled overview instead of rows: max or mean (about 1,024 cells a side)")
+    part.add_argument("--attention", metavar="NAMES",
+                      help="which n×n matrices: weights (default), scores, scaled_scores, comma-separated")
     _add_compute_args(p)
     return p
 

@@ -41,14 +41,28 @@ def _summary(out: Path, stage: Path, written: list[Path]) -> str:
     return f"wrote {len(written)} files to {out}: {', '.join(parts)}"
 
 
+def choice_from_args(session, args):
+    """The part of the attention matrices ``args`` ask for, checked (``io.export_choice``)."""
+    from ..io.export_choice import parse_choice
+
+    return parse_choice(session, head=getattr(args, "head", None), rows=getattr(args, "rows", None),
+                        selected_rows=getattr(args, "selected_rows", None), overview=getattr(args, "overview", None),
+                        attention=getattr(args, "attention", None))
+
+
 def run_export(args) -> int:
     """Run ``attnexplorer export`` for parsed ``args``; 0 on success.
 
     Raises ``AttnExplorerError`` for any bad input (``cli.main`` prints it and exits 2);
-    in that case ``--out`` is left exactly as it was.
+    in that case ``--out`` is left exactly as it was. What does not fit on the disk or in
+    memory is refused before anything is computed or written (``export_choice.check_fits``).
     """
     from ..core.engine import compute
+    from ..core.long.result import compute_long, is_long
     from ..io.atomic import atomic_directory
+    from ..io.export_choice import check_fits
+    from ..io.region_export import write_region_export
+    from ..io.session_file import save_session
 
     matrices = parse_formats(args.matrices, MATRIX_FORMATS, "--matrices")
     figures = parse_formats(getattr(args, "figures", ""), FIGURE_FORMATS, "--figures")
@@ -59,12 +73,28 @@ def run_export(args) -> int:
         raise AttnExplorerError(f"--out {out} is a file, not a folder")
     export_figures = _figure_exporter() if figures else None  # fail before computing when Qt is missing
     session = apply_overrides(load_source(args), args)
-    result = compute(session, device=args.device, dtype=args.dtype)
+    choice = choice_from_args(session, args)
+    long = is_long(session, args.dtype, args.device)
+    # A long session's n × n matrices are only ever written in part (all rows by default,
+    # a block at a time); a dense one writes today's whole bundle unless a part is chosen.
+    region = long or not choice.whole
+    check_fits(session, choice, matrices, out, dtype=args.dtype, long=long, whole_bundle=not region)
+    if long:
+        result = compute_long(session, device=args.device, dtype=args.dtype)
+    else:
+        result = compute(session, device=args.device, dtype=args.dtype)
     with atomic_directory(out) as stage:
-        written = write_export(stage, result, matrices)
+        if region:
+            written = write_region_export(stage, result, choice, matrices)
+            save_session(session, stage / "session.json")
+            written.append(stage / "session.json")
+        else:
+            written = write_export(stage, result, matrices)
         if export_figures is not None:
             written += [Path(p) for p in export_figures(result, stage, list(figures),
-                                                        selection=bool(getattr(args, "selection", False)))]
+                                                        selection=bool(getattr(args, "selection", False)),
+                                                        rows=choice.rows,
+                                                        head=None if choice.heads is None else choice.heads[0])]
         summary = _summary(out, stage, written)
     print(summary, file=sys.stdout)
     return 0
