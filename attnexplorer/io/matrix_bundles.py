@@ -18,7 +18,7 @@ from .atomic import atomic_write_text, atomic_write_with
 from .matrix_tables import _TABLE_WRITERS, TABLE_FORMATS, MatrixError, matrix_to_text
 
 
-def result_arrays(result) -> dict[str, np.ndarray]:
+def result_arrays(result, leave_out=()) -> dict[str, np.ndarray]:
     """Every input and intermediate under the CLI's names (what attention.npz holds).
 
     The inputs are those of the session the result was computed from (``result.session``),
@@ -33,7 +33,8 @@ def result_arrays(result) -> dict[str, np.ndarray]:
     (n, H·d_v or d_out); ``blocked_rows`` (n,) bool. Only when the stage is used: ``P`` (n, d),
     ``Q_unrotated``/``K_unrotated``, ``position_bias`` (H, n, n), ``b_q`` (H, d_k), ``b_k``
     (H_kv, d_k), ``b_v`` (H_kv, d_v), ``b_o`` (d_out,), ``source_tokens`` (n_k,) str and
-    ``source_X`` (n_k, d_s). Intermediates the result lacks (``keep=``) are left out.
+    ``source_X`` (n_k, d_s). Intermediates the result lacks (``keep=``) are left out, and
+    so are the names in ``leave_out`` (a long result's mask is read in blocks, never whole).
     The preset's reference curves, one value per token, follow as ``reference_<name>``
     (the sine preset's ``reference_position`` and ``reference_clean``) when it has them.
     """
@@ -62,7 +63,7 @@ def result_arrays(result) -> dict[str, np.ndarray]:
     arrays["kv_head_of"] = np.asarray(session.kv_head_of)
     for name in ("Q_unrotated", "K_unrotated", "Q", "K", "V", "scores", "position_bias", "scaled_scores", "mask",
                  "weights", "head_outputs", "concat", "output", "blocked_rows"):
-        value = getattr(result, name, None)
+        value = None if name in leave_out else getattr(result, name, None)
         if value is not None:
             arrays[name] = np.asarray(value)
     for name, curve in reference_curves(session).items():

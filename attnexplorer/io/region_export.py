@@ -137,15 +137,23 @@ def chosen_arrays(result, choice: ExportChoice) -> dict:
             return lambda: (matrix_rows(result, what, head, rows) for rows in parts)
 
         out[what] = StreamedArray(count, session.n_keys, dtype, tuple(make(h) for h in heads))
-    mask = result.mask
     out["mask"] = StreamedArray(count, session.n_keys, np.dtype(bool),
-                                (lambda: (np.asarray(mask[rows]) for rows in parts),), squeeze=True)
+                                (lambda: (mask_rows(result, rows) for rows in parts),), squeeze=True)
     out["query_rows"] = query_rows(result, choice)
     return out
 
 
 def _small_arrays(result) -> dict:
-    return {k: v for k, v in result_arrays(result).items() if k not in SQUARE}
+    return result_arrays(result, leave_out=SQUARE)
+
+
+def mask_rows(result, rows) -> np.ndarray:
+    """Rows ``rows`` (a slice or a list) of the mask: a long result's is made a block at a time."""
+    mask = result.mask
+    if isinstance(rows, slice):
+        return np.asarray(mask[rows, :], dtype=bool)
+    return np.stack([np.asarray(mask[r], dtype=bool) for r in rows]) if len(rows) else \
+        np.zeros((0, result.session.n_keys), dtype=bool)
 
 
 def _range_label(prefix: str, start: int, stop: int) -> str:
@@ -183,7 +191,7 @@ def _tables(folder: Path, result, choice: ExportChoice, fmt: str) -> list[Path]:
             write_table_streamed(path, fmt, (matrix_rows(result, what, h, rows) for rows in parts), labels, keys)
             written.append(path)
     path = folder / f"mask.{fmt}"
-    write_table_streamed(path, fmt, (np.asarray(result.mask[rows]) for rows in parts), labels, keys)
+    write_table_streamed(path, fmt, (mask_rows(result, rows) for rows in parts), labels, keys)
     written.append(path)
     return written
 
