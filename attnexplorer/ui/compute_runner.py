@@ -41,7 +41,7 @@ def _stop_thread(thread: QThread) -> None:
     thread.wait(5000)
 
 
-def _compute_on_one_thread(session: Session, device: str, dtype: str, keep):
+def _compute_on_one_thread(session: Session, device: str, dtype: str, keep, pool: str = "max"):
     """``compute_any`` with one torch thread, for the small computes made inline.
 
     Waking a second thread for each of a compute's tiny kernels costs more than the arithmetic
@@ -54,10 +54,10 @@ def _compute_on_one_thread(session: Session, device: str, dtype: str, keep):
 
     threads = torch.get_num_threads()
     if threads == 1:
-        return compute_any(session, device=device, dtype=dtype, keep=keep)
+        return compute_any(session, device=device, dtype=dtype, keep=keep, pool=pool)
     torch.set_num_threads(1)
     try:
-        return compute_any(session, device=device, dtype=dtype, keep=keep)
+        return compute_any(session, device=device, dtype=dtype, keep=keep, pool=pool)
     finally:
         torch.set_num_threads(threads)
 
@@ -65,6 +65,7 @@ def _compute_on_one_thread(session: Session, device: str, dtype: str, keep):
 class _Worker(QObject):
     done = Signal(int, object, object)  # generation, result or None, error text or None
     progress = Signal(int, float)  # generation, the fraction of a long compute done
+    overviews = Signal(int, object, object)  # generation, session, {matrix: Pooled so far}
 
     def __init__(self):
         super().__init__()
@@ -72,20 +73,23 @@ class _Worker(QObject):
         # atomic): a long compute of an older one stops at its next block of rows.
         self.newest = 0
 
-    @Slot(int, object, str, str, object)
-    def run(self, generation: int, session: Session, device: str, dtype: str, keep):
+    @Slot(int, object, str, str, object, str)
+    def run(self, generation: int, session: Session, device: str, dtype: str, keep, pool: str):
         shown = [0.0]
 
-        def progress(done: int, n: int, _overviews) -> None:
+        def progress(done: int, n: int, overviews) -> None:
             now = time.monotonic()
-            if now - shown[0] >= PROGRESS_S:  # a few updates a second, not one per block
+            if now - shown[0] >= PROGRESS_S and done < n:  # a few updates a second, not one per block
                 shown[0] = now
                 self.progress.emit(generation, done / n)
+                # The overviews so far, for the heatmaps to fill in (their arrays are the pass's
+                # own: the rows before ``done`` are final, a view copies those).
+                self.overviews.emit(generation, session, overviews)
 
         try:
             # A long session (over the dense memory budget) goes the streamed way (core/long).
             self.done.emit(generation, compute_any(session, device=device, dtype=dtype, keep=keep, progress=progress,
-                                                   cancelled=lambda: self.newest != generation), None)
+                                                   cancelled=lambda: self.newest != generation, pool=pool), None)
         except Cancelled:  # a newer request superseded it: its result would be dropped anyway
             self.done.emit(generation, None, None)
         except AttnExplorerError as err:
@@ -98,13 +102,18 @@ class ComputeRunner(QObject):
     finished = Signal(object)  # the AttentionResult of the newest request
     failed = Signal(str)  # why the newest request failed
     progress = Signal(float)  # the fraction done of the newest request's long compute
-    _submit = Signal(int, object, str, str, object)
+    # A long compute of the newest request, part way: its session and {matrix: Pooled} so far
+    # (``rows_done`` rows in; the heatmaps fill in as it goes).
+    overview_progress = Signal(object, object)
+    _submit = Signal(int, object, str, str, object, str)
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.device = "cpu"
         self.dtype = "float32"
         self.needs: frozenset[str] | None = None  # None: everything
+        # How a long session's overviews pool cells into pixels ("max" or "mean").
+        self.pool = "max"
         self._generation = 0
         self._busy = False
         self._pending = None
@@ -115,6 +124,7 @@ class ComputeRunner(QObject):
         self._submit.connect(self._worker.run)
         self._worker.done.connect(self._on_done)
         self._worker.progress.connect(self._on_progress)
+        self._worker.overviews.connect(self._on_overviews)
         self._thread.start()
         # Qt aborts the process when a QThread object is destroyed while its thread runs. A
         # runner dropped without shutdown() (a test, a closed window collected later) must
@@ -150,14 +160,14 @@ class ComputeRunner(QObject):
         self._generation += 1
         self._worker.newest = self._generation
         keep = self.keep_for(session)
-        job = (self._generation, session, self.device, self.dtype, keep)
+        job = (self._generation, session, self.device, self.dtype, keep, self.pool)
         # Inline only while the worker is idle: one compute at a time (the engine patches its
         # cached device weights in place, so two computes must not overlap).
         if (not background and session.heads * session.n * session.n <= INLINE_CELLS and self.device == "cpu"
                 and not self._busy):
             self._pending = None
             try:
-                result = _compute_on_one_thread(session, self.device, self.dtype, keep)
+                result = _compute_on_one_thread(session, self.device, self.dtype, keep, self.pool)
             except AttnExplorerError as err:
                 self.failed.emit(str(err))
                 return
@@ -181,6 +191,11 @@ class ComputeRunner(QObject):
     def _on_progress(self, generation: int, fraction: float) -> None:
         if generation == self._generation:
             self.progress.emit(fraction)
+
+    @Slot(int, object, object)
+    def _on_overviews(self, generation: int, session, overviews) -> None:
+        if generation == self._generation:
+            self.overview_progress.emit(session, overviews)
 
     @Slot(int, object, object)
     def _on_done(self, generation: int, result, error) -> None:

@@ -154,5 +154,13 @@ class AppSettings:
     def set_number_format(self, number_format: str) -> None:
         self.q.setValue("view/number_format", number_format)
 
+    # -- how zoomed-out heatmaps pool their cells ------------------------------------------
+    def overview_pool(self) -> str:
+        value = self.q.value("view/overview_pool")
+        return value if value in ("max", "mean") else "max"
+
+    def set_overview_pool(self, pool: str) -> None:
+        self.q.setValue("view/overview_pool", pool)
+
     def sync(self) -> None:
         self.q.sync()

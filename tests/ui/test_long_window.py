@@ -10,7 +10,7 @@ from attnexplorer.core.engine import compute
 from attnexplorer.core.long import result as long_result
 from attnexplorer.core.presets import build_preset
 from attnexplorer.core.session import Mask
-from attnexplorer.ui.panels import matrix_view
+from attnexplorer.ui.panels import long_matrix
 
 
 @pytest.fixture
@@ -19,7 +19,7 @@ def long_window(qtbot, monkeypatch):
     monkeypatch.setattr(long_result, "DENSE_BUDGET", 1000)
     monkeypatch.setattr(long_result, "OVERVIEW_CELLS", 8)  # pooled 5 × 5 cells, as 16k tokens are
     # Exact regions of at most 400 cells: the whole 40 × 40 shows the overview, as 16k would.
-    monkeypatch.setattr(matrix_view, "TILE_CELLS", 400)
+    monkeypatch.setattr(long_matrix, "TILE_CELLS", 400)
     session = build_preset("random", {"n": 40, "d": 8, "d_k": 4, "d_v": 4, "heads": 2}).session
     session = session.replace(mask=Mask("causal"))
     document, window = open_window(session)

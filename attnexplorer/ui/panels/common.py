@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QGraphicsItem, QLabel, QSizePolicy, QVBoxLayout
 
 from . import theme
 from .base import Panel
-from .matrix_view import ShrinkingLabel
+from .token_axis import ShrinkingLabel
 
 # Short enough for a 360-px panel; the read-out line elides anything longer (full text in its tooltip).
 HOVER_HINT = "Hover: read · click: select · wheel: zoom"

@@ -54,11 +54,12 @@ def _reduce_rows(x: np.ndarray, f: int, ufunc) -> np.ndarray:
 
 
 def block_reduce(data: np.ndarray, fy: int, fx: int, *, signed: bool,
-                 blocked: np.ndarray | None = None) -> np.ndarray:
+                 blocked: np.ndarray | None = None, pool: str = "max") -> np.ndarray:
     """``data`` (rows × cols) reduced by blocks of ``fy`` rows × ``fx`` columns.
 
     The result has ``ceil(rows / fy) × ceil(cols / fx)`` cells (the last block of a row or
-    column may be smaller). See the module docstring for what each cell holds.
+    column may be smaller). See the module docstring for what each cell holds; ``pool="mean"``
+    gives each block's mean over its cells instead (blocked cells, and NaN, left out).
     """
     data = np.asarray(data)
     if data.dtype.kind != "f":
@@ -67,6 +68,10 @@ def block_reduce(data: np.ndarray, fy: int, fx: int, *, signed: bool,
     fy, fx = max(1, int(fy)), max(1, int(fx))
     if blocked is not None and not blocked.any():
         blocked = None
+    if pool == "mean":
+        return _block_mean(data, fy, fx, blocked)
+    if pool != "max":
+        raise ValueError(f"unknown pooling {pool!r}; use 'max' or 'mean'")
     ufuncs = (np.fmax, np.fmin) if signed else (np.fmax,)
     out = [[] for _ in ufuncs]
     strip_rows = fy * max(1, _STRIP_CELLS // max(1, fy * cols))
@@ -86,3 +91,23 @@ def block_reduce(data: np.ndarray, fy: int, fx: int, *, signed: bool,
     lo = np.concatenate(out[1], axis=0)
     # The value of larger magnitude, with its sign (NaN stays NaN: both sides are NaN).
     return np.where(np.abs(lo) > np.abs(hi), lo, hi)
+
+
+def _block_mean(data: np.ndarray, fy: int, fx: int, blocked: np.ndarray | None) -> np.ndarray:
+    """Each block's mean over its free, finite cells (NaN where it has none), a strip at a time."""
+    rows, cols = data.shape
+    starts_x = np.arange(0, cols, fx)
+    out = []
+    strip_rows = fy * max(1, _STRIP_CELLS // max(1, fy * cols))
+    for r0 in range(0, rows, strip_rows):
+        strip = data[r0:min(rows, r0 + strip_rows)]
+        free = ~np.isnan(strip)
+        if blocked is not None:
+            free &= ~blocked[r0:r0 + strip.shape[0]]
+        values = np.where(free, strip, 0.0)
+        starts_y = np.arange(0, strip.shape[0], fy)
+        total = np.add.reduceat(np.add.reduceat(values, starts_y, axis=0), starts_x, axis=1)
+        count = np.add.reduceat(np.add.reduceat(free.astype(np.int32), starts_y, axis=0), starts_x, axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out.append((total / count).astype(data.dtype, copy=False))
+    return np.concatenate(out, axis=0)

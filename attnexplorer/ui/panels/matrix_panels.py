@@ -9,13 +9,20 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.long.tiled import TiledMatrix
+from ...core.masking import MaskMatrix
 from . import theme
 from .common import FigurePanel, clamp_selection, feature_names
+from .long_matrix import PartialMatrix, is_long
 from .matrix_view import MatrixView
 
 
 class _SingleMatrixPanel(FigurePanel):
-    """A token × token matrix of the selected head (scores, scaled scores, weights)."""
+    """A token × token matrix of the selected head (scores, scaled scores, weights).
+
+    A long session's (core/long) fills in while its streamed pass runs: the compute runner's
+    ``overview_progress`` brings the pooled overview so far, drawn with the rows not yet
+    reached greyed out, until the result replaces it.
+    """
 
     signed = True
     field = "scores"
@@ -26,14 +33,25 @@ class _SingleMatrixPanel(FigurePanel):
         super().__init__(document, parent)
         self.view = MatrixView(None, signed=self.signed, row_name="query", col_name="key",
                                on_click=self._on_cell_clicked, on_hover=self.show_readout)
+        self.view.on_image_changed = self._update_heading
         self.figure.addItem(self.view, row=1, col=0)
         self.figure.layout.setRowStretchFactor(1, 1)
+        self._heading_base = ""
+        runner = getattr(document, "runner", None)  # a fixed ResultSource (figures) computes nothing
+        if runner is not None:
+            runner.overview_progress.connect(self._on_overview_progress)
 
     def views(self) -> list[MatrixView]:
         return [self.view]
 
     def heading_text(self, head: int, heads: int) -> str:
         return self.title if heads == 1 else f"{self.title} — head {head}"
+
+    def set_pool(self, pool: str) -> None:
+        """How a zoomed-out heatmap pools cells into pixels ("max" or "mean"); a long result
+        pooled the other way is recomputed by the window (``menus.apply_overview_pool``)."""
+        self.view.set_pool(pool)
+        self._update_heading()
 
     def redraw(self) -> None:
         result = self.document.result
@@ -51,12 +69,41 @@ class _SingleMatrixPanel(FigurePanel):
         levels = None if self.signed else self.levels_for(matrix, blocked)
         self.view.set_matrix(matrix, row_labels=result.tokens, col_labels=result.key_tokens, levels=levels,
                              blocked=blocked, blocked_rows=blocked_rows)
-        heading = self.heading_text(head, heads)  # after set_matrix: it may name the levels
-        if data is None and self.view.image_factor != (1, 1):
-            fy, fx = self.view.image_factor
-            heading += f" — {matrix.overview.pool}-pooled, {fy}×{fx} cells a pixel; zoom in for exact cells"
-        self.set_heading(heading)
+        self._heading_base = self.heading_text(head, heads)  # after set_matrix: it may name the levels
+        self._update_heading()
         self.view.set_selection(query, key)
+
+    def _on_overview_progress(self, session, overviews) -> None:
+        pooled = overviews.get(self.field)
+        result = self.document.result
+        if (pooled is None or session is not self.document.session or not self._should_draw()
+                or (result is not None and result.session is session)):
+            return
+        head = min(self.document.selection.head, session.heads - 1)
+        dtype = pooled.data.dtype
+        matrix = PartialMatrix(pooled, head, session.n_keys, dtype)
+        blocked = MaskMatrix(session) if self.masked else None
+        levels = None if self.signed else self.levels_for(matrix, blocked)
+        keys = session.tokens if session.source is None else session.source.tokens
+        self.view.set_matrix(matrix, row_labels=session.tokens, col_labels=keys, levels=levels, blocked=blocked)
+        self._heading_base = self.title if session.heads == 1 else f"{self.title} — head {head}"
+        self._update_heading()
+        self._stale = True  # the result, when it comes, is drawn whatever this panel showed
+
+    def _update_heading(self) -> None:
+        heading = self._heading_base
+        view = self.view
+        pooled = view.pooled_by
+        done = view.rows_done
+        if done is not None:
+            heading += f" — computing: {done / max(1, view.matrix_shape[0]):.0%} of the rows"
+        if pooled is not None:
+            fy, fx = view.image_factor
+            heading += f" — {pooled}-pooled, {fy}×{fx} cells a pixel"
+            if done is None and view.overview_factor != (1, 1):
+                heading += "; zoom in for exact cells"
+        if heading:
+            self.set_heading(heading)
 
     def levels_for(self, matrix, blocked) -> tuple[float, float]:
         """The colour range of an unsigned matrix: 0..1 (weights are probabilities)."""
@@ -131,8 +178,9 @@ class WeightsPanel(_SingleMatrixPanel):
     def levels_for(self, matrix, blocked) -> tuple[float, float]:
         if self.color_range == "unit":
             return (0.0, 1.0)
-        if isinstance(matrix, TiledMatrix):
-            # The pooled overview holds each block's largest weight: its top is the matrix's.
+        if is_long(matrix):
+            # The pooled overview holds each block's largest weight: its top is the matrix's
+            # (with mean pooling, the largest block mean: a lower bound).
             top = float(np.nanmax(matrix.overview.data, initial=0.0))
             return (0.0, min(1.0, theme.nice_bound(top)) if top > 0 else 1.0)
         values = np.asarray(matrix, dtype=float)

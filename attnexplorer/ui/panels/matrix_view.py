@@ -17,13 +17,16 @@ from typing import Callable, Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPen, QStaticText, QTransform
+from PySide6.QtGui import QImage, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsRectItem
 
 from ...core import display
 from . import theme
-from ...core.long.tiled import TiledMatrix
+from . import long_matrix
+from .cell_numbers import CellNumbers
 from .downsample import block_reduce, factor_for
+from .long_matrix import PartialMatrix, is_long, pooled_overview, pooled_region, region_worker
+from .token_axis import ShrinkingLabel, TokenAxis
 
 # Cell numbers are written only while at most this many cells are in view (16 × 16): more
 # would be too small to read.
@@ -35,180 +38,6 @@ MAX_ROW_NOTES = 32
 def _pow2_floor(value: int) -> int:
     """The largest power of two ≤ ``value`` (≥ 1)."""
     return 1 << (max(1, int(value)).bit_length() - 1)
-
-
-class TokenAxis(pg.AxisItem):
-    """An axis whose ticks are the cells' labels (tokens or feature names).
-
-    Ticks sit at cell centres. Which labels are written, at what font size and whether they
-    stand upright is ``core.display.label_plan``: up to 32 labels in view every one is
-    written (shrunk, and upright along the bottom, as needed); beyond that every k-th, plus
-    the selected query or key (``set_marked``). Only the labels in view are generated, so at
-    4,096 tokens the axis stays cheap, and zooming in brings every label back.
-    """
-
-    def __init__(self, orientation: str, **kwargs):
-        super().__init__(orientation, **kwargs)
-        self._labels: tuple[str, ...] = ()
-        self._given: tuple[str, ...] = ()
-        self._label_px = 10.0
-        self._marked: tuple[int, ...] = ()
-        self._plan = display.LabelPlan(1, display.LABEL_FONT_PX, False)
-        self._fixed_for: float | None = None
-        self.setTickFont(theme.tick_font())
-        # Cell positions never want an SI prefix, and pyqtgraph would rebuild the axis title's
-        # HTML on every range change to decide that.
-        self.enableAutoSIPrefix(False)
-        # Ticks point outward, toward the labels: pyqtgraph's default points them into the
-        # plot, where a tick touching a cell's number reads as a minus sign ("-0.49").
-        self.setStyle(tickLength=4)
-        if orientation in ("top", "bottom"):
-            # A label centred on the first or last cell may overhang the axis a little.
-            self.setStyle(hideOverlappingLabels=30)
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        return self._labels
-
-    @property
-    def plan(self) -> display.LabelPlan:
-        """How the labels were last laid out (step, font size, upright)."""
-        return self._plan
-
-    def set_labels(self, labels: Sequence[str]) -> None:
-        given = tuple(labels)
-        if given == self._given:  # every redraw passes the tokens again; usually the same ones
-            return
-        self._given = given
-        labels = tuple(theme.short_label(t) for t in given)
-        if labels != self._labels:
-            self._labels = labels
-            metrics = QFontMetricsF(theme.tick_font())
-            self._label_px = max((metrics.horizontalAdvance(t) for t in set(labels)), default=10.0)
-            self._fixed_for = None
-            self.picture = None
-            self.update()
-
-    def set_marked(self, *indices: int | None) -> None:
-        """Labels written even when the axis thins its labels out (the selected query, key)."""
-        marked = tuple(i for i in indices if i is not None)
-        if marked != self._marked:
-            self._marked = marked
-            self.picture = None
-            self.update()
-
-    def visible_labels(self) -> list[str]:
-        """The labels the axis writes now (for tests and read-outs)."""
-        view = self.linkedView()
-        if view is None:
-            return []
-        lo, hi = view.viewRange()[1 if self.orientation in ("left", "right") else 0]
-        size = self.height() if self.orientation in ("left", "right") else self.width()
-        ticks = self.tickValues(lo, hi, size)
-        return self.tickStrings(ticks[0][1], 1.0, 1.0) if ticks else []
-
-    def _plan_for(self, minVal, maxVal, size) -> tuple[display.LabelPlan, int, int]:
-        n = len(self._labels)
-        first = max(0, math.floor(minVal))
-        last = min(n - 1, math.ceil(maxVal) - 1)
-        plan = display.label_plan(last - first + 1, size / (maxVal - minVal), self._label_px,
-                                  along_bottom=self.orientation in ("top", "bottom"))
-        return plan, first, last
-
-    def generateDrawSpecs(self, p):
-        # Decide the font and orientation before pyqtgraph measures the labels with it.
-        view = self.linkedView()
-        if view is not None and self._labels:
-            horizontal = self.orientation in ("top", "bottom")
-            lo, hi = sorted(view.viewRange()[0 if horizontal else 1])
-            size = self.width() if horizontal else self.height()
-            if hi > lo and size > 0:
-                plan, _first, _last = self._plan_for(lo, hi, size)
-                if plan.font_px != self._plan.font_px or plan.rotated != self._plan.rotated:
-                    font = theme.tick_font()
-                    font.setPixelSize(plan.font_px)
-                    self.style["tickFont"] = font
-                    self.style["hideOverlappingLabels"] = 10_000 if plan.rotated else (30 if horizontal else False)
-                self._plan = plan
-                self._fit_height(plan)
-                p.setFont(self.style["tickFont"])
-        return super().generateDrawSpecs(p)
-
-    def _fit_height(self, plan: display.LabelPlan) -> None:
-        """Upright labels need the axis as tall as the longest label is wide."""
-        if self.orientation not in ("top", "bottom"):
-            return
-        wanted = None
-        if plan.rotated:
-            label = self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0.0
-            wanted = math.ceil(self._label_px * plan.font_px / display.LABEL_FONT_PX + 4 + 9 + label)
-        if wanted != self._fixed_for:
-            self._fixed_for = wanted
-            self.setHeight(wanted)
-
-    def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):
-        if not self._plan.rotated or self.orientation not in ("top", "bottom"):
-            super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
-            return
-        super().drawPicture(p, axisSpec, tickSpecs, [])
-        p.save()
-        p.setClipping(False)
-        for rect, _flags, text in textSpecs:
-            # Upright, reading upward, its end against the tick: centred on the cell.
-            p.save()
-            p.translate(rect.center().x(), rect.top() + 3)  # a gap: the tick must not read as a dash
-            p.rotate(-90)
-            width = p.fontMetrics().horizontalAdvance(text) + 2
-            height = p.fontMetrics().height()
-            p.drawText(QRectF(-width, -height / 2, width, height),
-                       int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), text)
-            p.restore()
-        p.restore()
-
-    def tickValues(self, minVal, maxVal, size):
-        minVal, maxVal = min(minVal, maxVal), max(minVal, maxVal)  # an inverted axis gives them swapped
-        n = len(self._labels)
-        if n == 0 or maxVal <= minVal or size <= 0:
-            return []
-        plan, first, last = self._plan_for(minVal, maxVal, size)
-        chosen = display.label_indices(first, last, plan.step, self._marked)
-        values = [i + 0.5 for i in chosen if minVal <= i + 0.5 <= maxVal]
-        return [(float(plan.step), values)]
-
-    def tickStrings(self, values, scale, spacing):
-        out = []
-        for v in values:
-            i = int(math.floor(v))
-            out.append(self._labels[i] if 0 <= i < len(self._labels) else "")
-        return out
-
-
-class ShrinkingLabel(pg.LabelItem):
-    """A title that shrinks its text (down to half size) rather than widen its layout.
-
-    A plain ``LabelItem`` makes its text width the layout's minimum width, so a long title
-    would push plots and colour bars out of a narrow dock.
-    """
-
-    def resizeEvent(self, ev):
-        natural = self.item.boundingRect().width()
-        width = self.rect().width()
-        scale = 1.0 if natural <= 0 or width <= 0 else max(0.5, min(1.0, (width - 4) / natural))
-        if abs(self.item.scale() - scale) > 1e-3:
-            self.item.setScale(scale)
-        super().resizeEvent(ev)
-
-    def updateMin(self):
-        natural = self.item.boundingRect()
-        self.setMinimumWidth(natural.width() * 0.5)
-        self.setMinimumHeight(natural.height() * self.item.scale())
-        self._sizeHint = {
-            Qt.SizeHint.MinimumSize: (natural.width() * 0.5, natural.height() * self.item.scale()),
-            Qt.SizeHint.PreferredSize: (natural.width(), natural.height()),
-            Qt.SizeHint.MaximumSize: (1e6, 1e6),
-            Qt.SizeHint.MinimumDescent: (0, 0),
-        }
-        self.updateGeometry()
 
 
 class _Hatch(QGraphicsRectItem):
@@ -226,121 +55,6 @@ class _Hatch(QGraphicsRectItem):
         painter.setBrush(brush)
         painter.drawRect(device_rect)
         painter.restore()
-
-
-class CellNumbers(QGraphicsItem):
-    """Every number written in the cells, painted by this one item in one ``paint()``.
-
-    A text item per cell cost about 40 µs each to lay out and paint (10 ms at 16 × 16);
-    here each distinct string is laid out once (a cached ``QStaticText``) and a repaint is
-    one transform of the cell centres plus one ``drawStaticText`` per cell. Text is drawn in
-    device pixels, so it keeps its size at any zoom; black on light cells, white on dark.
-    """
-
-    def __init__(self):
-        super().__init__()
-        self._font = theme.cell_font(10)
-        self._font_px = 10
-        self._static: dict[str, tuple[QStaticText, tuple[float, float]]] = {}
-        self._rows = np.zeros(0, dtype=int)
-        self._cols = np.zeros(0, dtype=int)
-        self._texts: list[str] = []
-        self._dark = np.zeros(0, dtype=bool)
-        self._centres = np.zeros((0, 2))
-        self._half = np.zeros((0, 2))
-        self._groups: list = []
-        self._rect = QRectF()
-        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresParentOpacity, True)
-
-    @property
-    def cells(self) -> list[tuple[int, int, str, bool]]:
-        """(row, col, text, dark) of every number drawn; ``dark`` means black text."""
-        return list(zip(self._rows.tolist(), self._cols.tolist(), self._texts, self._dark.tolist()))
-
-    @property
-    def font_px(self) -> int:
-        return self._font_px
-
-    def clear(self) -> None:
-        self.set_block(0, 0, 1, [], np.zeros(0, dtype=bool), self._font_px)
-
-    def set_block(self, row0: int, col0: int, width: int, texts: Sequence[str | None], dark: np.ndarray,
-                  font_px: int) -> None:
-        """Write ``texts`` (row-major over a block ``width`` cells wide whose first cell is
-        (row0, col0); None leaves a cell empty) in black where ``dark``, else white."""
-        present = np.fromiter((t is not None for t in texts), dtype=bool, count=len(texts))
-        index = np.flatnonzero(present)
-        shown = [texts[k] for k in index.tolist()]
-        rows = row0 + index // width
-        cols = col0 + index % width
-        dark = np.asarray(dark, dtype=bool).ravel()[index]
-        if (font_px == self._font_px and shown == self._texts and np.array_equal(rows, self._rows)
-                and np.array_equal(cols, self._cols) and np.array_equal(dark, self._dark)):
-            return
-        if font_px != self._font_px:
-            self._font_px = font_px
-            self._font = theme.cell_font(font_px)
-            self._static.clear()
-        if len(self._static) > 4096:  # a long session of edits: forget strings no longer shown
-            self._static.clear()
-        self._rows, self._cols, self._texts, self._dark = rows, cols, shown, dark
-        self._centres = np.column_stack([cols + 0.5, rows + 0.5]).astype(float).reshape(-1, 2)
-        # Everything a paint needs per cell, laid out once: the prepared text, its half size
-        # (to centre it) and its colour group, so a repaint is a tight loop of draw calls.
-        prepared = [self._prepared(text) for text in shown]
-        self._half = np.array([p[1] for p in prepared], dtype=float).reshape(-1, 2)
-        self._groups = [(colour, [(k, prepared[k][0]) for k in np.flatnonzero(dark == want).tolist()])
-                        for want, colour in ((True, _BLACK), (False, _WHITE))]
-        if shown:
-            rect = QRectF(int(cols.min()), int(rows.min()), int(cols.max() - cols.min()) + 1,
-                          int(rows.max() - rows.min()) + 1)
-        else:
-            rect = QRectF()
-        if rect != self._rect:
-            self.prepareGeometryChange()
-            self._rect = rect
-        self.update()
-
-    def boundingRect(self) -> QRectF:
-        return self._rect
-
-    def _prepared(self, text: str) -> tuple[QStaticText, tuple[float, float]]:
-        """The laid-out text and its half size (to centre it), made once per string."""
-        hit = self._static.get(text)
-        if hit is None:
-            st = QStaticText(text)
-            st.setTextFormat(Qt.TextFormat.PlainText)
-            st.prepare(QTransform(), self._font)
-            size = st.size()
-            hit = self._static[text] = (st, (size.width() / 2.0, size.height() / 2.0))
-        return hit
-
-    def paint(self, painter, option, widget=None):
-        if not self._texts:
-            return
-        t = painter.transform()
-        # Cell centres in device pixels, all at once (an affine map: no rotation here, but
-        # the general form costs nothing more).
-        x = self._centres[:, 0]
-        y = self._centres[:, 1]
-        dx = t.m11() * x + t.m21() * y + t.dx()
-        dy = t.m12() * x + t.m22() * y + t.dy()
-        # Whole device pixels: the int overload needs no QPointF per cell, and glyphs snap
-        # to pixels anyway.
-        left = np.rint(dx - self._half[:, 0]).astype(int).tolist()
-        top = np.rint(dy - self._half[:, 1]).astype(int).tolist()
-        painter.save()
-        painter.resetTransform()
-        painter.setFont(self._font)
-        for colour, group in self._groups:
-            painter.setPen(colour)
-            for k, st in group:
-                painter.drawStaticText(left[k], top[k], st)
-        painter.restore()
-
-
-_BLACK = QColor("black")
-_WHITE = QColor("white")
 
 
 class _CellImage(pg.ImageItem):
@@ -397,21 +111,6 @@ class _CellImage(pg.ImageItem):
         if ev.isStart():  # the drag is recognised a few pixels on: it began where the button went down
             on_drag(self._cell(ev.buttonDownPos()), True, False)
         on_drag(self._cell(ev.pos()), False, ev.isFinish())
-
-
-# A long session's heatmap computes an exact region of at most this many cells at once (a few
-# milliseconds); zoomed out further it shows the pooled overview.
-TILE_CELLS = 1 << 19
-
-
-def pooled_overview(matrix: TiledMatrix, fy: int, fx: int, signed: bool) -> tuple[np.ndarray, tuple[int, int]]:
-    """A long matrix at about ``fy`` × ``fx`` cells per pixel, from its pooled overview: the
-    overview's blocks pooled again by whole blocks (a maximum of maxima is the maximum of the
-    cells, and so is the largest magnitude), and the cells per pixel that gives."""
-    base = matrix.overview
-    ky, kx = max(1, -(-fy // base.fy)), max(1, -(-fx // base.fx))
-    data = base.data if (ky, kx) == (1, 1) else block_reduce(base.data, ky, kx, signed=signed)
-    return data, (base.fy * ky, base.fx * kx)
 
 
 class MatrixView(pg.PlotItem):
@@ -517,6 +216,22 @@ class MatrixView(pg.PlotItem):
         self._col_labels: tuple[str, ...] = ()
         self._selection: tuple[int | None, int | None] = (None, None)
         self._number_format = display.DEFAULT_NUMBER_FORMAT
+        # How a zoomed-out dense matrix is pooled into pixels ("max" or "mean"; a long matrix's
+        # overview is pooled as its result was computed).
+        self.pool = "max"
+        # A long matrix's region being pooled from exact tiles on the worker: (serial, region).
+        self._zoom_token = None
+        self._zoom_serial = 0
+        self._zoom_connected = False
+        # Told when the picture's cells per pixel change (a panel's heading says them).
+        self.on_image_changed: Callable[[], None] | None = None
+        # Over the rows a long compute has not reached yet.
+        self.pending_rows = QGraphicsRectItem()
+        self.pending_rows.setPen(QPen(Qt.PenStyle.NoPen))
+        self.pending_rows.setBrush(theme.PENDING_BRUSH)
+        self.pending_rows.setZValue(5)
+        self.pending_rows.setVisible(False)
+        self.addItem(self.pending_rows, ignoreBounds=True)
         self.vb.sigRangeChanged.connect(self._on_view_changed)
         self.vb.sigResized.connect(self._on_view_changed)
 
@@ -548,6 +263,11 @@ class MatrixView(pg.PlotItem):
             return ""
         where = (f"{self.row_name} {self._row_labels[row]!r} (#{row}), "
                  f"{self.col_name} {self._col_labels[col]!r} (#{col})")
+        done = self.rows_done
+        if done is not None and row >= done:
+            return f"{where}: not yet computed ({done:,} of {self._shape[0]:,} rows so far)"
+        if done is not None:
+            return f"{where}: computing; zoom in once it is done for the exact value"
         if self._blocked is not None and self._blocked[row, col]:
             if self._blocked_rows is not None and self._blocked_rows[row]:
                 return f"{where}: blocked (this {self.row_name} sees no {self.col_name} at all)"
@@ -565,7 +285,7 @@ class MatrixView(pg.PlotItem):
         colour scale fixed and skips any auto-levelling.
         """
         # A long session's matrix (core/long) is read in exact tiles and a pooled overview.
-        data = data if isinstance(data, TiledMatrix) else np.asarray(data)
+        data = data if is_long(data) else np.asarray(data)
         if data.ndim != 2:
             raise ValueError(f"MatrixView needs a 2-D matrix, got shape {data.shape}")
         any_blocked = blocked is not None and bool(blocked.any())
@@ -612,11 +332,6 @@ class MatrixView(pg.PlotItem):
         return self._overview_factor
 
     @property
-    def zoom_pending(self) -> bool:
-        """Whether a zoomed region is still being computed (a long matrix's, on a worker)."""
-        return False
-
-    @property
     def image_factor(self) -> tuple[int, int]:
         """Rows × columns of the matrix per image pixel now shown ((1, 1): full resolution)."""
         return self._image_factor
@@ -644,9 +359,11 @@ class MatrixView(pg.PlotItem):
         """The whole matrix at about the view's pixel size, once per new matrix (or resize)."""
         fy, fx = self._overview_factor_wanted()
         rows, cols = self._shape
-        if isinstance(self._raw, TiledMatrix):
+        if is_long(self._raw):
             self._buffer = None
-            self._overview, self._overview_factor = pooled_overview(self._raw, fy, fx, self.signed)
+            self._overview, self._overview_factor = pooled_overview(self._raw, fy, fx, self.signed,
+                                                                    self._raw.overview.pool)
+            self._place_pending_rows()
             return
         if (fy, fx) == (1, 1):
             if self._blocked is None:
@@ -661,7 +378,8 @@ class MatrixView(pg.PlotItem):
                 overview = self._buffer
         else:
             self._buffer = None
-            overview = block_reduce(self._raw, fy, fx, signed=self.signed, blocked=self._blocked)
+            overview = block_reduce(self._raw, fy, fx, signed=self.signed, blocked=self._blocked, pool=self.pool)
+        self._place_pending_rows()
         self._overview = overview
         self._overview_factor = (fy, fx)
 
@@ -670,7 +388,9 @@ class MatrixView(pg.PlotItem):
 
         The region is the visible cells and half a view more on each side, reduced by a
         power of two no bigger than the cells per pixel (1: every cell, exactly), so panning
-        a little or zooming within the same power of two reuses it.
+        a little or zooming within the same power of two reuses it. A long matrix's region
+        is exact cells, or, with more than ``long_matrix.TILE_CELLS`` cells in view, pooled
+        from exact tiles on a worker (the overview stands in until it is there).
         """
         if self._raw is None:
             return
@@ -681,33 +401,114 @@ class MatrixView(pg.PlotItem):
             r0, r1, c0, c1, _w, _h = spec
             width, height = self._pixels()
             need_y, need_x = factor_for(r1 - r0, height), factor_for(c1 - c0, width)
-            tiled = isinstance(self._raw, TiledMatrix)
             if need_y < oy or need_x < ox:
-                fy, fx = min(_pow2_floor(need_y), oy), min(_pow2_floor(need_x), ox)
-                if tiled:
-                    fy = fx = 1  # a long matrix: exact cells from tiles, or the overview
-                cur = self._region
-                if (not force and cur is not None and cur[4:] == (fy, fx) and cur[0] <= r0 and r1 <= cur[1]
-                        and cur[2] <= c0 and c1 <= cur[3]):
+                if is_long(self._raw):
+                    shown = self._show_long_region(r0, r1, c0, c1, min(need_y, oy), min(need_x, ox), force)
+                    if shown == "shown":
+                        return
+                    if shown == "pending":
+                        if force or self._region is not None:
+                            self._region = None
+                            self._show_image(self._overview, QRectF(0, 0, cols, rows), self._overview_factor)
+                        return
+                else:
+                    self._show_dense_region(r0, r1, c0, c1, min(_pow2_floor(need_y), oy),
+                                            min(_pow2_floor(need_x), ox), force)
                     return
-                span_r, span_c = r1 - r0, c1 - c0
-                R0 = max(0, (r0 - span_r // 2) // fy * fy)
-                C0 = max(0, (c0 - span_c // 2) // fx * fx)
-                R1 = min(rows, R0 + -(-(r1 + span_r // 2 - R0) // fy) * fy)
-                C1 = min(cols, C0 + -(-(c1 + span_c // 2 - C0) // fx) * fx)
-                # A long matrix's region with too many cells to compute at once: the overview stays.
-                if not (tiled and (R1 - R0) * (C1 - C0) > TILE_CELLS):
-                    if (fy, fx) == (1, 1):
-                        image = self._cells(R0, R1, C0, C1)
-                    else:
-                        blocked = None if self._blocked is None else self._blocked[R0:R1, C0:C1]
-                        image = block_reduce(self._raw[R0:R1, C0:C1], fy, fx, signed=self.signed, blocked=blocked)
-                    self._region = (R0, R1, C0, C1, fy, fx)
-                    self._show_image(image, QRectF(C0, R0, C1 - C0, R1 - R0), (fy, fx))
-                    return
+        self._cancel_zoom()
         if force or self._region is not None:
             self._region = None
             self._show_image(self._overview, QRectF(0, 0, cols, rows), self._overview_factor)
+
+    def _covers(self, r0: int, r1: int, c0: int, c1: int, fy: int, fx: int) -> bool:
+        cur = self._region
+        return (cur is not None and cur[4:] == (fy, fx) and cur[0] <= r0 and r1 <= cur[1] and cur[2] <= c0
+                and c1 <= cur[3])
+
+    def _margin_region(self, r0: int, r1: int, c0: int, c1: int, fy: int, fx: int) -> tuple[int, int, int, int]:
+        """The visible cells and half a view more on each side, on whole blocks of fy × fx."""
+        rows, cols = self._shape
+        span_r, span_c = r1 - r0, c1 - c0
+        R0 = max(0, (r0 - span_r // 2) // fy * fy)
+        C0 = max(0, (c0 - span_c // 2) // fx * fx)
+        R1 = min(rows, R0 + -(-(r1 + span_r // 2 - R0) // fy) * fy)
+        C1 = min(cols, C0 + -(-(c1 + span_c // 2 - C0) // fx) * fx)
+        return R0, R1, C0, C1
+
+    def _show_dense_region(self, r0, r1, c0, c1, fy, fx, force) -> None:
+        if not force and self._covers(r0, r1, c0, c1, fy, fx):
+            return
+        R0, R1, C0, C1 = self._margin_region(r0, r1, c0, c1, fy, fx)
+        if (fy, fx) == (1, 1):
+            image = self._cells(R0, R1, C0, C1)
+        else:
+            blocked = None if self._blocked is None else self._blocked[R0:R1, C0:C1]
+            image = block_reduce(self._raw[R0:R1, C0:C1], fy, fx, signed=self.signed, blocked=blocked, pool=self.pool)
+        self._region = (R0, R1, C0, C1, fy, fx)
+        self._show_image(image, QRectF(C0, R0, C1 - C0, R1 - R0), (fy, fx))
+
+    def _show_long_region(self, r0, r1, c0, c1, need_y, need_x, force) -> str | None:
+        """A long matrix zoomed in: "shown" (exact cells, or a pooled region already made),
+        "pending" (a pooled region is being made), or None (not yet computed: the overview)."""
+        if isinstance(self._raw, PartialMatrix):
+            return None
+        if (r1 - r0) * (c1 - c0) <= long_matrix.TILE_CELLS:
+            self._cancel_zoom()
+            if not force and self._covers(r0, r1, c0, c1, 1, 1):
+                return "shown"
+            R0, R1, C0, C1 = self._margin_region(r0, r1, c0, c1, 1, 1)
+            if (R1 - R0) * (C1 - C0) > long_matrix.TILE_CELLS:
+                R0, R1, C0, C1 = r0, r1, c0, c1  # no room for a margin: the cells in view
+            self._region = (R0, R1, C0, C1, 1, 1)
+            self._show_image(self._cells(R0, R1, C0, C1), QRectF(C0, R0, C1 - C0, R1 - R0), (1, 1))
+            return "shown"
+        rows, cols = self._shape
+        if (r1 - r0) * (c1 - c0) * 4 > rows * cols:
+            # Hardly zoomed in: the overview is as fine as a region would be worth (and a
+            # region of most of a 16,384² matrix costs seconds of tiles).
+            self._cancel_zoom()
+            return None
+        fy, fx = _pow2_floor(need_y), _pow2_floor(need_x)
+        if not force and self._covers(r0, r1, c0, c1, fy, fx):
+            self._cancel_zoom()
+            return "shown"
+        R0, C0 = r0 // fy * fy, c0 // fx * fx
+        R1, C1 = min(rows, R0 + -(-(r1 - R0) // fy) * fy), min(cols, C0 + -(-(c1 - C0) // fx) * fx)
+        region = (R0, R1, C0, C1, fy, fx)
+        if not force and self._zoom_token is not None and self._zoom_token[1] == region:
+            return "pending"
+        self._zoom_serial += 1
+        token = self._zoom_token = (self._zoom_serial, region)
+        matrix, blocked, pool = self._raw, self._blocked, self._raw.overview.pool
+        worker = region_worker()
+        if not self._zoom_connected:
+            worker.done.connect(self._on_region_done)
+            self._zoom_connected = True
+        worker.request(id(self), token, lambda cancelled: pooled_region(matrix, (R0, R1), (C0, C1), fy, fx, pool,
+                                                                        blocked, cancelled))
+        return "pending"
+
+    def _cancel_zoom(self) -> None:
+        if self._zoom_token is not None:
+            self._zoom_token = None
+            region_worker().cancel(id(self))
+
+    @property
+    def zoom_pending(self) -> bool:
+        """Whether a zoomed region is still being made (a long matrix's, on a worker)."""
+        return self._zoom_token is not None
+
+    def _on_region_done(self, key, token, image) -> None:
+        if key != id(self) or token != self._zoom_token:
+            return  # another view's, or superseded
+        self._zoom_token = None
+        if image is None:
+            return  # cancelled or failed: the overview stays
+        R0, R1, C0, C1, fy, fx = token[1]
+        self._region = token[1]
+        self._show_image(image, QRectF(C0, R0, C1 - C0, R1 - R0), (fy, fx))
+        if self.on_image_changed is not None:
+            self.on_image_changed()
 
     def _show_image(self, image: np.ndarray, rect: QRectF, factor: tuple[int, int]) -> None:
         self.image.setImage(image, autoLevels=False, levels=self._levels)
@@ -715,7 +516,42 @@ class MatrixView(pg.PlotItem):
             self.image.setRect(rect)
             self._image_rect = QRectF(rect)
             self._image_shape = image.shape
+        changed = factor != self._image_factor
         self._image_factor = factor
+        if changed and self.on_image_changed is not None:
+            self.on_image_changed()
+
+    @property
+    def pooled_by(self) -> str | None:
+        """How the picture now shown pools cells into pixels ("max", "mean"), or None when it
+        shows every cell."""
+        if self._image_factor == (1, 1):
+            return None
+        return self._raw.overview.pool if is_long(self._raw) else self.pool
+
+    @property
+    def rows_done(self) -> int | None:
+        """How many rows a long compute still running has reached (None: the matrix is whole)."""
+        return self._raw.rows_done if isinstance(self._raw, PartialMatrix) else None
+
+    def set_pool(self, pool: str) -> None:
+        """Pool a zoomed-out dense matrix by ``pool`` ("max" or "mean")."""
+        if pool not in ("max", "mean"):
+            raise ValueError(f"unknown pooling {pool!r}; use 'max' or 'mean'")
+        if pool != self.pool:
+            self.pool = pool
+            if self._raw is not None and not is_long(self._raw):
+                self._build_overview()
+                self._update_display(force=True)
+
+    def _place_pending_rows(self) -> None:
+        done = self.rows_done
+        rows, cols = self._shape
+        if done is None or done >= rows:
+            self.pending_rows.setVisible(False)
+            return
+        self.pending_rows.setRect(QRectF(0, done, cols, rows - done))
+        self.pending_rows.setVisible(True)
 
     @property
     def number_format(self) -> str:
@@ -739,6 +575,8 @@ class MatrixView(pg.PlotItem):
         self.image.clear()
         self._raw = self._overview = self._buffer = self._blocked = self._blocked_rows = None
         self._region = None
+        self._cancel_zoom()
+        self.pending_rows.setVisible(False)
         self._image_rect = QRectF()
         self._image_shape = ()
         self._shape = (0, 0)
@@ -811,7 +649,7 @@ class MatrixView(pg.PlotItem):
 
     def _update_cell_texts(self) -> None:
         """Write numbers in the cells when few enough are in view and they are big enough."""
-        spec = None if self._raw is None else self._visible_cells()
+        spec = None if self._raw is None or isinstance(self._raw, PartialMatrix) else self._visible_cells()
         if spec is not None:
             r0, r1, c0, c1, cell_w, cell_h = spec
             if 0 < (r1 - r0) * (c1 - c0) <= MAX_CELL_TEXTS and cell_h >= 10 and cell_w >= 16:

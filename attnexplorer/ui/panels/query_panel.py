@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt
 from . import theme
 from .common import FigurePanel, clamp_selection, feature_names, query_row
 from .bars import Bars
-from .matrix_view import TokenAxis
+from .token_axis import TokenAxis
 
 # Keys drawn with their own colour in the contribution chart; the rest become "other keys".
 MAX_CONTRIBUTORS = len(theme.CATEGORY_COLORS) - 1

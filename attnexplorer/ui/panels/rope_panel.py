@@ -27,7 +27,8 @@ from ...core.stages import MAX_OFFSET, rope_angles
 from . import theme
 from .common import FigurePanel, clamp_selection
 from .embedding_panel import arrow_segments
-from .matrix_view import MatrixView, ShrinkingLabel
+from .matrix_view import MatrixView
+from .token_axis import ShrinkingLabel
 
 _CIRCLE = np.linspace(0.0, 2.0 * np.pi, 97)
 

@@ -37,6 +37,9 @@ SEQUENTIAL_LUT = SEQUENTIAL.getLookupTable(nPts=256, alpha=False)
 
 HATCH_BACKGROUND = QColor("#eeeeee")
 HATCH_BRUSH = QBrush(QColor("#8c8c8c"), Qt.BrushStyle.BDiagPattern)
+# Over the rows of a long heatmap that its compute has not reached yet: plain light grey,
+# unlike the mask's hatch.
+PENDING_BRUSH = QBrush(QColor(200, 200, 200, 235))
 # Selection marks must stand out on both colour maps (blue/red/white and viridis).
 SELECTION_COLOR = QColor("#ff8c00")
 SELECTED_KEY_COLOR = QColor("#000000")

@@ -206,6 +206,12 @@ class MainWindow(QMainWindow):
     def copy_selection(self) -> None:
         exports.copy_selection(self.status)
 
+    def set_overview_pool(self, pool: str) -> None:
+        """View ▸ Zoomed-out heatmaps: max- or mean-pooled (remembered)."""
+        self.pool_actions[pool].setChecked(True)
+        self.settings.set_overview_pool(pool)
+        menus.apply_overview_pool(self.document, self.panels, pool)
+
     def set_number_format(self, number_format: str) -> None:
         """View ▸ Numbers in cells."""
         self.number_format_actions[number_format].setChecked(True)

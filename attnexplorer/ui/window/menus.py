@@ -66,6 +66,7 @@ def build_menus(window) -> None:
         view.addAction(dock.toggleViewAction())
     view.addSeparator()
     _build_number_menu(window, view.addMenu("Numbers in &cells"))
+    _build_pool_menu(window, view.addMenu("&Zoomed-out heatmaps"))
     window.auto_weight_colors_action = view.addAction("&Weights coloured up to the largest weight")
     window.auto_weight_colors_action.setCheckable(True)
     window.auto_weight_colors_action.setToolTip("Off: weights coloured 0 to 1. On: 0 to the largest weight "
@@ -100,6 +101,39 @@ def _build_number_menu(window, menu) -> None:
         group.addAction(action)
         window.number_format_actions[key] = action
     apply_number_format(window.panels, chosen)
+
+
+# View ▸ Zoomed-out heatmaps: how a heatmap with more cells than pixels pools them.
+POOL_LABELS = {"max": "Largest value of each pixel's cells (max-pooled)",
+               "mean": "Mean of each pixel's cells (mean-pooled)"}
+
+
+def _build_pool_menu(window, menu) -> None:
+    group = QActionGroup(window)
+    window.pool_actions = {}
+    chosen = window.settings.overview_pool()
+    for key, label in POOL_LABELS.items():
+        action = menu.addAction(label)
+        action.setCheckable(True)
+        action.setChecked(key == chosen)
+        action.triggered.connect(lambda _checked=False, key=key: window.set_overview_pool(key))
+        group.addAction(action)
+        window.pool_actions[key] = action
+    apply_overview_pool(window.document, window.panels, chosen)
+
+
+def apply_overview_pool(document, panels, pool: str) -> None:
+    """Pool zoomed-out heatmaps by ``pool``: the panels redraw a dense matrix's overview; a
+    long session's (core/long) overview is made by its streamed pass, so a result pooled the
+    other way is computed again."""
+    document.runner.pool = pool
+    for panel in panels:
+        if hasattr(panel, "set_pool"):
+            panel.set_pool(pool)
+    result = document.result
+    if result is not None and result.streamed is not None and any(
+            p.pool != pool for p in result.streamed.overviews.values()):
+        document.recompute()
 
 
 def apply_number_format(panels, number_format: str) -> None:

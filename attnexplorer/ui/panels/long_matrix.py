@@ -1,0 +1,154 @@
+"""A long session's heatmap (core/long): what ``MatrixView`` shows of a matrix never made whole.
+
+Three pictures, by how far the view is zoomed in:
+
+- zoomed out, the streamed pass's pooled overview (``pooled_overview``), pooled again by whole
+  blocks to the view's pixels; while the pass runs, the rows done so far
+  (``PartialMatrix``: the rest is marked as not yet computed);
+- zoomed in to at most ``TILE_CELLS`` cells, the exact cells (tiles, on the GUI thread: a few
+  milliseconds);
+- in between, the region pooled at screen resolution from exact tiles of that region
+  (``pooled_region``), made on a worker thread (``RegionWorker``), cancelled when the view
+  moves on; the overview (upscaled) stands in until it is there.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import numpy as np
+from PySide6.QtCore import QObject, Signal
+
+from ...core.long.pooling import POOLED, Pooled
+from ...core.long.tiled import TiledMatrix
+from .downsample import block_reduce
+
+# A long session's heatmap computes an exact region of at most this many cells at once (a few
+# milliseconds); larger regions are pooled from exact tiles on a worker.
+TILE_CELLS = 1 << 19
+# Cells of exact tiles made at once while pooling a region (16 MB of float32).
+STRIP_CELLS = 1 << 22
+
+
+def pooled_overview(matrix, fy: int, fx: int, signed: bool, pool: str = "max") -> tuple[np.ndarray, tuple[int, int]]:
+    """A long matrix at about ``fy`` × ``fx`` cells per pixel, from its pooled overview: the
+    overview's blocks pooled again by whole blocks (a maximum of maxima is the maximum of the
+    cells, and so is the largest magnitude; a mean of equal-sized blocks' means is their
+    mean, and the last, smaller blocks are weighted as whole ones, a small bias at one edge)."""
+    base = matrix.overview
+    ky, kx = max(1, -(-fy // base.fy)), max(1, -(-fx // base.fx))
+    data = base.data if (ky, kx) == (1, 1) else block_reduce(base.data, ky, kx, signed=signed, pool=pool)
+    return data, (base.fy * ky, base.fx * kx)
+
+
+class PartialMatrix:
+    """One head's matrix while the streamed pass is still running: only its pooled overview
+    so far (``overview.rows_done`` rows; the pooled rows after them are NaN). Read like a
+    ``TiledMatrix`` for its shape and overview; its cells are not known yet (NaN)."""
+
+    ndim = 2
+
+    def __init__(self, pooled: Pooled, head: int, n_keys: int, dtype):
+        done = pooled.rows_done // pooled.fy if pooled.rows_done < pooled.n else pooled.data.shape[1]
+        data = np.full(pooled.data.shape[1:], np.nan, dtype=pooled.data.dtype)
+        # Copied: the worker goes on writing the rows after ``done`` into its array.
+        data[:done] = pooled.data[head, :done]
+        self.overview = Pooled(pooled.what, pooled.pool, pooled.fy, pooled.fx, pooled.n, data, pooled.rows_done)
+        self.what = pooled.what
+        self.shape = (pooled.n, n_keys)
+        self.dtype = dtype
+        self.signed = POOLED[pooled.what][0]
+
+    @property
+    def rows_done(self) -> int:
+        return self.overview.rows_done
+
+    def __getitem__(self, index):
+        rows, cols = index
+        shape = [len(range(*s.indices(size))) if isinstance(s, slice) else None
+                 for s, size in zip((rows, cols), self.shape)]
+        return np.full([k for k in shape if k is not None], np.nan, dtype=self.dtype)
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("a long session's matrix is read in tiles, not as a whole array")
+
+
+def is_long(matrix) -> bool:
+    """Whether ``matrix`` is a long session's (read in tiles or not yet computed)."""
+    return isinstance(matrix, (TiledMatrix, PartialMatrix))
+
+
+def pooled_region(matrix: TiledMatrix, rows: tuple[int, int], cols: tuple[int, int], fy: int, fx: int, pool: str,
+                  blocked=None, cancelled: Callable[[], bool] = lambda: False) -> np.ndarray | None:
+    """The exact cells ``[r0:r1, c0:c1]`` of ``matrix`` pooled by ``fy`` × ``fx`` blocks (as
+    ``block_reduce``), made a strip of rows at a time from exact tiles; None when
+    ``cancelled()`` says so between strips. ``blocked``: the mask (sliceable) or None."""
+    (r0, r1), (c0, c1) = rows, cols
+    strip = max(fy, STRIP_CELLS // max(1, c1 - c0) // fy * fy)
+    parts = []
+    for a in range(r0, r1, strip):
+        if cancelled():
+            return None
+        b = min(r1, a + strip)
+        mask = None if blocked is None else np.asarray(blocked[a:b, c0:c1])
+        parts.append(block_reduce(matrix[a:b, c0:c1], fy, fx, signed=matrix.signed, blocked=mask, pool=pool))
+    return np.concatenate(parts, axis=0)
+
+
+class RegionWorker(QObject):
+    """Makes pooled regions on one background thread, newest request first.
+
+    ``request(key, job)`` runs ``job(cancelled)`` on the thread; a request made later with the
+    same ``key`` (the same view) cancels it. ``done(key, token, image)`` arrives on the GUI
+    thread, where the caller checks that ``token`` is still the one it waits for.
+    """
+
+    done = Signal(object, object, object)  # key, token, image (None: cancelled or failed)
+
+    def __init__(self):
+        super().__init__()
+        self._lock = threading.Condition()
+        self._jobs: dict = {}  # key → (token, job), the newest per key
+        self._newest: dict = {}  # key → token
+        self._thread: threading.Thread | None = None
+
+    def request(self, key, token, job: Callable[[Callable[[], bool]], np.ndarray | None]) -> None:
+        with self._lock:
+            self._jobs[key] = (token, job)
+            self._newest[key] = token
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="attnexplorer-zoom", daemon=True)
+                self._thread.start()
+            self._lock.notify()
+
+    def cancel(self, key) -> None:
+        with self._lock:
+            self._jobs.pop(key, None)
+            self._newest[key] = None
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._jobs:
+                    if not self._lock.wait(timeout=5.0) and not self._jobs:
+                        self._thread = None
+                        return  # idle: the thread ends, the next request starts another
+                    continue
+                key, (token, job) = self._jobs.popitem()
+            try:
+                image = job(lambda key=key, token=token: self._newest.get(key) != token)
+            except Exception:  # noqa: BLE001 - a failed region leaves the overview shown
+                image = None
+            self.done.emit(key, token, image)
+
+
+_worker: RegionWorker | None = None
+
+
+def region_worker() -> RegionWorker:
+    """The one worker every long heatmap shares (made on first use, on the GUI thread)."""
+    global _worker
+    if _worker is None:
+        _worker = RegionWorker()
+    return _worker
