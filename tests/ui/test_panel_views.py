@@ -353,3 +353,44 @@ def test_explain_text_replaces_changed_lines_across_emoji():
         _replace_changed_span(view, view.toPlainText(), new)
         assert view.toPlainText() == new
     view.deleteLater()
+
+
+def test_bars_paint_the_same_pixels_by_rectangles_and_by_arrays(qtbot):
+    import pyqtgraph as pg
+
+    from attnexplorer.ui.panels import bars as bars_module
+    from attnexplorer.ui.panels.bars import Bars
+
+    heights = np.array([0.5, -0.25, 1.0, 0.0, 0.75, -1.0, 0.3, 0.9])
+
+    def picture(few: int) -> QImage:
+        bars_module._FEW_BARS, kept = few, bars_module._FEW_BARS
+        try:
+            widget = pg.PlotWidget()
+            item = Bars(width=0.8, brush="b", pen=None)
+            item.setOpts(x=np.arange(8) + 0.5, height=heights)
+            widget.addItem(item)
+            shown(qtbot, widget, size=(200, 150))
+            return widget.grab().toImage()
+        finally:
+            bars_module._FEW_BARS = kept
+
+    by_rectangles = picture(64)
+    assert by_rectangles == picture(0)  # 8 rectangles one by one, or one path from arrays
+    blue = [by_rectangles.pixelColor(x, y).blue() > 200 and by_rectangles.pixelColor(x, y).red() < 60
+            for x in range(0, by_rectangles.width(), 4) for y in range(0, by_rectangles.height(), 4)]
+    assert sum(blue) > 20  # and the bars are there
+
+
+def test_empty_bars_set_empty_again_are_left_alone(qtbot):
+    from attnexplorer.ui.panels.bars import Bars
+
+    item = Bars(width=0.8)
+    updates = []
+    item.update = lambda *a: updates.append(a)  # what a change asks for: a repaint
+    item.setOpts(x=[], height=[])
+    assert updates == [] and list(item.opts["x"]) == []
+    item.setOpts(x=[0.5], height=[2.0])
+    assert len(updates) == 1
+    item.setOpts(x=[], height=[])
+    assert len(updates) == 2 and item.boundingRect().isNull()  # emptied: repainted once, no bars left

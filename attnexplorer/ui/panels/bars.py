@@ -20,6 +20,10 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QPainter, QPainterPath, QPen
 
 
+# Up to this many bars a path is made rectangle by rectangle, above it from numpy arrays.
+_FEW_BARS = 64
+
+
 class Bars(pg.GraphicsObject):
     def __init__(self, **opts):
         super().__init__()
@@ -33,6 +37,9 @@ class Bars(pg.GraphicsObject):
         self.setOpts(**opts)
 
     def setOpts(self, **opts) -> None:
+        if self._empty_again(opts):
+            self.opts.update(opts)  # no bars before or after (the blocked keys of an unmasked
+            return                  # head): nothing to lay out or repaint
         if "brush" in opts and opts["brush"] is not None:
             opts["brush"] = pg.mkBrush(opts["brush"])
         if "brushes" in opts and opts["brushes"] is not None:
@@ -64,6 +71,12 @@ class Bars(pg.GraphicsObject):
         self._bounds = None
         self.update()
 
+    def _empty_again(self, opts: dict) -> bool:
+        """Whether ``opts`` leave an item without bars as it is: no bars, no other change."""
+        if len(self._corners) or set(opts) - {"x", "height", "y0", "width"}:
+            return False
+        return any(k in opts and np.size(opts[k]) == 0 for k in ("x", "height"))
+
     # -- reading ------------------------------------------------------------------------------
     def getData(self):
         return self.opts["x"], self.opts["height"]
@@ -94,6 +107,13 @@ class Bars(pg.GraphicsObject):
 
     def _bars_path(self) -> QPainterPath:
         """Every bar as a closed rectangle of one path."""
+        if self._path is None and len(self._corners) <= _FEW_BARS:
+            # A few bars (a teaching example's 8 keys): one rectangle each costs less than
+            # building numpy arrays for arrayToQPath.
+            path = QPainterPath()
+            for left, top, size in self._corners.tolist():
+                path.addRect(left, top, self._width, size)
+            self._path = path
         if self._path is None:
             left, top, size = self._corners.T
             right, bottom = left + self._width, top + size
