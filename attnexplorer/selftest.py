@@ -240,7 +240,7 @@ def _check_panels(report: _Report, app, name: str, built, result) -> None:
         doc = SessionDocument(built.session)
         panels = []
         try:
-            if not doc.wait_idle():
+            if not doc.compute.wait_idle():
                 raise CheckFailed("the compute did not finish")
             if doc.result is None:
                 raise CheckFailed("the document has no result")

@@ -62,7 +62,7 @@ from attnexplorer.core.presets import build_preset
 from PySide6.QtWidgets import QApplication
 app = start_app()
 document, window = open_window(build_preset("pronoun").session)
-document.wait_idle(60.0)
+document.compute.wait_idle(60.0)
 window.ask_unsaved = lambda: "discard"
 errors = []
 window.show_error = lambda title, text: errors.append(text)

@@ -81,14 +81,14 @@ def bench_edit_cost(heads: int, d: int, edits: int = 20, n: int = 8) -> dict:
     # Memory first, on a document of its own, so that no cache of the window's computes is
     # freed while the edits are measured.
     document = SessionDocument(made())
-    document.wait_idle(60.0)
+    document.compute.wait_idle(60.0)
     gc.collect()
     peak = _reset_peak()
     before = _resident_mb()
     for k in range(edits):
         row, col, text = cell(k)
         user_actions.set_cell(document, "W_q", row, col, text, head=k % heads)
-        document.wait_idle(60.0)
+        document.compute.wait_idle(60.0)
     gc.collect()
     after = _peak_mb() if peak else _resident_mb()
     steps = document.undo_stack.count()
@@ -96,14 +96,14 @@ def bench_edit_cost(heads: int, d: int, edits: int = 20, n: int = 8) -> dict:
     document, window = open_window(made())
     window.inputs.setCurrentWidget(window.inputs.weights)
     model = window.inputs.weights.tables["W_q"].model
-    document.wait_idle(60.0)
+    document.compute.wait_idle(60.0)
     settle()
     times, cpu, computes, paints = [], [], [], []
     for k in range(edits + 2):  # the first two warm up caches and are left out
         row, col, text = cell(k)
         start, start_cpu = time.perf_counter(), time.thread_time()
         model.setData(model.index(row, col), text)
-        document.wait_idle(60.0)  # returns at once: the compute ran inline
+        document.compute.wait_idle(60.0)  # returns at once: the compute ran inline
         painting = time.perf_counter()
         settle()  # Qt paints what the edit marked dirty
         end, end_cpu = time.perf_counter(), time.thread_time()
@@ -111,7 +111,7 @@ def bench_edit_cost(heads: int, d: int, edits: int = 20, n: int = 8) -> dict:
             times.append((end - start) * 1000.0)
             cpu.append((end_cpu - start_cpu) * 1000.0)
             paints.append((end - painting) * 1000.0)
-            computes.append(document.last_compute_ms)
+            computes.append(document.compute.last_compute_ms)
     close_window(document, window)
     row = {"heads": heads, "d": d, "n": n, "edits": edits, "undo_steps": steps, "median_ms": median(times),
            "gui_cpu_ms": median(cpu), "compute_ms": median(computes), "paint_ms": median(paints),

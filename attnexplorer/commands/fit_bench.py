@@ -69,7 +69,7 @@ def bench_fit_gui(n: int = 512, seconds: float = 3.0) -> dict:
 
     start_app()
     document, window = open_window(_session(n, 64, 16))
-    document.wait_idle(60.0)
+    document.compute.wait_idle(60.0)
     window.docks["fit"].raise_()
     fit = window.fit
     fit.steps_spin.setValue(1_000_000)

@@ -31,7 +31,7 @@ def large_probe(n: int, heads: int) -> None:
     built = build_preset("random", {"n": n, "d": 64, "d_k": 16, "d_v": 16, "heads": heads, "seed": 0})
     start = time.perf_counter()
     document, window = open_window(built.session)
-    document.wait_idle(120.0)
+    document.compute.wait_idle(120.0)
     QApplication.processEvents()
     window.repaint()
     first_ms = (time.perf_counter() - start) * 1000.0
@@ -44,7 +44,7 @@ def large_probe(n: int, heads: int) -> None:
         gap = (now - state["last"]) * 1000.0
         state["last"] = now
         gaps["all"] = max(gaps["all"], gap)
-        if document.computing:
+        if document.compute.computing:
             gaps["computing"] = max(gaps["computing"], gap)
 
     timer = QTimer()
@@ -78,7 +78,7 @@ def large_probe(n: int, heads: int) -> None:
     timer.stop()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(json.dumps({"n": n, "heads": heads, "first_window_ms": first_ms, "edit_to_drawn_ms": edit_ms,
-                      "compute_ms": document.last_compute_ms, "max_block_while_computing_ms": gaps["computing"],
+                      "compute_ms": document.compute.last_compute_ms, "max_block_while_computing_ms": gaps["computing"],
                       "max_block_ms": gaps["all"], "scroll_step_ms": table_ms, "peak_mb": peak_mb}))
     sys.stdout.flush()
     os._exit(0)  # skip teardown of a 4,096-token window: its figures are printed

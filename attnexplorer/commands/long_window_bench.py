@@ -78,7 +78,7 @@ def window_probe(n: int, heads: int) -> None:
         gap_cpu = (cpu - state["cpu"]) * 1000.0
         state["last"], state["cpu"] = now, cpu
         state["worst_all"] = max(state["worst_all"], gap)
-        if document.computing and gap > state["worst"]:
+        if document.compute.computing and gap > state["worst"]:
             state["worst"], state["worst_cpu"], state["where"] = gap, gap_cpu, state["seen_where"]
         state["seen_where"] = ""
 
@@ -98,7 +98,7 @@ def window_probe(n: int, heads: int) -> None:
     timer.setInterval(1)
     timer.timeout.connect(tick)
     watcher = threading.Thread(target=watch, name="bench-watchdog", daemon=True)
-    runner = document.runner
+    runner = document.compute.runner
     if hasattr(runner, "overview_progress"):
         runner.overview_progress.connect(lambda *_: partials.__setitem__("count", partials["count"] + 1))
     x = document.session.embeddings.copy()

@@ -23,7 +23,7 @@ def _edit_and_paint(document, window, value: float) -> float:
     x = document.session.embeddings.copy()
     x[0, 0] = value
     document.edit(document.session.replace(embeddings=x), "bench edit", merge_key=("bench",))
-    document.wait_idle(60.0)
+    document.compute.wait_idle(60.0)
     settle()
     return (time.perf_counter() - start) * 1000.0
 
@@ -37,7 +37,7 @@ def bench_redraw(sizes, repeats) -> list[dict]:
         built = build_preset("random", {"n": n, "d": 64, "d_k": 64, "d_v": 64, "heads": 1, "seed": 0})
         document, window = open_window(built.session)
         times = [_edit_and_paint(document, window, 0.5 + 0.01 * r) for r in range(repeats + 2)][2:]
-        row = {"n": n, "d": 64, "heads": 1, "median_ms": median(times), "compute_ms": document.last_compute_ms,
+        row = {"n": n, "d": 64, "heads": 1, "median_ms": median(times), "compute_ms": document.compute.last_compute_ms,
                "draw_ms": getattr(window, "last_draw_ms", None), "repeats": repeats}
         target = TARGETS["redraw_ms"].get(n)
         row["target_ms"] = target
@@ -63,7 +63,7 @@ def bench_drag(n: int, steps: int) -> dict:
     for k, pos in enumerate(positions):
         start = time.perf_counter()
         slider.setValue(pos)
-        document.wait_idle(60.0)
+        document.compute.wait_idle(60.0)
         settle()
         if k >= 2:
             times.append(time.perf_counter() - start)

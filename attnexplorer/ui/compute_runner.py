@@ -1,5 +1,9 @@
 """Runs the engine for a document: inline when that is cheapest, else on a worker thread.
 
+``DocumentCompute`` (below) is a document's side of it: the result its views draw, what the
+on-screen views need kept, the device and dtype, the fall-back to the CPU, and the complete
+result exports ask for. ``ComputeRunner`` is the machinery under it:
+
 ``request(session)`` computes the session; a newer request supersedes one not yet finished,
 whose result is then dropped (a generation counter), so ``finished`` only ever carries the
 result of the newest request and ``failed`` the newest error. One compute runs at a time:
@@ -15,10 +19,11 @@ from __future__ import annotations
 
 import time
 import weakref
+from typing import Iterable
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
-from ..core.engine import INTERMEDIATES, STAGE_INTERMEDIATES
+from ..core.engine import INTERMEDIATES, STAGE_INTERMEDIATES, AttentionResult, carries, compute
 from ..core.long import Cancelled
 from ..core.long.result import compute_any
 from ..core.errors import AttnExplorerError
@@ -212,3 +217,183 @@ class ComputeRunner(QObject):
     def shutdown(self) -> None:
         """Stop the worker thread (idempotent)."""
         self._finalizer()
+
+
+class DocumentCompute(QObject):
+    """The results of a document's session, for its views and its exports.
+
+    ``request`` computes the document's current session (newer requests supersede pending
+    ones) and ``result`` is the newest result published (``result_changed``); it may lag the
+    session by one edit while a big compute runs, and carries the session it was computed
+    from (``result.session``). A failed compute on another device falls back to the CPU
+    (``failed`` says why either way; ``last_error`` keeps it until a result is published).
+
+    What is computed: every intermediate, except for a large session (more than
+    ``LARGE_CELLS`` score cells) or a device other than the CPU, where only what the
+    on-screen views read is kept (``set_needs``, from the window: the union of the visible
+    panels' ``needs``); a view that needs more coming on screen recomputes. ``full_result()``
+    gives exports a complete result of the current session, computing it then when the
+    published one is partial or belongs to an earlier session.
+    """
+
+    result_changed = Signal(object)
+    failed = Signal(str)
+
+    def __init__(self, document):
+        super().__init__(document)
+        self._document = document
+        self._result: AttentionResult | None = None
+        self.last_compute_ms = 0.0
+        # Why the current session has no result (None once one is published): a window made
+        # after the document's first compute failed still has to say why it is blank.
+        self.last_error: str | None = None
+        self._recompute_timer = QTimer(self)
+        self._recompute_timer.setSingleShot(True)
+        self._recompute_timer.setInterval(0)
+        self._recompute_timer.timeout.connect(self.request)
+        self.runner = ComputeRunner(self)
+        self.runner.finished.connect(self._publish)
+        self.runner.failed.connect(self._fail)
+        self.runner.progress.connect(self._on_progress)
+        if self.runner.partial(document.session):
+            # A large session waits one turn of the event loop, so that the window can say
+            # what is on screen first and the first compute keeps only that.
+            self._recompute_timer.start()
+        else:
+            self.request()
+
+    # -- reading ----------------------------------------------------------------------
+    @property
+    def result(self) -> AttentionResult | None:
+        """The newest result (it may lag the session by one edit while a big one runs)."""
+        return self._result
+
+    @property
+    def computing(self) -> bool:
+        """Whether a compute is running on the worker thread now."""
+        return self.runner.computing
+
+    @property
+    def device(self) -> str:
+        return self.runner.device
+
+    @property
+    def dtype(self) -> str:
+        return self.runner.dtype
+
+    @property
+    def needs(self) -> frozenset[str] | None:
+        """What the on-screen views read (None: everything); see ``set_needs``."""
+        return self.runner.needs
+
+    def keep_for(self, session: Session | None = None) -> tuple[str, ...] | None:
+        """The ``keep`` a compute of ``session`` (default: the current one) uses."""
+        return self.runner.keep_for(self._document.session if session is None else session)
+
+    def current_result(self) -> AttentionResult | None:
+        """The current result when it was computed from the current session, else None (a
+        compute is on its way, or the last one failed)."""
+        result = self._result
+        return result if result is not None and result.session is self._document.session else None
+
+    def full_result(self) -> AttentionResult:
+        """A result of the current session with every intermediate, for exports and copies.
+
+        It is the published result when that one belongs to the current session and is
+        complete; otherwise the current session is computed here and now, in full (not
+        published). It never waits for the worker and never runs a nested event loop, so no
+        edit can land in the middle of an export, and the result always carries exactly the
+        session being exported (``result.session``). Raises AttnExplorerError when the engine
+        refuses the session.
+        """
+        self._document.flush()  # an edit posted with edit_later is part of what the user sees
+        result = self.current_result()
+        if result is not None and all(getattr(result, name) is not None for name in INTERMEDIATES):
+            return result
+        return compute(self._document.session, device=self.device, dtype=self.dtype)
+
+    def complete(self) -> AttentionResult:
+        """``full_result()``, also published when it is new (a figure export draws panels
+        that are not on screen, and the panels draw the published result)."""
+        result = self.full_result()
+        if result is not self._result:
+            self.runner.drop_in_flight()  # a compute in flight for this same session is now stale
+            self._publish(result)
+        return result
+
+    # -- changing -----------------------------------------------------------------------
+    def set_needs(self, needs: Iterable[str] | None) -> None:
+        """Say what the on-screen views read from a result (names from ``INTERMEDIATES`` and
+        ``STAGE_INTERMEDIATES``; None: everything). A large session then computes only that,
+        and recomputes when a view that needs more than the current result holds comes on
+        screen (a stage the session does not use is None in any result: no reason to)."""
+        new = None if needs is None else frozenset(needs) & frozenset(INTERMEDIATES + STAGE_INTERMEDIATES)
+        if new == self.runner.needs:
+            return
+        self.runner.needs = new
+        result = self._result
+        if result is None or result.session is not self._document.session:
+            return  # the compute on its way (or the next one) uses the new needs
+        if result.streamed is not None:
+            return  # a long input's result (core/long) holds the same whatever the needs
+        wanted = INTERMEDIATES if new is None else new
+        if any(getattr(result, name) is None and carries(result.session, name) for name in wanted):
+            self._recompute_timer.start()  # coalesces a burst of dock changes into one
+
+    def set_options(self, device: str | None = None, dtype: str | None = None) -> None:
+        """Compute on ``device`` in ``dtype`` from now on (None: keep), and recompute."""
+        if device is not None:
+            self.runner.device = device
+        if dtype is not None:
+            self.runner.dtype = dtype
+        self.request()
+
+    def request(self, background: bool = False) -> None:
+        """Compute the current session; newer requests supersede pending ones.
+        ``background``: on the compute thread whatever the size (see ``ComputeRunner.request``)."""
+        self._recompute_timer.stop()
+        self.runner.request(self._document.session, background)
+
+    def wait_idle(self, timeout_s: float = 10.0) -> bool:
+        """Block until no compute is in flight, after applying an edit posted with
+        ``edit_later`` (tests and the bench use this)."""
+        from PySide6.QtCore import QCoreApplication
+
+        self._document.flush()
+        if self._recompute_timer.isActive():
+            self.request()
+        end = time.monotonic() + timeout_s
+        while not self.runner.idle:
+            QCoreApplication.processEvents()
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.001)
+        return True
+
+    def shutdown(self) -> None:
+        """Stop the compute thread (idempotent)."""
+        self.runner.shutdown()
+
+    # -- the runner's answers -------------------------------------------------------------
+    def _on_progress(self, fraction: float) -> None:
+        # A long input (core/long) computes for seconds on the worker: say how far it is.
+        session = self._document.session
+        self._document.message.emit(f"Computing {session.n:,} tokens × {session.heads} heads: "
+                                    f"{fraction:.0%} of the rows")
+
+    def _publish(self, result: AttentionResult) -> None:
+        self.last_error = None
+        self._result = result
+        self.last_compute_ms = result.compute_ms
+        self.result_changed.emit(result)
+
+    def _fail(self, error: str) -> None:
+        if self.device != "cpu":
+            failed = self.device
+            self.runner.device = "cpu"
+            self.last_error = f"{error}; falling back to the CPU (was {failed})"
+            self.failed.emit(self.last_error)
+            self.request()
+        else:
+            self.last_error = error
+            self.failed.emit(error)

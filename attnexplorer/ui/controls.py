@@ -183,7 +183,7 @@ class ControlsPanel(QWidget):
         self.setMinimumWidth(260)  # labels and spin boxes clip below this in a narrow dock
 
         document.session_changed.connect(self._on_session_changed)
-        document.compute_failed.connect(lambda _msg: self._sync_compute())
+        document.compute.failed.connect(lambda _msg: self._sync_compute())
         self._sync_compute()
         self._on_session_changed(document.session)
 
@@ -273,20 +273,20 @@ class ControlsPanel(QWidget):
     # -- compute options ---------------------------------------------------------------------
     def _on_device(self, _index: int) -> None:
         device = self.device_combo.currentData()
-        if device and device != self.document.device:
+        if device and device != self.document.compute.device:
             self._fill_dtypes(device)
             user_actions.set_compute_options(self.document, device=device, dtype=self.dtype_combo.currentData())
             self.document.message.emit(f"Computing on {device}")
 
     def _on_dtype(self, _index: int) -> None:
         dtype = self.dtype_combo.currentData()
-        if dtype and dtype != self.document.dtype:
+        if dtype and dtype != self.document.compute.dtype:
             user_actions.set_compute_options(self.document, dtype=dtype)
 
     def _fill_dtypes(self, device: str) -> None:
         from ..core.engine import supported_dtypes
 
-        current = self.dtype_combo.currentData() or self.document.dtype
+        current = self.dtype_combo.currentData() or self.document.compute.dtype
         with QSignalBlocker(self.dtype_combo):
             self.dtype_combo.clear()
             for dtype in supported_dtypes(device):
@@ -296,14 +296,14 @@ class ControlsPanel(QWidget):
 
     def _sync_compute(self) -> None:
         with QSignalBlocker(self.device_combo):
-            index = self.device_combo.findData(self.document.device)
+            index = self.device_combo.findData(self.document.compute.device)
             if index < 0:
-                self.device_combo.addItem(self.document.device, self.document.device)
+                self.device_combo.addItem(self.document.compute.device, self.document.compute.device)
                 index = self.device_combo.count() - 1
             self.device_combo.setCurrentIndex(index)
-        self._fill_dtypes(self.document.device)
+        self._fill_dtypes(self.document.compute.device)
         with QSignalBlocker(self.dtype_combo):
-            index = self.dtype_combo.findData(self.document.dtype)
+            index = self.dtype_combo.findData(self.document.compute.dtype)
             if index >= 0:
                 self.dtype_combo.setCurrentIndex(index)
 

@@ -62,7 +62,7 @@ def export_figures(result, out_dir, formats: list[str], *, selection: bool = Fal
 
     source = ResultSource(result)
     if head is not None:
-        source.set_selection(head=head)
+        source.selection.set(head=head)
     panels = []
     try:
         panels = list(make_panels(source))

@@ -244,7 +244,7 @@ class FigureExportDialog(QDialog):
             # A large session computes only what is on screen; a figure may draw more.
             document = getattr(self.panels[0] if self.panels else None, "document", None)
             if document is not None and hasattr(document, "complete"):
-                document.complete()
+                document.compute.complete()
             selection = self.selection_check.isChecked()
             if target == DASHBOARD:
                 figures.export_dashboard(self.panels, path, self.format(), title=self.dashboard_title,

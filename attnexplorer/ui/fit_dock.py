@@ -186,7 +186,7 @@ class FitDock(QWidget):
         self._refresh_timer.setInterval(0)
         self._refresh_timer.timeout.connect(self.refresh_target)
         document.session_changed.connect(self._on_session_changed)
-        document.selection_changed.connect(lambda _s: self._refresh_later())
+        document.selection.changed.connect(lambda _s: self._refresh_later())
         self._on_target_kind()
         self._sync_buttons(self.runner.state)
 
@@ -203,14 +203,14 @@ class FitDock(QWidget):
         s = self.document.session
         if self.scope_combo.currentData() == "all":
             return list(range(s.heads))
-        return [self.document.selection.head]
+        return [self.document.selection.current.head]
 
     def targets(self) -> dict:
         """{head: Target} from the chooser; raises AttnExplorerError naming what is wrong."""
         s = self.document.session
         if self.target_kind == "custom":
             return {h: check_target(s, self._custom_matrix(), source="the drawn target") for h in self.heads()}
-        return {h: target_for(s, self.target_spec(), head=h, device=self.document.device) for h in self.heads()}
+        return {h: target_for(s, self.target_spec(), head=h, device=self.document.compute.device) for h in self.heads()}
 
     def _custom_matrix(self) -> np.ndarray:
         s = self.document.session
@@ -233,7 +233,7 @@ class FitDock(QWidget):
             return
         s = self.document.session
         self._drawn_for = s
-        head = self.document.selection.head
+        head = self.document.selection.current.head
         refused = self._long_refusal()
         if refused is not None:
             # A target is n × n, and the fit runs the dense engine with its gradients.
@@ -245,7 +245,7 @@ class FitDock(QWidget):
             if self.target_kind == "custom":
                 target = check_target(s, self._custom_matrix(), source="the drawn target")
             else:
-                target = target_for(s, self.target_spec(), head=head, device=self.document.device)
+                target = target_for(s, self.target_spec(), head=head, device=self.document.compute.device)
         except AttnExplorerError as err:
             self.shown_target = None
             self.view.clear_matrix()
@@ -260,7 +260,7 @@ class FitDock(QWidget):
     def _long_refusal(self) -> str | None:
         """Why a fit cannot run on this session (a long input), or None."""
         s = self.document.session
-        if not is_long(s, self.document.dtype, self.document.device):
+        if not is_long(s, self.document.compute.dtype, self.document.compute.device):
             return None
         return (f"fitting works on whole n × n matrices: {s.n:,} tokens × {s.heads} heads is a long input "
                 f"(computed in tiles); use fewer tokens or heads to fit")
@@ -362,11 +362,11 @@ class FitDock(QWidget):
         if refused is not None:
             self._report(refused)
             return False
-        dtype = "float64" if doc.dtype == "float64" else "float32"  # half types fit in float32
+        dtype = "float64" if doc.compute.dtype == "float64" else "float32"  # half types fit in float32
         try:
             targets = self.targets()
             fitter = Fitter(doc.session, targets, train=self.train(), optimizer=self.optimizer_combo.currentData(),
-                            lr=self.lr_spin.value(), steps=self.steps_spin.value(), device=doc.device, dtype=dtype,
+                            lr=self.lr_spin.value(), steps=self.steps_spin.value(), device=doc.compute.device, dtype=dtype,
                             single_thread=True, shown_weights=self._shown_weights(dtype))
         except AttnExplorerError as err:
             self._report(str(err))
@@ -385,7 +385,7 @@ class FitDock(QWidget):
         result = self.document.result
         if result is None or result.session is not self.document.session or result.weights is None:
             return None
-        if self.document.dtype != dtype or result.weights.shape[0] != self.document.session.heads:
+        if self.document.compute.dtype != dtype or result.weights.shape[0] != self.document.session.heads:
             return None
         return result.weights
 

@@ -157,7 +157,7 @@ class FitRunner(QObject):
             if time.monotonic() > end:
                 return False
             time.sleep(0.002)
-        return self.document.wait_idle(max(0.0, end - time.monotonic()))
+        return self.document.compute.wait_idle(max(0.0, end - time.monotonic()))
 
     def shutdown(self) -> None:
         """Stop and join the worker (the window is closing); nothing more is shown."""
@@ -181,7 +181,7 @@ class FitRunner(QObject):
         # A new snapshot only once the previous one's result is drawn: while the compute
         # thread is busy, showing another would only queue work (and table updates) that the
         # next snapshot replaces. The fit's final weights wait their turn the same way.
-        session, points, progress, final = self._box.take(session=not self.document.computing)
+        session, points, progress, final = self._box.take(session=not self.document.compute.computing)
         if final and session is None and self._box.session is not None:
             final = False  # the last snapshot is still to be shown: finish on a later frame
         self.history.extend(points)

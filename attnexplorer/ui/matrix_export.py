@@ -55,7 +55,7 @@ def _current(document):
     gets exported). A large session computes only what is on screen, and a compute may still
     be in flight: then the current session is computed now, so matrices and session never
     come from two different edits."""
-    return document.full_result()
+    return document.compute.full_result()
 
 
 def matrices_by_name(document) -> dict:

@@ -382,7 +382,7 @@ class ModelController(QObject):
         if not self.actions.adopt_session(session):
             self.tables_layer = previous
             return False
-        self.document.set_selection(head=head)
+        self.document.selection.set(head=head)
         return True
 
     def _on_result(self, result) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 
-from ..core import stage_edits
+from ..core import stage_tables
 from ..core.errors import SessionError
 from ..core.session_arrays import derived_from
 from ..core.expr import format_compact, format_full
@@ -52,14 +52,14 @@ def _matrix(session, table: str, head: int) -> np.ndarray:
     """What ``table`` shows for ``head``, or an empty table when the session has none of it
     (no norm, no source, positions of another kind): a stage turned off empties its table."""
     try:
-        return stage_edits.table_matrix(session, table, head)
+        return stage_tables.table_matrix(session, table, head)
     except SessionError:
         return _EMPTY
 
 
 class MatrixModel(QAbstractTableModel):
     """One editable 2-D table of the session: ``"embeddings"``, a head of ``"W_q"``, a bias,
-    ... (any of ``core.stage_edits.TABLES``).
+    ... (any of ``core.stage_tables.TABLES``).
 
     ``head`` picks the head of a per-head table; with ``follow_selection`` the model shows
     the document's selected head. Compact numbers (4 significant digits) are displayed; the
@@ -71,16 +71,16 @@ class MatrixModel(QAbstractTableModel):
     def __init__(self, document: SessionDocument, table: str, head: int = 0,
                  follow_selection: bool = False, parent=None):
         super().__init__(parent)
-        stage_edits.has_table(document.session, table)  # raises early on an unknown table
+        stage_tables.has_table(document.session, table)  # raises early on an unknown table
         self.document = document
         self.table = table
         self._head = head
         self._session = document.session
         if follow_selection:
-            self._head = document.selection.head
-            document.selection_changed.connect(self._on_selection_changed)
+            self._head = document.selection.current.head
+            document.selection.changed.connect(self._on_selection_changed)
         self._array = _matrix(self._session, table, self._head)
-        self._stored = stage_edits.is_stored(self._session, table)
+        self._stored = stage_tables.is_stored(self._session, table)
         self._source_tokens = None if self._session.source is None else self._session.source.tokens
         document.session_changed.connect(self._on_session_changed)
 
@@ -109,7 +109,7 @@ class MatrixModel(QAbstractTableModel):
             return format_full(self._array[index.row(), index.column()])
         if role == Qt.ItemDataRole.ToolTipRole:
             r, c = index.row(), index.column()
-            tip = f"{stage_edits.cell_name(self._session, self.table, r, c, self._head)} = {format_full(self._array[r, c])}"
+            tip = f"{stage_tables.cell_name(self._session, self.table, r, c, self._head)} = {format_full(self._array[r, c])}"
             return tip if self._stored else f"{tip} (absent, so this default; type a number to set it)"
         if role == Qt.ItemDataRole.TextAlignmentRole:
             return _RIGHT
@@ -130,13 +130,13 @@ class MatrixModel(QAbstractTableModel):
                 source = self._session.source
                 if self.table == "source.embeddings" and source is not None and 0 <= section < source.n:
                     return f"{section} {source.tokens[section]}"
-                if self._array.shape[0] == 1 and self.table in stage_edits.BIASES:
+                if self._array.shape[0] == 1 and self.table in stage_tables.BIASES:
                     return "b"  # a bias row under its matrix, in the matrix's narrow row header
-                if self._array.shape[0] == 1 and self.table in stage_edits.STAGE_TABLES:
+                if self._array.shape[0] == 1 and self.table in stage_tables.STAGE_TABLES:
                     return self.table.split(".")[-1]  # a one-row table: its row is the vector
             return str(section)
         if role == Qt.ItemDataRole.ToolTipRole:
-            if orientation == Qt.Orientation.Vertical and self.table in stage_edits.BIASES:
+            if orientation == Qt.Orientation.Vertical and self.table in stage_tables.BIASES:
                 return f"{self.table}, the bias added to every row"
             rows, cols = _AXES[self.table]
             return f"{rows if orientation == Qt.Orientation.Vertical else cols} {section}"
@@ -192,7 +192,7 @@ class MatrixModel(QAbstractTableModel):
     def _sync(self, session, tokens_changed: bool) -> None:
         new = _matrix(session, self.table, self._head)
         old = self._array
-        stored, was_stored = stage_edits.is_stored(session, self.table), self._stored
+        stored, was_stored = stage_tables.is_stored(session, self.table), self._stored
         source_tokens, old_source_tokens = (None if session.source is None else session.source.tokens), self._source_tokens
         self._source_tokens = source_tokens
         if new.shape != old.shape:

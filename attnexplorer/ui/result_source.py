@@ -1,7 +1,8 @@
 """A fixed result to draw panels from, with no document, no undo and no compute.
 
-Panels read ``result``, ``selection`` and ``session`` and listen to ``result_changed`` and
-``selection_changed``; a ``SessionDocument`` offers that for the live window, and a
+Panels read ``result``, ``selection`` (a ``CurrentSelection``: ``selection.current``,
+``selection.set``) and ``session`` and listen to ``result_changed`` and
+``selection.changed``; a ``SessionDocument`` offers that for the live window, and a
 ``ResultSource`` offers the same for one result already computed: figures made on the
 command line, the self-test. It never computes, so a figure shows exactly the numbers
 written next to it.
@@ -13,17 +14,16 @@ from PySide6.QtCore import QObject, Signal
 
 from ..core.engine import AttentionResult
 from ..core.session import Session
-from .selection import Selection
+from .selection import CurrentSelection, Selection
 
 
 class ResultSource(QObject):
     result_changed = Signal(object)
-    selection_changed = Signal(object)
 
     def __init__(self, result: AttentionResult, selection: Selection | None = None, parent=None):
         super().__init__(parent)
         self._result = result
-        self._selection = (selection or Selection.from_view(result.session)).clamp(result.session)
+        self.selection = CurrentSelection(result.session, selection, self)
 
     @property
     def result(self) -> AttentionResult:
@@ -34,14 +34,3 @@ class ResultSource(QObject):
         """The session the result was computed from."""
         return self._result.session
 
-    @property
-    def selection(self) -> Selection:
-        return self._selection
-
-    def set_selection(self, head=None, query=None, key=...) -> None:
-        sel = self._selection
-        new = Selection(sel.head if head is None else head, sel.query if query is None else query,
-                        sel.key if key is ... else key).clamp(self.session)
-        if new != sel:
-            self._selection = new
-            self.selection_changed.emit(new)

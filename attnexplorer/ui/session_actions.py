@@ -273,7 +273,7 @@ class SessionActions(QObject):
 
         session = self.document.session
         extra = dict(session.extra)
-        extra["view"] = view_state(self.document.selection)
+        extra["view"] = view_state(self.document.selection.current)
         try:
             save_session(session.replace(extra=extra), path)
         except (AttnExplorerError, OSError) as err:

@@ -23,7 +23,7 @@ from ..core.session import MAX_DIM
 from ..core.tokenize import detokenize, tokenize
 from . import user_actions
 from .document import SessionDocument
-from .inputs import MAX_SENTENCE_TOKENS, ImportActions, _spin, _tool_button, rows_form, side_by_side
+from .input_widgets import MAX_SENTENCE_TOKENS, ImportActions, rows_form, side_by_side, spin_box, tool_button
 from .models import MatrixModel
 from .table_view import MatrixTableView
 
@@ -145,25 +145,25 @@ class SourcePage(QWidget):
 
         buttons = QHBoxLayout()
         buttons.setContentsMargins(0, 0, 0, 0)
-        self.insert_button = _tool_button("+", "Insert a source token after the current one", slot=lambda: self.insert_token())
-        self.delete_button = _tool_button("−", "Delete the current source token", slot=lambda: self.delete_token())
-        self.up_button = _tool_button("↑", "Move the current source token up", slot=lambda: self.move_token(-1))
-        self.down_button = _tool_button("↓", "Move the current source token down", slot=lambda: self.move_token(+1))
+        self.insert_button = tool_button("+", "Insert a source token after the current one", slot=lambda: self.insert_token())
+        self.delete_button = tool_button("−", "Delete the current source token", slot=lambda: self.delete_token())
+        self.up_button = tool_button("↑", "Move the current source token up", slot=lambda: self.move_token(-1))
+        self.down_button = tool_button("↓", "Move the current source token down", slot=lambda: self.move_token(+1))
         for b in (self.insert_button, self.delete_button, self.up_button, self.down_button):
             buttons.addWidget(b)
         buttons.addStretch(1)
 
-        self.d_spin = _spin(1, MAX_DIM, "Source width d_s: the source's embedding columns (W_k and W_v read them)")
+        self.d_spin = spin_box(1, MAX_DIM, "Source width d_s: the source's embedding columns (W_k and W_v read them)")
         self.d_spin.valueChanged.connect(self._on_d_changed)
-        self.seed_spin = _spin(0, 2**31 - 1, "Seed of the seeded random rows (a fixed N(0, 1) vector per word)")
+        self.seed_spin = spin_box(0, 2**31 - 1, "Seed of the seeded random rows (a fixed N(0, 1) vector per word)")
         self.seed_spin.setValue(123)
         self.rows_combo = QComboBox()
         for key, label in SOURCES:
             self.rows_combo.addItem(label, key)
         self.rows_combo.setToolTip("Where rows of new source tokens come from")
         self.rows_combo.setCurrentIndex(1)
-        fill = _tool_button("Fill", "Replace every source row from the chosen rows", slot=lambda: self.fill())
-        importer = _tool_button("Import", "Import the source embeddings (source tokens × d_s) from a file or the clipboard",
+        fill = tool_button("Fill", "Replace every source row from the chosen rows", slot=lambda: self.fill())
+        importer = tool_button("Import", "Import the source embeddings (source tokens × d_s) from a file or the clipboard",
                                 menu=self.importer.menu)
         form = rows_form("width d_s", self.d_spin, self.seed_spin, "new rows", self.rows_combo, fill, importer)
         tables = side_by_side(self.token_view, self.embedding_view)
@@ -183,13 +183,13 @@ class SourcePage(QWidget):
         # The source's tokens are the keys: the current row is the selected key everywhere.
         self._syncing = False
         self.token_view.selectionModel().currentRowChanged.connect(self._on_current_row)
-        document.selection_changed.connect(self._on_selection_changed)
+        document.selection.changed.connect(self._on_selection_changed)
         document.session_changed.connect(self._on_session_changed)
         self._on_session_changed(document.session)
 
     def _on_current_row(self, current, _previous) -> None:
         if not self._syncing and current.isValid() and self.document.session.source is not None:
-            self.document.set_selection(key=current.row())
+            self.document.selection.set(key=current.row())
 
     def _on_selection_changed(self, selection) -> None:
         key = selection.key

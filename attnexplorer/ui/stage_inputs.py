@@ -23,14 +23,14 @@ from PySide6.QtWidgets import (
     QStyle, QVBoxLayout, QWidget,
 )
 
-from ..core import stage_edits
+from ..core import stage_edits, stage_tables
 from ..core.errors import AttnExplorerError
 from ..core.expr import format_full, parse_number
 from ..core.session import MAX_DIM, MAX_TOKENS
 from ..core.stages import MAX_OFFSET
 from . import user_actions
 from .document import SessionDocument
-from .inputs import ImportActions, _spin, _tool_button
+from .input_widgets import ImportActions, spin_box, tool_button
 from .models import MatrixModel
 from .table_view import MatrixTableView
 
@@ -169,8 +169,8 @@ class BiasRow(QWidget):
             self._on_session_changed(self.document.session)
 
     def _on_session_changed(self, session) -> None:
-        available = stage_edits.has_table(session, self.table)
-        stored = available and stage_edits.is_stored(session, self.table)
+        available = stage_tables.has_table(session, self.table)
+        stored = available and stage_tables.is_stored(session, self.table)
         if self.check.isChecked() != stored:
             with QSignalBlocker(self.check):
                 self.check.setChecked(stored)
@@ -221,7 +221,7 @@ class StageTable(QWidget):
         self.header = QHBoxLayout()
         self.header.setContentsMargins(0, 0, 0, 0)
         self.header.addWidget(self.title, 1)
-        self.header.addWidget(_tool_button("Import", f"Import {table} from a CSV/NPY file or the clipboard",
+        self.header.addWidget(tool_button("Import", f"Import {table} from a CSV/NPY file or the clipboard",
                                            menu=self.importer.menu))
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -247,18 +247,18 @@ class StagesPage(QWidget):
         self.base_edit.committed.connect(lambda v: self._change_positions(base=v))
         self.theta_edit = NumberEdit("RoPE θ: pair i turns by position · θ^(−2i/dims); 10000 in Llama 2, 500000 in Llama 3")
         self.theta_edit.committed.connect(lambda v: self._change_positions(theta=v))
-        self.dims_spin = _spin(0, MAX_DIM, "How many of d_k's dimensions RoPE rotates (even); the rest pass unchanged")
+        self.dims_spin = spin_box(0, MAX_DIM, "How many of d_k's dimensions RoPE rotates (even); the rest pass unchanged")
         self.dims_spin.setSpecialValueText("all of d_k")
         self.dims_spin.setSingleStep(2)
         self.dims_spin.valueChanged.connect(lambda v: self._change_positions(dims=None if v == 0 else v))
         self.layout_combo = _combo(LAYOUTS, "Which dimensions RoPE pairs up and rotates together")
         self.layout_combo.currentIndexChanged.connect(lambda _i: self._change_positions(layout=self.layout_combo.currentData()))
-        self.offset_spin = _spin(0, MAX_OFFSET, "RoPE position offset: every position shifted by this much; the "
+        self.offset_spin = spin_box(0, MAX_OFFSET, "RoPE position offset: every position shifted by this much; the "
                                                 "scores stay the same (they depend only on i − j)")
         self.offset_spin.valueChanged.connect(lambda v: self._change_positions(offset=v, merge_key=("rope offset",)))
         for edit in (self.base_edit, self.theta_edit):
             edit.invalid.connect(lambda why: refuse(f"Positions not changed: {why}"))
-        self.rows_spin = _spin(1, MAX_TOKENS, "Rows of the learned table: at least one per token")
+        self.rows_spin = spin_box(1, MAX_TOKENS, "Rows of the learned table: at least one per token")
         self.rows_spin.valueChanged.connect(self._on_rows)
         self.positions_table = StageTable(document, "positions.table", "learned positions P (positions × d)",
                                           "P: row p is added to the embedding of the token at position p")
@@ -267,7 +267,7 @@ class StagesPage(QWidget):
         self.slopes_table = StageTable(document, "positions.slopes", "ALiBi slopes (one per head)",
                                        "position_bias[h, i, j] = −slope_h · |i − j|; grey: the paper's geometric "
                                        "slopes (type to set your own)", one_row=True)
-        self.geometric_button = _tool_button("Geometric", "Back to the paper's geometric slopes 2^(−8h/H)",
+        self.geometric_button = tool_button("Geometric", "Back to the paper's geometric slopes 2^(−8h/H)",
                                              slot=lambda: user_actions.change_positions(document, slopes=None))
         self.slopes_table.header.insertWidget(1, self.geometric_button)
 
@@ -313,7 +313,7 @@ class StagesPage(QWidget):
         norm_layout.addWidget(self.norm_bias)
 
         # -- grouped-query attention -------------------------------------------------------------
-        self.kv_spin = _spin(1, 64, "K/V heads shared by the query heads (must divide the heads): query head h "
+        self.kv_spin = spin_box(1, 64, "K/V heads shared by the query heads (must divide the heads): query head h "
                                     "uses K/V head h // (heads / K/V heads). As many as the heads: no sharing")
         self.kv_spin.valueChanged.connect(self._on_kv)
         self.sharing = QLabel()
@@ -329,7 +329,7 @@ class StagesPage(QWidget):
         self.output_check = QCheckBox("W_o: output = concat · W_o + b_o")
         self.output_check.setToolTip("The output projection. Unticked: the output is the heads' outputs side by side")
         self.output_check.toggled.connect(self._on_output)
-        self.d_out_spin = _spin(1, MAX_DIM, "Output width d_out (W_o's columns)")
+        self.d_out_spin = spin_box(1, MAX_DIM, "Output width d_out (W_o's columns)")
         self.d_out_spin.valueChanged.connect(self._on_d_out)
         self.w_out = StageTable(document, "W_o", "W_o (heads·d_v × d_out)",
                                 "Rows: the heads' value dimensions side by side; columns: the output dimensions")

@@ -164,8 +164,8 @@ class MatrixTableView(QTableView):
         """Rows are tokens: the current row is the selected query, in both directions."""
         self._document = document
         self.selectionModel().currentRowChanged.connect(self._on_current_row_changed)
-        document.selection_changed.connect(self._on_selection_changed)
-        self._on_selection_changed(document.selection)
+        document.selection.changed.connect(self._on_selection_changed)
+        self._on_selection_changed(document.selection.current)
 
     def setModel(self, model) -> None:
         super().setModel(model)
@@ -174,7 +174,7 @@ class MatrixTableView(QTableView):
 
     def _on_current_row_changed(self, current, previous) -> None:
         if self._document is not None and not self._syncing and current.isValid():
-            self._document.set_selection(query=current.row())
+            self._document.selection.set(query=current.row())
 
     def showEvent(self, event) -> None:
         super().showEvent(event)

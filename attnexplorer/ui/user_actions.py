@@ -8,7 +8,7 @@ changed the session.
 
 A new action goes here: a pure edit in ``core/edits.py`` or ``core/stage_edits.py`` (tested
 without Qt), then a function below that names the undo step and the refusal. The table
-actions (cells, paste, import, fill) take any table of ``stage_edits.TABLES``: the weights,
+actions (cells, paste, import, fill) take any table of ``stage_tables.TABLES``: the weights,
 the embeddings, the biases, the norm's weight and bias, the learned positions, the ALiBi
 slopes and the source's embeddings.
 """
@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..core import edits, stage_edits
+from ..core import edits, source_edits, stage_edits, stage_tables
 from ..core.errors import AttnExplorerError, SessionError
 from ..core.session import Mask, Scale, Session
 from ..core.stages import Norm, Positions, Source
@@ -45,7 +45,7 @@ def apply(document, change: Callable[[Session], Session], text: str, merge_key=N
 def table_label(session: Session, table: str, head: int) -> str:
     """``W_q (head 1)`` (``W_k (K/V head 0)`` when shared) with several heads, else the
     table's name: for undo texts."""
-    return stage_edits.table_label(session, table, head)
+    return stage_tables.table_label(session, table, head)
 
 
 # -- matrices ------------------------------------------------------------------------------------
@@ -54,8 +54,8 @@ def set_cell(document, table: str, row: int, col: int, text: str, head: int = 0)
     ``core.expr``); typing into the same cell again merges into the same undo step."""
     from ..core.expr import parse_number
 
-    name = stage_edits.cell_name(document.session, table, row, col, head)
-    return apply(document, lambda s: stage_edits.set_cell(s, table, row, col, parse_number(text), head),
+    name = stage_tables.cell_name(document.session, table, row, col, head)
+    return apply(document, lambda s: stage_tables.set_cell(s, table, row, col, parse_number(text), head),
                  f"Edit {name}", merge_key=("cell", table, head, row, col), refusal=f"{name} not changed")
 
 
@@ -73,7 +73,7 @@ def paste_text(document, table: str, top: int, left: int, text: str, head: int =
 
 def paste_block(document, table: str, top: int, left: int, block, head: int = 0) -> bool:
     b = np.atleast_2d(np.asarray(block))
-    return apply(document, lambda s: stage_edits.set_block(s, table, top, left, block, head),
+    return apply(document, lambda s: stage_tables.set_block(s, table, top, left, block, head),
                  f"Paste {b.shape[0]}×{b.shape[1]} into {table_label(document.session, table, head)}",
                  refusal="Paste refused")
 
@@ -84,14 +84,14 @@ def import_matrix(document, table: str, matrix, head: int = 0, transpose: bool =
     if transpose:
         m = m.T
     hint = " after transposing from nn.Linear's (out × in)" if transpose else ""
-    return apply(document, lambda s: stage_edits.set_matrix(s, table, m, head),
+    return apply(document, lambda s: stage_tables.set_matrix(s, table, m, head),
                  f"Import into {table_label(document.session, table, head)}",
                  refusal=f"Import{' of ' + source if source else ''} refused{hint}")
 
 
 def fill_matrix(document, table: str, matrix, text: str, head: int = 0) -> bool:
     """Replace one table (one head) with ``matrix`` of the same shape, as a step named ``text``."""
-    return apply(document, lambda s: stage_edits.set_matrix(s, table, matrix, head), text)
+    return apply(document, lambda s: stage_tables.set_matrix(s, table, matrix, head), text)
 
 
 def initialise_weights(document, table: str, kind: str, seed: int, head: int = 0) -> bool:
@@ -99,8 +99,8 @@ def initialise_weights(document, table: str, kind: str, seed: int, head: int = 0
     from ..core.weights import init_weight
 
     def change(s):
-        rows, cols = stage_edits.table_matrix(s, table, head).shape
-        return stage_edits.set_matrix(s, table, init_weight(kind, rows, cols, heads=1, seed=seed)[0], head)
+        rows, cols = stage_tables.table_matrix(s, table, head).shape
+        return stage_tables.set_matrix(s, table, init_weight(kind, rows, cols, heads=1, seed=seed)[0], head)
 
     return apply(document, change, f"Initialise {table_label(document.session, table, head)} ({kind}, seed {seed})")
 
@@ -130,7 +130,7 @@ def insert_token(document, i: int, text: str, embed=None) -> bool:
         return edits.insert_token(s, i, text, row)
 
     if apply(document, change, f"Insert token {text!r}"):
-        document.set_selection(query=i)
+        document.selection.set(query=i)
         return True
     return False
 
@@ -145,7 +145,7 @@ def move_token(document, i: int, j: int) -> bool:
         return False
     if apply(document, lambda s: edits.move_token(s, i, j),
              f"Move token {document.session.tokens[i]!r} {'up' if j < i else 'down'}"):
-        document.set_selection(query=j)
+        document.selection.set(query=j)
         return True
     return False
 
@@ -154,7 +154,7 @@ def fill_embeddings(document, embed, source: str) -> bool:
     """Replace every embedding row from ``embed(tokens)`` (None: zeros)."""
     def change(s):
         rows = np.zeros((s.n, s.d)) if embed is None else embed(s.tokens)
-        return stage_edits.set_matrix(s, "embeddings", rows)
+        return stage_tables.set_matrix(s, "embeddings", rows)
 
     return apply(document, change, f"Fill embeddings ({source})")
 
@@ -309,24 +309,24 @@ def set_source(document, source: Source | None = None) -> bool:
     """Turn cross-attention on (``source`` None: a copy of the tokens and their embeddings)
     or replace the source; a causal or window mask, RoPE and ALiBi are refused, saying why."""
     text = "Cross-attention on" if document.session.source is None else "Set source"
-    return apply(document, lambda s: stage_edits.set_source(s, source), text)
+    return apply(document, lambda s: source_edits.set_source(s, source), text)
 
 
 def clear_source(document) -> bool:
     """Back to self-attention: the keys come from the tokens again."""
-    return apply(document, stage_edits.clear_source, "Cross-attention off")
+    return apply(document, source_edits.clear_source, "Cross-attention off")
 
 
 def set_source_sentence(document, tokens, embed=None) -> bool:
     """Replace the source's tokens; tokens that stay keep their rows, new ones get rows from
     ``embed`` (None: zeros)."""
-    return apply(document, lambda s: stage_edits.retokenize_source(s, tokens, embed),
+    return apply(document, lambda s: source_edits.retokenize_source(s, tokens, embed),
                  f"Set source sentence ({len(tokens)} tokens)")
 
 
 def rename_source_token(document, i: int, text: str) -> bool:
     def change(s):
-        return stage_edits.set_source_token(s, i, str(text))
+        return source_edits.set_source_token(s, i, str(text))
 
     return apply(document, change, f"Rename source token {i} to {str(text).strip()!r}", merge_key=("source token", i),
                  refusal=f"Source token {i} not renamed")
@@ -338,7 +338,7 @@ def insert_source_token(document, i: int, text: str, embed=None) -> bool:
         src = s.source
         tokens = () if src is None else src.tokens[:i] + (text,) + src.tokens[i:]
         row = None if embed is None or src is None else np.asarray(embed(tokens))[i]
-        return stage_edits.insert_source_token(s, i, text, row)
+        return source_edits.insert_source_token(s, i, text, row)
 
     return apply(document, change, f"Insert source token {text!r}")
 
@@ -346,27 +346,27 @@ def insert_source_token(document, i: int, text: str, embed=None) -> bool:
 def delete_source_token(document, i: int) -> bool:
     src = document.session.source
     name = src.tokens[i] if src is not None and 0 <= i < src.n else i
-    return apply(document, lambda s: stage_edits.delete_source_token(s, i), f"Delete source token {name!r}")
+    return apply(document, lambda s: source_edits.delete_source_token(s, i), f"Delete source token {name!r}")
 
 
 def move_source_token(document, i: int, j: int) -> bool:
     src = document.session.source
     if src is None or not 0 <= j < src.n or not 0 <= i < src.n:
         return False
-    return apply(document, lambda s: stage_edits.move_source_token(s, i, j),
+    return apply(document, lambda s: source_edits.move_source_token(s, i, j),
                  f"Move source token {src.tokens[i]!r} {'up' if j < i else 'down'}")
 
 
 def resize_source_d(document, d: int) -> bool:
-    return apply(document, lambda s: stage_edits.resize_source_d(s, d), f"Set source width d_s to {d}")
+    return apply(document, lambda s: source_edits.resize_source_d(s, d), f"Set source width d_s to {d}")
 
 
 def fill_source_embeddings(document, embed, source: str) -> bool:
     """Replace every source row from ``embed(tokens)`` (None: zeros)."""
     def change(s):
-        src = stage_edits.need_source(s)
+        src = source_edits.need_source(s)
         rows = np.zeros((src.n, src.d)) if embed is None else embed(src.tokens)
-        return stage_edits.set_matrix(s, "source.embeddings", rows)
+        return stage_tables.set_matrix(s, "source.embeddings", rows)
 
     return apply(document, change, f"Fill source embeddings ({source})")
 
@@ -388,4 +388,4 @@ def set_preset_param(document, name: str, value, label: str, merge_key=None) -> 
 
 def set_compute_options(document, device: str | None = None, dtype: str | None = None) -> None:
     """Compute on another device or in another dtype (not an edit of the session: no undo)."""
-    document.set_compute_options(device=device, dtype=dtype)
+    document.compute.set_options(device=device, dtype=dtype)

@@ -6,7 +6,7 @@ import pytest
 from attnexplorer.core.engine import compute
 from attnexplorer.core.errors import AttnExplorerError
 from attnexplorer.core.fit import Fitter, TargetError, check_target, make_target, target_for
-from attnexplorer.core.fit.trainer import FitError
+from attnexplorer.core.fit import FitError
 from attnexplorer.core.presets import build_preset, parse_assignments
 from attnexplorer.core.session import Mask
 

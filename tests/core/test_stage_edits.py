@@ -1,11 +1,12 @@
-"""Edits of the stages (core/stage_edits.py): every stage table read and written, biases added
+"""Edits of the stages (core/stage_edits.py, stage_tables.py, source_edits.py): every stage table read and written, biases added
 and removed, norm, positions, K/V heads, output projection and the source sequence; refusals
 change nothing and say why; the result stays the same where an edit promises it."""
 
 import numpy as np
 import pytest
 
-from attnexplorer.core import edits, stage_edits as se
+from attnexplorer.core import edits, source_edits, stage_tables
+from attnexplorer.core import stage_edits as se
 from attnexplorer.core.engine import compute
 from attnexplorer.core.errors import SessionError
 from attnexplorer.core.presets import build_preset
@@ -24,17 +25,17 @@ def output(session):
 
 
 def test_every_table_name_is_listed_once_and_base_tables_come_first():
-    assert se.TABLES[:5] == edits.TABLES and len(set(se.TABLES)) == len(se.TABLES)
+    assert stage_tables.TABLES[:5] == edits.TABLES and len(set(stage_tables.TABLES)) == len(stage_tables.TABLES)
 
 
 def test_an_absent_bias_reads_as_zeros_and_writing_a_cell_adds_it():
     s = plain()
-    assert se.table_matrix(s, "b_q", 2).tolist() == [[0.0, 0.0]] and not se.is_stored(s, "b_q")
-    t = se.set_cell(s, "b_q", 0, 1, 0.5, head=2)
+    assert stage_tables.table_matrix(s, "b_q", 2).tolist() == [[0.0, 0.0]] and not stage_tables.is_stored(s, "b_q")
+    t = stage_tables.set_cell(s, "b_q", 0, 1, 0.5, head=2)
     assert t.b_query.shape == (4, 2) and t.b_query[2].tolist() == [0.0, 0.5] and not t.b_query[[0, 1, 3]].any()
-    u = se.set_cell(t, "b_q", 0, 0, -1.0, head=2)
+    u = stage_tables.set_cell(t, "b_q", 0, 0, -1.0, head=2)
     assert u.b_query[2].tolist() == [-1.0, 0.5]
-    assert np.array_equal(se.table_matrix(u, "b_q", 2), [[-1.0, 0.5]])
+    assert np.array_equal(stage_tables.table_matrix(u, "b_q", 2), [[-1.0, 0.5]])
 
 
 def test_add_and_remove_a_bias_refusals_say_why():
@@ -56,27 +57,27 @@ def test_add_and_remove_a_bias_refusals_say_why():
 def test_bias_cells_are_refused_outside_the_row_or_when_not_finite():
     s = plain()
     with pytest.raises(SessionError, match=r"b_q\[5\] \(head 0\): is outside the 1×2 table"):
-        se.set_cell(s, "b_q", 0, 5, 1.0)
+        stage_tables.set_cell(s, "b_q", 0, 5, 1.0)
     with pytest.raises(SessionError, match="not a finite number"):
-        se.set_cell(s, "b_k", 0, 0, float("nan"))
+        stage_tables.set_cell(s, "b_k", 0, 0, float("nan"))
     with pytest.raises(SessionError, match="does not fit"):
-        se.set_block(s, "b_v", 0, 1, [[1, 2, 3]])
+        stage_tables.set_block(s, "b_v", 0, 1, [[1, 2, 3]])
     with pytest.raises(SessionError, match=r"b_q: the matrix is 1×3 but the table is 1×2 \(1 × d_k\)"):
-        se.set_matrix(s, "b_q", [1, 2, 3])
-    assert se.set_matrix(s, "b_q", [1, 2], head=1).b_query[1].tolist() == [1.0, 2.0]
+        stage_tables.set_matrix(s, "b_q", [1, 2, 3])
+    assert stage_tables.set_matrix(s, "b_q", [1, 2], head=1).b_query[1].tolist() == [1.0, 2.0]
 
 
 def test_grouped_query_bias_and_weights_belong_to_the_shared_kv_head():
     s = se.set_kv_heads(plain(), 2)
     assert s.kv_heads == 2 and se.sharing_heads(s, 3) == (2, 3)
-    t = se.set_cell(s, "b_k", 0, 0, 7.0, head=3)
-    assert t.b_key.shape == (2, 2) and t.b_key[1, 0] == 7.0 and se.table_matrix(t, "b_k", 2)[0, 0] == 7.0
-    assert se.table_label(t, "b_k", 3) == "b_k (K/V head 1)" and se.table_label(t, "b_q", 3) == "b_q (head 3)"
+    t = stage_tables.set_cell(s, "b_k", 0, 0, 7.0, head=3)
+    assert t.b_key.shape == (2, 2) and t.b_key[1, 0] == 7.0 and stage_tables.table_matrix(t, "b_k", 2)[0, 0] == 7.0
+    assert stage_tables.table_label(t, "b_k", 3) == "b_k (K/V head 1)" and stage_tables.table_label(t, "b_q", 3) == "b_q (head 3)"
 
 
 def test_kv_heads_keep_each_groups_first_head_and_ungrouping_changes_nothing():
     s = se.add_bias(plain(), "b_k")
-    s = se.set_cell(s, "b_k", 0, 0, 3.0, head=2)
+    s = stage_tables.set_cell(s, "b_k", 0, 0, 3.0, head=2)
     g = se.set_kv_heads(s, 2)
     assert np.array_equal(g.w_key, s.w_key[[0, 2]]) and g.b_key[1, 0] == 3.0
     back = se.set_kv_heads(g, None)
@@ -91,17 +92,17 @@ def test_kv_heads_keep_each_groups_first_head_and_ungrouping_changes_nothing():
 def test_norm_kinds_keep_the_weight_and_the_tables_follow():
     s = plain()
     with pytest.raises(SessionError, match="norm.weight: there is no norm"):
-        se.table_matrix(s, "norm.weight")
+        stage_tables.table_matrix(s, "norm.weight")
     t = se.set_norm(s, se.norm_of_kind(s, "layer"))
     assert t.norm.kind == "layer" and t.norm.eps == 1e-5
-    assert se.table_matrix(t, "norm.weight").tolist() == [[1.0] * 4] and se.table_matrix(t, "norm.bias").tolist() == [[0.0] * 4]
-    t = se.set_cell(t, "norm.weight", 0, 1, 2.0)
-    t = se.set_cell(t, "norm.bias", 0, 0, 0.5)
+    assert stage_tables.table_matrix(t, "norm.weight").tolist() == [[1.0] * 4] and stage_tables.table_matrix(t, "norm.bias").tolist() == [[0.0] * 4]
+    t = stage_tables.set_cell(t, "norm.weight", 0, 1, 2.0)
+    t = stage_tables.set_cell(t, "norm.bias", 0, 0, 0.5)
     assert t.norm.weight.tolist() == [1, 2, 1, 1] and t.norm.bias.tolist() == [0.5, 0, 0, 0]
     r = se.set_norm(t, se.norm_of_kind(t, "rms"))
     assert r.norm.kind == "rms" and r.norm.bias is None and r.norm.weight.tolist() == [1, 2, 1, 1] and r.norm.eps == 1e-6
     with pytest.raises(SessionError, match="norm.bias: RMSNorm has no bias"):
-        se.set_cell(r, "norm.bias", 0, 0, 1.0)
+        stage_tables.set_cell(r, "norm.bias", 0, 0, 1.0)
     assert se.set_norm(r, se.norm_of_kind(r, "none")).norm is None
     with pytest.raises(SessionError, match="norm.eps: must be a finite number > 0"):
         se.set_norm(r, Norm("rms", eps=0.0))
@@ -113,13 +114,13 @@ def test_positions_kinds_and_their_tables():
     learned = se.set_positions(sin, se.positions_of_kind(sin, "learned"))
     assert np.allclose(learned.positions.table, sinusoidal_table(3, 4))
     assert np.allclose(output(learned), output(sin))  # the switch itself changes nothing
-    t = se.set_cell(learned, "positions.table", 2, 3, 9.0)
-    assert t.positions.table[2, 3] == 9.0 and se.cell_name(t, "positions.table", 2, 3) == "positions.table[2,3]"
+    t = stage_tables.set_cell(learned, "positions.table", 2, 3, 9.0)
+    assert t.positions.table[2, 3] == 9.0 and stage_tables.cell_name(t, "positions.table", 2, 3) == "positions.table[2,3]"
     with pytest.raises(SessionError, match="positions.table: only learned positions have a table"):
-        se.table_matrix(sin, "positions.table")
+        stage_tables.table_matrix(sin, "positions.table")
     alibi = se.set_positions(s, se.positions_of_kind(s, "alibi"))
-    assert np.allclose(se.table_matrix(alibi, "positions.slopes")[0], alibi_slopes(4)) and not se.is_stored(alibi, "positions.slopes")
-    edited = se.set_cell(alibi, "positions.slopes", 0, 1, 0.75)
+    assert np.allclose(stage_tables.table_matrix(alibi, "positions.slopes")[0], alibi_slopes(4)) and not stage_tables.is_stored(alibi, "positions.slopes")
+    edited = stage_tables.set_cell(alibi, "positions.slopes", 0, 1, 0.75)
     assert edited.positions.slopes.tolist() == [alibi_slopes(4)[0], 0.75, *alibi_slopes(4)[2:]]
     rope = se.set_positions(s, se.positions_of_kind(s, "rope"))
     assert rope.positions.kind == "rope" and rope.positions.dims is None
@@ -147,7 +148,7 @@ def test_output_projection_add_remove_and_bias():
     s = plain(heads=2, d_v=2)
     t = se.add_output(s)
     assert t.w_out.shape == (4, 4) and np.allclose(output(t), output(s))  # W_o = I
-    t = se.set_cell(t, "b_o", 0, 3, 1.5)
+    t = stage_tables.set_cell(t, "b_o", 0, 3, 1.5)
     assert t.b_out.tolist() == [0, 0, 0, 1.5]
     w = se.resize_d_out(t, 2)
     assert w.w_out.shape == (4, 2) and w.b_out.shape == (2,)
@@ -156,93 +157,93 @@ def test_output_projection_add_remove_and_bias():
     with pytest.raises(SessionError, match="W_o: is not there"):
         se.remove_output(gone)
     with pytest.raises(SessionError, match="b_o: an output bias needs W_o"):
-        se.table_matrix(gone, "b_o")
+        stage_tables.table_matrix(gone, "b_o")
 
 
 def test_a_source_starts_as_a_copy_and_leaves_keys_as_they_were():
     s = plain()
-    c = se.set_source(s)
+    c = source_edits.set_source(s)
     assert c.source.tokens == s.tokens and np.array_equal(c.source.embeddings, s.embeddings)
     assert np.allclose(output(c), output(s))  # no positions or norm: the same keys and values
-    assert np.array_equal(se.table_matrix(c, "source.embeddings"), s.embeddings)
-    back = se.clear_source(c)
+    assert np.array_equal(stage_tables.table_matrix(c, "source.embeddings"), s.embeddings)
+    back = source_edits.clear_source(c)
     assert back.source is None and back == s
 
 
 def test_a_source_is_refused_with_causal_masks_rope_and_alibi_naming_why():
     s = plain()
     with pytest.raises(SessionError, match="mask: causal needs one sequence"):
-        se.set_source(s.replace(mask=Mask("causal")))
+        source_edits.set_source(s.replace(mask=Mask("causal")))
     with pytest.raises(SessionError, match="positions: rope encodes the distance"):
-        se.set_source(s.replace(positions=Positions("rope")))
+        source_edits.set_source(s.replace(positions=Positions("rope")))
     with pytest.raises(SessionError, match="positions: alibi encodes"):
-        se.set_positions(se.set_source(s), Positions("alibi"))
+        se.set_positions(source_edits.set_source(s), Positions("alibi"))
     with pytest.raises(SessionError, match="source.embeddings: there is no source"):
-        se.table_matrix(s, "source.embeddings")
+        stage_tables.table_matrix(s, "source.embeddings")
 
 
 def test_source_token_edits_move_rows_and_mask_columns():
-    s = se.set_source(plain()).replace(mask=Mask("custom", blocked=[[1, 0, 0], [0, 1, 0], [0, 0, 1]]))
-    t = se.move_source_token(s, 0, 2)
+    s = source_edits.set_source(plain()).replace(mask=Mask("custom", blocked=[[1, 0, 0], [0, 1, 0], [0, 0, 1]]))
+    t = source_edits.move_source_token(s, 0, 2)
     assert t.source.tokens == ("b", "c", "a") and np.array_equal(t.source.embeddings[2], s.source.embeddings[0])
     assert t.mask.blocked[:, 2].tolist() == [True, False, False]
-    t = se.insert_source_token(s, 1, "x", embedding=[1, 2, 3, 4])
+    t = source_edits.insert_source_token(s, 1, "x", embedding=[1, 2, 3, 4])
     assert t.source.tokens == ("a", "x", "b", "c") and t.source.embeddings[1].tolist() == [1, 2, 3, 4]
     assert t.mask.blocked.shape == (3, 4) and not t.mask.blocked[:, 1].any()
-    t = se.delete_source_token(s, 0)
+    t = source_edits.delete_source_token(s, 0)
     assert t.source.tokens == ("b", "c") and t.mask.blocked.tolist() == [[False, False], [True, False], [False, True]]
-    t = se.set_source_token(s, 1, " bee ")
+    t = source_edits.set_source_token(s, 1, " bee ")
     assert t.source.tokens[1] == "bee"
-    one = se.set_source(plain(), Source(("z",), [[1.0, 0, 0, 0]]))
+    one = source_edits.set_source(plain(), Source(("z",), [[1.0, 0, 0, 0]]))
     with pytest.raises(SessionError, match="cannot delete the only source token"):
-        se.delete_source_token(one, 0)
+        source_edits.delete_source_token(one, 0)
     with pytest.raises(SessionError, match=r"source.tokens: position 5 is outside 0..2"):
-        se.move_source_token(s, 5, 0)
-    p = se.set_source(plain()).replace(mask=Mask("padding", padding=(0, 2)))
-    assert se.delete_source_token(p, 0).mask.padding == (1,)
+        source_edits.move_source_token(s, 5, 0)
+    p = source_edits.set_source(plain()).replace(mask=Mask("padding", padding=(0, 2)))
+    assert source_edits.delete_source_token(p, 0).mask.padding == (1,)
 
 
 def test_retokenize_source_keeps_rows_of_words_that_stay():
-    s = se.set_source(plain())
-    t = se.retokenize_source(s, ("c", "new", "a"), embed=lambda toks: np.full((len(toks), 4), 5.0))
+    s = source_edits.set_source(plain())
+    t = source_edits.retokenize_source(s, ("c", "new", "a"), embed=lambda toks: np.full((len(toks), 4), 5.0))
     assert t.source.tokens == ("c", "new", "a") and t.source.embeddings[1].tolist() == [5.0] * 4
     assert np.array_equal(t.source.embeddings[2], s.source.embeddings[0]) or np.array_equal(t.source.embeddings[0], s.source.embeddings[2])
     assert t.tokens == s.tokens  # the queries stay
     with pytest.raises(SessionError, match="a source needs at least one token"):
-        se.retokenize_source(s, ())
+        source_edits.retokenize_source(s, ())
 
 
 def test_source_width_moves_the_rows_of_wk_and_wv_and_clearing_returns_to_d():
     s = build_preset("translate").session
     assert s.source.d == 4 and s.d == 3
-    t = se.resize_source_d(s, 5)
+    t = source_edits.resize_source_d(s, 5)
     assert t.source.embeddings.shape == (3, 5) and t.w_key.shape == (1, 5, 3) and t.w_value.shape == (1, 5, 3)
-    back = se.clear_source(s.replace(mask=Mask("padding", padding=(2,))))
+    back = source_edits.clear_source(s.replace(mask=Mask("padding", padding=(2,))))
     assert back.w_key.shape == (1, 3, 3) and back.mask.padding == (2,)
     custom = s.replace(mask=Mask("custom", blocked=np.ones((3, 3), dtype=bool)))
-    assert se.clear_source(custom).mask.blocked.shape == (3, 3)
-    wide = se.set_source(plain(), Source(("p", "q"), np.ones((2, 6))))
+    assert source_edits.clear_source(custom).mask.blocked.shape == (3, 3)
+    wide = source_edits.set_source(plain(), Source(("p", "q"), np.ones((2, 6))))
     assert wide.w_key.shape == (4, 6, 2)
 
 
 def test_unknown_tables_and_every_table_round_trips_through_set_matrix():
     s = plain(heads=2, d_v=2)
-    s = se.add_output(se.set_source(s))
+    s = se.add_output(source_edits.set_source(s))
     s = se.set_norm(s, Norm("layer"))
     s = se.set_positions(s, Positions("learned", table=np.zeros((4, 4))))
     with pytest.raises(SessionError, match="unknown table 'b_x'"):
-        se.table_matrix(s, "b_x")
+        stage_tables.table_matrix(s, "b_x")
     alibi = se.set_positions(s.replace(source=None), Positions("alibi"))
     done = []
-    for session, table in [(s, t) for t in se.TABLES if t != "positions.slopes"] + [(alibi, "positions.slopes")]:
+    for session, table in [(s, t) for t in stage_tables.TABLES if t != "positions.slopes"] + [(alibi, "positions.slopes")]:
         s = session
-        m = se.table_matrix(s, table, head=1)
+        m = stage_tables.table_matrix(s, table, head=1)
         filled = np.arange(m.size, dtype=float).reshape(m.shape) + 0.5
-        t = se.set_matrix(s, table, filled, head=1)
-        assert np.array_equal(se.table_matrix(t, table, head=1), filled), table
-        assert se.has_table(t, table)
+        t = stage_tables.set_matrix(s, table, filled, head=1)
+        assert np.array_equal(stage_tables.table_matrix(t, table, head=1), filled), table
+        assert stage_tables.has_table(t, table)
         done.append(table)
-    assert sorted(done) == sorted(se.TABLES)
+    assert sorted(done) == sorted(stage_tables.TABLES)
 
 
 def test_undo_names_say_what_changed():
@@ -258,7 +259,7 @@ def test_undo_names_say_what_changed():
 
 def test_the_learned_table_takes_more_rows_but_never_fewer_than_the_tokens():
     s = se.set_positions(plain(), se.positions_of_kind(plain(), "learned"))
-    s = se.set_cell(s, "positions.table", 2, 0, 4.0)
+    s = stage_tables.set_cell(s, "positions.table", 2, 0, 4.0)
     t = se.resize_positions_table(s, 6)
     assert t.positions.table.shape == (6, 4) and t.positions.table[2, 0] == 4.0 and not t.positions.table[3:].any()
     assert se.resize_positions_table(t, 3).positions.table.shape == (3, 4)

@@ -136,7 +136,7 @@ def test_open_model_fills_the_views_and_the_tables(win, qtbot, tiny_gpt2):
     # another thumbnail: layer 0, head 3 goes into the tables with that head selected
     with qtbot.waitSignal(win.document.result_changed, timeout=30000):
         controller.window.grid.chosen.emit(0, 3)
-    assert win.document.selection.head == 3 and controller.window.layer == 0
+    assert win.document.selection.current.head == 3 and controller.window.layer == 0
     qtbot.waitUntil(lambda: controller.window.badge.text().startswith("Tables: layer 0: matches the model"),
                     timeout=30000)
     # an edit in the tables: the badge says by how much the weights now differ

@@ -43,7 +43,7 @@ def test_mask_kinds_change_the_session_and_the_weights(dessert):
     doc, panel = dessert
     choose(panel.mask_combo, "causal")
     assert doc.session.mask == Mask("causal")
-    assert doc.wait_idle()
+    assert doc.compute.wait_idle()
     assert np.allclose(np.triu(doc.result.weights[0], 1), 0)
     choose(panel.mask_combo, "window")
     assert panel.window_spin.isEnabled()
@@ -78,17 +78,17 @@ def test_scale_and_temperature(dessert):
     assert doc.session.scale.kind == "temperature" and panel.temperature.isEnabled()
     panel.temperature.spin.setValue(0.25)
     assert doc.session.scale == Scale("temperature", 0.25)
-    assert doc.wait_idle() and doc.result.scale_factor == pytest.approx(4.0)
+    assert doc.compute.wait_idle() and doc.result.scale_factor == pytest.approx(4.0)
 
 
 def test_temperature_starts_where_the_weights_stay_the_same(dessert):
     doc, panel = dessert
-    assert doc.wait_idle()
+    assert doc.compute.wait_idle()
     before = doc.result.weights.copy()
     choose(panel.scale_combo, "temperature")
     assert doc.session.scale == Scale("temperature", np.sqrt(doc.session.d_k))
     assert panel.temperature.value() == pytest.approx(np.sqrt(doc.session.d_k), rel=1e-4)
-    assert doc.wait_idle()
+    assert doc.compute.wait_idle()
     np.testing.assert_allclose(doc.result.weights, before, rtol=1e-5, atol=1e-6)
     choose(panel.scale_combo, "none")
     choose(panel.scale_combo, "temperature")
@@ -149,8 +149,8 @@ def test_device_lists_only_available_and_sets_options(dessert):
     devices = [panel.device_combo.itemData(i) for i in range(panel.device_combo.count())]
     assert devices == available_devices() and panel.device_combo.currentData() == "cpu"
     choose(panel.dtype_combo, "float64")
-    assert doc.dtype == "float64"
-    assert doc.wait_idle() and doc.result.dtype == "float64" and doc.result.device == "cpu"
+    assert doc.compute.dtype == "float64"
+    assert doc.compute.wait_idle() and doc.result.dtype == "float64" and doc.result.device == "cpu"
     choose(panel.dtype_combo, "float32")
     assert doc.result.dtype == "float32"
 

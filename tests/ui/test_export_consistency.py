@@ -36,11 +36,11 @@ def slow_document(qtbot, monkeypatch):
     monkeypatch.setattr(runner_module, "compute_any", slow)
     doc = SessionDocument(build_preset("dessert").session)
     release.set()
-    assert doc.wait_idle()
+    assert doc.compute.wait_idle()
     release.clear()
     yield doc, release, started
     release.set()
-    doc.wait_idle()
+    doc.compute.wait_idle()
     doc.shutdown()
 
 
@@ -75,7 +75,7 @@ def test_full_result_never_waits_for_the_worker(slow_document):
     doc, release, started = slow_document
     _edit_cell(doc, -3.5)
     assert started.wait(10)
-    result = doc.full_result()  # the worker is still blocked: this must not wait for it
+    result = doc.compute.full_result()  # the worker is still blocked: this must not wait for it
     assert result.session is doc.session
     assert result.session.embeddings[1, 2] == -3.5
 
@@ -84,9 +84,9 @@ def test_complete_publishes_the_current_session_and_drops_the_stale_compute(slow
     doc, release, started = slow_document
     _edit_cell(doc, 2.0)
     assert started.wait(10)
-    published = doc.complete()
+    published = doc.compute.complete()
     assert doc.result is published and published.session is doc.session
     release.set()
-    assert doc.wait_idle()
+    assert doc.compute.wait_idle()
     qtbot.wait(10)
     assert doc.result.session is doc.session

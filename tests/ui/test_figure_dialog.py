@@ -198,9 +198,9 @@ def test_include_selection_draws_or_leaves_out_the_marks(qtbot, tmp_path):
 
     built = build_preset("pronoun")
     doc = SessionDocument(built.session)
-    assert doc.wait_idle(60)
+    assert doc.compute.wait_idle(60)
     panel = shown(qtbot, WeightsPanel(doc), size=(480, 400))
-    doc.set_selection(query=6, key=1)
+    doc.selection.set(query=6, key=1)
     window = QWidget()
     qtbot.addWidget(window)
     counts = {}

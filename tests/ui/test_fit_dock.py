@@ -311,12 +311,12 @@ def test_what_a_fit_shows_is_computed_on_the_worker_thread(make_window, qtbot):
     live = doc.live_edit("Fit")
     shown = doc.session.replace(w_query=doc.session.w_query * 2.0)
     assert live.show(shown)
-    assert doc.session is shown and doc.computing
+    assert doc.session is shown and doc.compute.computing
     assert doc.result.session is not shown  # not computed on the spot
     qtbot.waitUntil(lambda: doc.result.session is shown, timeout=10000)
     edited = shown.replace(w_key=shown.w_key * 2.0)
     doc.edit(edited, "Edit W_k")
-    assert not doc.computing and doc.result.session is edited
+    assert not doc.compute.computing and doc.result.session is edited
 
 
 def test_start_hands_the_fit_the_weights_already_shown_instead_of_computing_them_again(make_window, monkeypatch):
@@ -324,7 +324,7 @@ def test_start_hands_the_fit_the_weights_already_shown_instead_of_computing_them
     # inputs (80 ms at n = 512); it now passes the weights on screen, checked on the fit thread.
     window = make_window()
     doc, fit = window.document, window.fit
-    assert doc.wait_idle(30) and doc.result.session is doc.session
+    assert doc.compute.wait_idle(30) and doc.result.session is doc.session
     handed = []
     import attnexplorer.ui.fit_dock as fit_dock
 

@@ -91,11 +91,11 @@ def test_empty_sentence_is_refused(panel, doc, messages):
 
 def test_insert_delete_move_tokens_move_embedding_rows(qtbot, panel, doc):
     s0 = doc.session
-    doc.set_selection(query=0)
+    doc.selection.set(query=0)
     qtbot.mouseClick(panel.tokens.down_button, Qt.MouseButton.LeftButton)
     assert doc.session.tokens[:2] == (s0.tokens[1], s0.tokens[0])
     assert np.array_equal(doc.session.embeddings[1], s0.embeddings[0])
-    assert doc.selection.query == 1
+    assert doc.selection.current.query == 1
     qtbot.mouseClick(panel.tokens.insert_button, Qt.MouseButton.LeftButton)
     assert doc.session.n == s0.n + 1 and doc.session.tokens[2] == "token"
     qtbot.mouseClick(panel.tokens.delete_button, Qt.MouseButton.LeftButton)
@@ -107,8 +107,8 @@ def test_clicking_a_token_row_selects_the_query_and_follows_it(qtbot, panel, doc
     view = panel.tokens.token_view
     rect = view.visualRect(view.model().index(3, 0))
     qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
-    assert doc.selection.query == 3
-    doc.set_selection(query=1)
+    assert doc.selection.current.query == 3
+    doc.selection.set(query=1)
     assert view.currentIndex().row() == 1
     assert panel.tokens.embedding_view.currentIndex().row() == 1
 
@@ -125,7 +125,7 @@ def test_heads_head_selector_dk_dv(panel, doc):
     w.heads_spin.setValue(3)
     assert doc.session.heads == 3
     w.head_spin.setValue(2)
-    assert doc.selection.head == 2
+    assert doc.selection.current.head == 2
     assert w.tables["W_q"].model.head == 2
     w.dk_spin.setValue(4)
     w.dv_spin.setValue(1)

@@ -23,7 +23,7 @@ def long_window(qtbot, monkeypatch):
     session = build_preset("random", {"n": 40, "d": 8, "d_k": 4, "d_v": 4, "heads": 2}).session
     session = session.replace(mask=Mask("causal"))
     document, window = open_window(session)
-    assert document.wait_idle()
+    assert document.compute.wait_idle()
     yield document, window
     close_window(document, window)
 
@@ -80,7 +80,7 @@ def test_the_selected_query_row_is_exact(long_window, qtbot):
     document, window = long_window
     dense = compute(document.session)
     query = _panel(window, "query")
-    document.set_selection(query=30, key=3)
+    document.selection.set(query=30, key=3)
     window.docks["query"].raise_()
     qtbot.waitUntil(lambda: not query.is_stale)
     np.testing.assert_allclose(query.weight_heights(), dense.weights[0, 30], atol=1e-6)
@@ -98,11 +98,11 @@ def test_every_panel_draws_a_long_session_without_n_by_n(qtbot, monkeypatch, pos
         session = session.replace(positions=Positions(positions))
     document, window = open_window(session)
     try:
-        assert document.wait_idle() and document.result.streamed is not None
+        assert document.compute.wait_idle() and document.result.streamed is not None
         for kind, dock in window.docks.items():
             dock.raise_()
             QApplication.processEvents()
-        document.set_selection(head=1, query=7, key=2)
+        document.selection.set(head=1, query=7, key=2)
         QApplication.processEvents()
         window.repaint()
     finally:
@@ -137,13 +137,13 @@ def test_a_newer_edit_cancels_a_long_compute_and_progress_is_shown(qtbot, monkey
     messages = []
     document.message.connect(messages.append)
     try:
-        assert document.wait_idle(30)
+        assert document.compute.wait_idle(30)
         outcomes.clear()
         first = session.replace(embeddings=session.embeddings * 0.5)
         last = session.replace(embeddings=session.embeddings * 2.0)
         document.edit(first, "first")
         document.edit(last, "second")
-        assert document.wait_idle(30)
+        assert document.compute.wait_idle(30)
         assert outcomes == ["cancelled", "done"]
         assert document.result.is_for(last) and document.result.streamed is not None
         assert any(m.startswith("Computing 300 tokens × 2 heads: ") and m.endswith("% of the rows") for m in messages)
@@ -158,4 +158,4 @@ def test_a_panel_coming_on_screen_does_not_recompute_a_long_result(long_window, 
     for dock in window.docks.values():
         dock.raise_()
     qtbot.wait(50)
-    assert document.wait_idle() and published == []
+    assert document.compute.wait_idle() and published == []

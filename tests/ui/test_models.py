@@ -76,7 +76,7 @@ def test_typing_arithmetic_into_a_cell_is_one_merged_undo_step(qtbot, doc):
     assert doc.undo_stack.count() == 1  # the same cell twice: one step
     assert doc.undo_stack.undoText() == "Edit W_q[1,0] (head 0)"
     assert model.data(model.index(1, 0)) == "-0.3333"
-    assert doc.wait_idle()
+    assert doc.compute.wait_idle()
     assert np.allclose(doc.result.Q[0], doc.session.embeddings @ doc.session.w_query[0], atol=1e-5)
     doc.undo_stack.undo()
     assert doc.session == before
@@ -139,7 +139,7 @@ def test_head_follows_selection_and_resizes_reset_the_model(qtbot, doc):
 
     model = MatrixModel(doc, "W_q", follow_selection=True)
     with qtbot.waitSignal(model.dataChanged):
-        doc.set_selection(head=1)
+        doc.selection.set(head=1)
     assert model.head == 1 and np.array_equal(model.array, doc.session.w_query[1])
     with qtbot.waitSignal(model.modelReset):
         doc.edit(edits.resize_dk(doc.session, 5), "d_k")

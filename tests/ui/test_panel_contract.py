@@ -42,17 +42,17 @@ def test_each_panel_draws_a_result_computed_with_only_its_needs(preset, qtbot):
             # Everything not needed is absent, so a panel that read it would fail here.
             assert all(getattr(partial, name) is None for name in set(INTERMEDIATES) - panel.needs)
             # Published: every shown panel redraws it, those that need more than it has too.
-            document._publish(partial)
+            document.compute._publish(partial)
             panel.refresh()
             figure = panel.export_item()
             if figure is not None:
                 assert figure.scene() is not None
-            document._publish(full)
+            document.compute._publish(full)
         # What the partial results drew equals what the full one draws, panel by panel.
         weights = next(p for p in panels if p.kind == "weights")
-        document._publish(compute(document.session, keep=weights.needs))
+        document.compute._publish(compute(document.session, keep=weights.needs))
         partial_image = np.array(weights.view.image.image)
-        document._publish(full)
+        document.compute._publish(full)
         np.testing.assert_array_equal(np.isnan(partial_image), np.isnan(weights.view.image.image))
         np.testing.assert_allclose(np.nan_to_num(partial_image), np.nan_to_num(weights.view.image.image))
     finally:
@@ -74,7 +74,7 @@ def test_a_panel_tabbed_away_waits_and_catches_up_when_its_tab_is_raised(qtbot):
         x = document.session.embeddings.copy()
         x[0, 0] += 1.0
         document.edit(document.session.replace(embeddings=x), "edit")
-        assert document.wait_idle()
+        assert document.compute.wait_idle()
         qtbot.wait(10)
         assert panel.is_stale  # not drawn while behind another tab
         dock = panel.parentWidget()

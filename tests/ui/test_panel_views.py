@@ -44,7 +44,7 @@ def sine(qtbot):
 
 def test_query_bars_equal_the_score_and_weight_rows(pronoun, qtbot):
     panel = shown(qtbot, QueryPanel(pronoun))
-    pronoun.set_selection(query=6, key=1)
+    pronoun.selection.set(query=6, key=1)
     result = pronoun.result
     np.testing.assert_allclose(panel.score_heights(), result.scaled_scores[0, 6])
     np.testing.assert_allclose(panel.weight_heights(), result.weights[0, 6])
@@ -63,7 +63,7 @@ def test_query_bars_equal_the_score_and_weight_rows(pronoun, qtbot):
 
 def test_query_output_is_the_sum_of_its_contributions(pronoun, qtbot):
     panel = shown(qtbot, QueryPanel(pronoun))
-    pronoun.set_selection(query=6)
+    pronoun.selection.set(query=6)
     result = pronoun.result
     parts = panel.contributions()
     total = parts.pop("total")
@@ -76,7 +76,7 @@ def test_query_output_is_the_sum_of_its_contributions(pronoun, qtbot):
 
 def test_query_contributions_group_the_rest_beyond_the_palette(sine, qtbot):
     panel = shown(qtbot, QueryPanel(sine))
-    sine.set_selection(query=10)
+    sine.selection.set(query=10)
     parts = panel.contributions()
     total = parts.pop("total")
     assert any(name.startswith("other keys") for name in parts)
@@ -88,7 +88,7 @@ def test_clicking_a_weight_bar_selects_its_key(pronoun, qtbot):
     chart = panel.weight_chart
     scene = chart.vb.mapViewToScene(QPointF(3.5, 0.01))
     qtbot.mouseClick(panel.canvas.viewport(), Qt.MouseButton.LeftButton, pos=panel.canvas.mapFromScene(scene))
-    assert pronoun.selection.key == 3
+    assert pronoun.selection.current.key == 3
 
 
 def test_signal_plot_draws_clean_noisy_and_output(sine, qtbot):
@@ -110,7 +110,7 @@ def test_signal_plot_draws_clean_noisy_and_output(sine, qtbot):
     curves = panel.curves()
     assert curves["noisy"][1][5] == pytest.approx(x[5, 0])
     np.testing.assert_allclose(curves["output"][1], sine.result.output[:, 0])
-    sine.set_selection(query=7)
+    sine.selection.set(query=7)
     assert panel.marker.value() == pytest.approx(position[7])
 
 
@@ -126,7 +126,7 @@ def test_signal_and_embedding_apply_only_where_they_mean_something(pronoun, sine
 
 def test_embedding_scatter_and_arrows(pronoun, qtbot):
     panel = shown(qtbot, EmbeddingPanel(pronoun))
-    pronoun.set_selection(query=6, key=1)
+    pronoun.selection.set(query=6, key=1)
     result = pronoun.result
     np.testing.assert_allclose(panel.point_positions(), pronoun.session.embeddings)
     np.testing.assert_allclose(panel.query_vector(), result.Q[0, 6, :2], rtol=1e-6)
@@ -172,14 +172,14 @@ def test_place_labels_puts_coincident_points_labels_apart():
 
 def test_explain_shows_the_engines_numbers(pronoun, qtbot):
     panel = shown(qtbot, ExplainPanel(pronoun))
-    pronoun.set_selection(query=6, key=None)
+    pronoun.selection.set(query=6, key=None)
     result = pronoun.result
     text = panel.text()
     best = int(np.argmax(result.weights[0, 6]))
     assert f"score({result.tokens[6]}, {result.tokens[best]})" in text
     assert "weight" in text and f"{result.weights[0, 6, best]:.3f}"[:4] in text
     assert "most" in panel.caption.text()
-    pronoun.set_selection(key=0)
+    pronoun.selection.set(key=0)
     assert f"score({result.tokens[6]}, {result.tokens[0]})" in panel.text()
     assert panel.text_view.isReadOnly()
 
@@ -260,8 +260,8 @@ def test_signal_legend_sits_below_the_plot(sine, qtbot):
 
 def test_stacked_output_bars_have_a_legend_of_their_keys(pronoun, qtbot):
     panel = shown(qtbot, QueryPanel(pronoun))
-    pronoun.wait_idle(60)
-    pronoun.set_selection(query=6)
+    pronoun.compute.wait_idle(60)
+    pronoun.selection.set(query=6)
     entries = panel.legend_entries()
     names = [name for name, _ in entries]
     assert names[:2] == ["'dog'", "'ball'"]  # she's largest weights, largest first
@@ -305,7 +305,7 @@ def test_weights_can_be_coloured_up_to_the_largest_weight(qtbot):
 
     built = build_preset("sine", {"N": 300, "tau": 0.5})
     doc = SessionDocument(built.session)
-    assert doc.wait_idle(60)
+    assert doc.compute.wait_idle(60)
     panel = shown(qtbot, WeightsPanel(doc))
     assert panel.view.levels == (0.0, 1.0) and "(auto)" not in panel.heading.text
     panel.set_color_range("auto")
@@ -323,14 +323,14 @@ def test_explain_after_an_edit_reads_as_a_fresh_panel_and_keeps_its_scroll(prono
     from attnexplorer.ui import user_actions
 
     panel = shown(qtbot, ExplainPanel(pronoun), size=(320, 200))
-    pronoun.set_selection(query=6, key=1)
+    pronoun.selection.set(query=6, key=1)
     bar = panel.text_view.verticalScrollBar()
     assert bar.maximum() > 0  # the text is longer than the view: there is something to keep
     bar.setValue(bar.maximum())
     scrolled = bar.value()
     before = panel.text()
     assert user_actions.set_cell(pronoun, "W_q", 0, 0, "2.5")
-    pronoun.wait_idle()
+    pronoun.compute.wait_idle()
     after = panel.text()
     assert after != before  # the numbers changed in place ...
     fresh = shown(qtbot, ExplainPanel(pronoun), size=(320, 200))

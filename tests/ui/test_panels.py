@@ -88,7 +88,7 @@ def test_edit_redraws_with_new_data_and_keeps_levels_fixed(doc, qtbot):
 
 def test_head_selection_switches_the_drawn_head(doc, qtbot):
     panel = shown(qtbot, ScoresPanel(doc))
-    doc.set_selection(head=1)
+    doc.selection.set(head=1)
     np.testing.assert_allclose(panel.view.image.image, doc.result.scores[1])
     assert "head 1" in panel.heading.text
 
@@ -111,12 +111,12 @@ def test_clicking_a_cell_selects_query_and_key_everywhere(doc, qtbot):
     scores = shown(qtbot, ScoresPanel(doc))
     qtbot.mouseClick(weights.canvas.viewport(), Qt.MouseButton.LeftButton,
                      pos=view_to_widget(weights, weights.view, 2.5, 4.5))
-    assert (doc.selection.query, doc.selection.key) == (4, 2)
+    assert (doc.selection.current.query, doc.selection.current.key) == (4, 2)
     # The selection frame moved in both panels.
     for panel in (weights, scores):
         assert panel.view.row_frame.isVisible() and panel.view.row_frame.rect().top() == 4
         assert panel.view.col_frame.rect().left() == 2
-    doc.set_selection(query=1, key=None)
+    doc.selection.set(query=1, key=None)
     assert scores.view.row_frame.rect().top() == 1 and not scores.view.col_frame.isVisible()
 
 
@@ -128,7 +128,7 @@ def test_with_a_custom_mask_clicking_a_masked_panel_toggles_the_cell(doc, qtbot)
                      pos=view_to_widget(scaled, scaled.view, 3.5, 1.5))
     assert doc.session.mask.blocked[1, 3] and doc.session.mask.blocked.sum() == 1
     assert doc.result.mask[1, 3] and doc.result.weights[0, 1, 3] == 0.0
-    assert (doc.selection.query, doc.selection.key) == (1, 3)
+    assert (doc.selection.current.query, doc.selection.current.key) == (1, 3)
     # the raw scores are not masked: a click there only selects
     qtbot.mouseClick(scores.canvas.viewport(), Qt.MouseButton.LeftButton,
                      pos=view_to_widget(scores, scores.view, 0.5, 0.5))
@@ -183,7 +183,7 @@ def test_fully_blocked_row_is_hatched_and_labelled_not_coloured(qtbot):
 
 def test_qkv_panel_shows_the_selected_heads_projections(doc, qtbot):
     panel = shown(qtbot, QKVPanel(doc), size=(600, 320))
-    doc.set_selection(head=1, query=2, key=4)
+    doc.selection.set(head=1, query=2, key=4)
     result = doc.result
     np.testing.assert_allclose(panel.q_view.image.image, result.Q[1])
     np.testing.assert_allclose(panel.k_view.image.image, result.K[1])
@@ -194,7 +194,7 @@ def test_qkv_panel_shows_the_selected_heads_projections(doc, qtbot):
     assert panel.q_view.row_frame.rect().top() == 2 and panel.k_view.row_frame.rect().top() == 4
     qtbot.mouseClick(panel.canvas.viewport(), Qt.MouseButton.LeftButton,
                      pos=view_to_widget(panel, panel.k_view, 0.5, 0.5))
-    assert doc.selection.key == 0 and doc.selection.query == 2
+    assert doc.selection.current.key == 0 and doc.selection.current.query == 2
 
 
 def test_output_panel_shows_head_output_concat_and_w_out(qtbot):
@@ -249,7 +249,7 @@ def test_export_item_renders_a_non_blank_figure_with_title_and_colorbar(doc, qtb
 def test_large_sessions_draw_without_cell_items_and_thin_their_labels(qtbot):
     document = SessionDocument(make_session(n=512, d=8, d_k=8, d_v=8, heads=1, mask=Mask("none")))
     try:
-        document.wait_idle()
+        document.compute.wait_idle()
         panel = shown(qtbot, WeightsPanel(document), size=(500, 400))
         weights = document.result.weights[0]
         view = panel.view

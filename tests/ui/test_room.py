@@ -30,7 +30,7 @@ def window_at(qtbot, tmp_path, monkeypatch):
         window.resize(*size)  # a 1280×800 screen less the window frame, as _default_size gives
         window.show()
         qtbot.waitExposed(window)
-        doc.wait_idle(60)
+        doc.compute.wait_idle(60)
         qtbot.wait(100)  # the default dock sizes are applied just after the first show
         QApplication.processEvents()
         return window

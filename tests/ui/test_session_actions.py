@@ -69,7 +69,7 @@ def edit(doc, value=3.0, i=0, j=0):
 def test_save_and_open_round_trip_with_view_state(win, tmp_path):
     doc, actions = win.document, win.actions
     edited = edit(doc, 1.25)
-    doc.set_selection(query=3, key=1)
+    doc.selection.set(query=3, key=1)
     path = tmp_path / "mine.json"
     assert actions.save_as(path)
     assert path.exists() and not actions.modified
@@ -83,7 +83,7 @@ def test_save_and_open_round_trip_with_view_state(win, tmp_path):
     assert actions.path is None
     assert actions.open_path(path)
     assert doc.session == edited
-    assert (doc.selection.query, doc.selection.key) == (3, 1)
+    assert (doc.selection.current.query, doc.selection.current.key) == (3, 1)
     assert actions.path == path.resolve()
     assert win.settings.recent_files()[0] == path.resolve()
     assert win.settings.last_session() == path.resolve()
@@ -247,7 +247,7 @@ def test_an_opened_sine_session_draws_its_own_signal(win, tmp_path, qtbot):
     path = tmp_path / "sine.json"
     save_session(sine, path)
     assert win.actions.open_path(path)
-    assert win.document.wait_idle()
+    assert win.document.compute.wait_idle()
     panel = next(p for p in win.panels if p.kind == "signal")
     panel.refresh()
     curves = panel.curves()

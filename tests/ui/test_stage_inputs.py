@@ -95,7 +95,7 @@ def test_grouped_query_titles_say_who_shares(qtbot, panel, doc, messages):
     stages.kv_spin.setValue(2)
     assert doc.session.kv_heads == 2
     assert stages.sharing.text() == "K/V head 0: query heads 0, 1 · K/V head 1: query heads 2, 3"
-    doc.set_selection(head=3)
+    doc.selection.set(head=3)
     assert panel.weights.tables["W_k"].title.text() == "W_k (d × d_k) · K/V head 1, shared by query heads 2, 3"
     assert panel.weights.tables["W_q"].title.text() == "W_q (d × d_k)"
     panel.setCurrentWidget(panel.weights)
@@ -235,8 +235,8 @@ def test_the_current_source_token_is_the_selected_key(panel, doc):
     doc.edit(build_preset("translate").session, "translate")
     page = panel.source
     page.token_view.setCurrentIndex(page.token_model.index(1, 0))
-    assert doc.selection.key == 1
-    doc.set_selection(key=2)
+    assert doc.selection.current.key == 1
+    doc.selection.set(key=2)
     assert page.token_view.currentIndex().row() == 2
 
 

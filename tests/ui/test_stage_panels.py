@@ -59,7 +59,7 @@ def test_rope_arrows_are_the_query_and_key_turned_by_position_times_omega(make_d
     doc = make_doc(build_preset("rope").session)
     panel = shown(qtbot, RopePanel(doc), (480, 380))
     panel.pair_combo.setCurrentIndex(pair)
-    doc.set_selection(query=3, key=2)
+    doc.selection.set(query=3, key=2)
     q, k = query_and_key(3.0)
     a, b = (0, 2) if pair == 0 else (1, 3)
     omega = 1.0 if pair == 0 else 0.5
@@ -80,7 +80,7 @@ def test_rope_arrows_are_the_query_and_key_turned_by_position_times_omega(make_d
 def test_the_offset_turns_the_arrows_leaves_the_scores_and_is_one_undo_step(make_doc, qtbot):
     doc = make_doc(build_preset("rope").session)
     panel = shown(qtbot, RopePanel(doc), (480, 380))
-    doc.set_selection(query=3, key=2)
+    doc.selection.set(query=3, key=2)
     before = doc.result
     steps = doc.undo_stack.count()
     panel.offset_spin.setValue(100)
@@ -117,12 +117,12 @@ def test_alibi_panel_shows_each_heads_bias_and_slope_and_selects_heads(make_doc,
     panel = shown(qtbot, AlibiPanel(doc), (420, 380))
     want = alibi_bias(session.positions.slopes_for(4), 5)
     for head in range(4):
-        doc.set_selection(head=head)
+        doc.selection.set(head=head)
         np.testing.assert_allclose(panel.view.data, want[head], rtol=1e-6)
         assert f"head {head}, slope" in panel.heading.text
     np.testing.assert_allclose(panel.slopes.data[0], [0.25, 0.0625, 0.015625, 0.00390625])
     panel.slopes.on_click(0, 1)  # a click on the strip's head 1
-    assert doc.selection.head == 1
+    assert doc.selection.current.head == 1
     assert not panel.applies_to(build_preset("rope").session)
 
 
@@ -158,7 +158,7 @@ def test_input_panel_shows_e_p_x_and_the_norms_mean_and_scale(make_doc, qtbot):
 def test_qkv_heading_names_the_kv_head_and_the_query_heads_that_share_it(make_doc, qtbot):
     doc = make_doc(alibi_gqa_session(heads=4, kv_heads=2))
     panel = shown(qtbot, QKVPanel(doc), (480, 320))
-    doc.set_selection(head=3)
+    doc.selection.set(head=3)
     assert panel.heading.text.endswith("head 3 · K/V head 1 (read by heads 2, 3)")
     rope = make_doc(build_preset("rope").session)
     panel = shown(qtbot, QKVPanel(rope), (480, 320))
@@ -171,7 +171,7 @@ def test_cross_attention_query_legend_names_source_tokens_beyond_the_queries(mak
     s = s.replace(source=Source(("the", "black", "cat", "."), np.vstack([s.source.embeddings, np.full((1, 4), 0.3)])))
     doc = make_doc(s)
     panel = shown(qtbot, QueryPanel(doc), (480, 420))
-    doc.set_selection(query=2)
+    doc.selection.set(query=2)
     names = [name for name, _ in panel.legend_entries()]
     assert names[0] == "'black'" and "'.'" in names and not {"'le'", "'chat'", "'noir'"} & set(names)
 
@@ -188,10 +188,10 @@ def test_new_panels_export_as_figures(make_doc, qtbot, tmp_path):
 
 def test_a_large_session_keeps_the_stage_intermediates_the_panels_read(make_doc):
     doc = make_doc(build_preset("rope").session)
-    doc.set_needs(RopePanel.needs | AlibiPanel.needs)
+    doc.compute.set_needs(RopePanel.needs | AlibiPanel.needs)
     large = Session(tuple(f"t{i}" for i in range(2100)), np.zeros((2100, 4)), np.zeros((1, 4, 4)),
                     np.zeros((1, 4, 4)), np.zeros((1, 4, 4)), positions=Positions("rope"))
-    keep = doc.keep_for(large)
+    keep = doc.compute.keep_for(large)
     assert keep is not None and {"Q_unrotated", "K_unrotated", "position_bias", "Q", "K"} <= set(keep)
 
 
@@ -203,7 +203,7 @@ def test_embedding_scatter_draws_and_names_the_shared_kv_heads_keys(make_doc, qt
                       rng.normal(size=(2, 2, 2)))
     doc = make_doc(session)
     panel = shown(qtbot, EmbeddingPanel(doc), (420, 360))
-    doc.set_selection(head=2, key=1)
+    doc.selection.set(head=2, key=1)
     assert panel.heading.text.endswith("head 2 (keys of K/V head 1)")
     np.testing.assert_allclose(tip(panel.key_arrow), doc.result.K[1, 1], rtol=1e-6)
 
@@ -215,7 +215,7 @@ def test_every_pair_after_rope_is_its_before_turned_by_the_angle_the_panel_names
                       rng.normal(size=(2, 6, 2)), positions=Positions("rope", theta=50.0, dims=4, layout=layout, offset=3))
     doc = make_doc(session)
     panel = shown(qtbot, RopePanel(doc), (480, 380))
-    doc.set_selection(head=3, query=4, key=1)
+    doc.selection.set(head=3, query=4, key=1)
     assert panel.pair_combo.count() == 2  # dims = 4 of d_k = 6: two pairs, the rest left as is
     for pair in range(2):
         panel.pair_combo.setCurrentIndex(pair)
@@ -240,14 +240,14 @@ def test_alibi_panel_draws_a_window_around_the_query_when_the_result_has_no_bias
     assert small.position_bias is None
     old, alibi_panel.WINDOW = alibi_panel.WINDOW, 4
     try:
-        doc._publish(small)
-        doc.set_selection(head=1, query=6, key=5)
+        doc.compute._publish(small)
+        doc.selection.set(head=1, query=6, key=5)
         want = alibi_bias(session.positions.slopes_for(4), 8)[1, 4:8, 4:8]
         np.testing.assert_allclose(panel.view.data, want)
         assert panel.view.getAxis("left").labels == tuple("efgh")
         assert "(tokens 4–7 of 8)" in panel.heading.text
         panel.view.on_click(1, 0)  # cell (f, e) of the window
-        assert (doc.selection.query, doc.selection.key) == (5, 4)
+        assert (doc.selection.current.query, doc.selection.current.key) == (5, 4)
     finally:
         alibi_panel.WINDOW = old
 
@@ -255,6 +255,6 @@ def test_alibi_panel_draws_a_window_around_the_query_when_the_result_has_no_bias
 def test_with_no_key_selected_the_rope_panel_draws_the_key_the_query_weights_most(make_doc, qtbot):
     doc = make_doc(build_preset("rope").session)
     panel = shown(qtbot, RopePanel(doc), (480, 380))
-    doc.set_selection(query=4, key=None)
+    doc.selection.set(query=4, key=None)
     assert panel.drawn.key_position == 3  # the previous-token head: 'the' looks at 'on'
     assert panel.heading.text == "RoPE: 'the' (position 4) and 'on' (position 3, weighted most)"

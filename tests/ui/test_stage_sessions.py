@@ -46,8 +46,8 @@ def test_grouped_query_heads_draw_the_shared_kv_head(open_window, qtbot):
                 mask=Mask("causal"))
     window = open_window(s)
     doc = window.document
-    doc.set_selection(head=3, query=2, key=1)
-    qtbot.waitUntil(lambda: doc.selection.head == 3)
+    doc.selection.set(head=3, query=2, key=1)
+    qtbot.waitUntil(lambda: doc.selection.current.head == 3)
     qkv = _panel(window, "qkv")
     qkv.redraw()
     assert np.array_equal(qkv.k_view.data, doc.result.K[1])  # query head 3 reads K/V head 1
@@ -60,8 +60,8 @@ def test_cross_attention_puts_the_source_tokens_along_the_bottom(open_window, qt
                   mask=Mask("padding", padding=(3,)))
     window = open_window(s)
     doc = window.document
-    doc.set_selection(query=2, key=3)
-    assert doc.selection.key == 3  # a key beyond the 3 queries is a source position
+    doc.selection.set(query=2, key=3)
+    assert doc.selection.current.key == 3  # a key beyond the 3 queries is a source position
     weights = _panel(window, "weights")
     weights.redraw()
     assert weights.view.matrix_shape == (3, 4)

@@ -14,7 +14,7 @@ from ui_helpers import shown
 def preset_doc(qtbot, name, **params):
     built = build_preset(name, params)
     doc = SessionDocument(built.session)
-    assert doc.wait_idle(60)
+    assert doc.compute.wait_idle(60)
     return doc
 
 
@@ -42,7 +42,7 @@ def test_query_bars_label_every_key(qtbot):
 def test_a_long_sentence_thins_its_labels_but_keeps_the_selected_query_and_key(qtbot):
     doc = preset_doc(qtbot, "sine", N=200)
     panel = shown(qtbot, WeightsPanel(doc), size=(420, 320))
-    doc.set_selection(query=137, key=61)
+    doc.selection.set(query=137, key=61)
     QApplication.processEvents()
     rows = panel.view.row_axis.visible_labels()
     cols = panel.view.col_axis.visible_labels()

@@ -108,7 +108,7 @@ def test_edit_through_document_redraws_visible_panels(make_window):
             setattr(panel, name, counting)
     before = doc.result
     _edit_embedding(doc, 2.0)
-    assert doc.wait_idle()
+    assert doc.compute.wait_idle()
     assert doc.result is not before
     assert not np.array_equal(doc.result.weights, before.weights)
     for panel in visible:
@@ -133,7 +133,7 @@ def test_an_edit_repaints_what_changed_not_the_whole_window(make_window, qtbot):
     window.activateWindow()
     qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
     _edit_embedding(doc, 1.0)
-    assert doc.wait_idle()
+    assert doc.compute.wait_idle()
     qtbot.wait(200)
     painted, relaid = [], []
 
@@ -156,7 +156,7 @@ def test_an_edit_repaints_what_changed_not_the_whole_window(make_window, qtbot):
     try:
         for value in (2.0, 3.0):
             _edit_embedding(doc, value)
-            assert doc.wait_idle()
+            assert doc.compute.wait_idle()
             settle()
         # a timing that needs more digits than the last one, and nothing else
         timing_only = True
@@ -269,11 +269,11 @@ def test_compute_failure_falls_back_to_cpu_and_keeps_the_tables(make_window, qtb
     window = make_window("dessert")
     doc = window.document
     session = doc.session
-    with qtbot.waitSignal(doc.compute_failed, timeout=10000) as failed:
-        doc.set_compute_options(device="cuda:7")  # never available on this machine
-    assert doc.wait_idle()
+    with qtbot.waitSignal(doc.compute.failed, timeout=10000) as failed:
+        doc.compute.set_options(device="cuda:7")  # never available on this machine
+    assert doc.compute.wait_idle()
     assert "falling back to the CPU" in failed.args[0]
-    assert doc.device == "cpu"
+    assert doc.compute.device == "cpu"
     assert doc.session == session
     assert doc.result is not None and doc.result.device == "cpu"
     assert window.warnings and "cuda:7" in window.warnings[-1]
@@ -421,18 +421,18 @@ def test_large_session_keeps_only_what_on_screen_panels_need(make_window, monkey
     monkeypatch.setattr(runner_module, "LARGE_CELLS", 0)  # every session counts as large
     window = make_window("dessert")
     doc = window.document
-    assert doc.wait_idle()
+    assert doc.compute.wait_idle()
     on_screen = {k for k, d in window.docks.items() if k in {p.kind for p in window.panels}
                  and not d.isHidden() and not d.visibleRegion().isEmpty()}
     assert window.on_screen == on_screen and on_screen
     needs = _on_screen_needs(window)
-    assert doc.needs == needs and needs < set(INTERMEDIATES)
+    assert doc.compute.needs == needs and needs < set(INTERMEDIATES)
     # The first compute already kept only that: no full result was made before the show.
     for name in INTERMEDIATES:
         assert (getattr(doc.result, name) is not None) == (name in needs), name
     # Edits keep honouring it.
     _edit_embedding(doc, 1.5)
-    assert doc.wait_idle()
+    assert doc.compute.wait_idle()
     for name in INTERMEDIATES:
         assert (getattr(doc.result, name) is not None) == (name in needs), name
 
@@ -443,7 +443,7 @@ def test_hidden_panel_coming_on_screen_recomputes_with_its_needs(make_window, mo
     monkeypatch.setattr(runner_module, "LARGE_CELLS", 0)
     window = make_window("dessert")
     doc = window.document
-    assert doc.wait_idle()
+    assert doc.compute.wait_idle()
     output = next(p for p in window.panels if p.kind == "output")
     assert "output" not in window.on_screen and doc.result.output is None
     results = []
@@ -451,8 +451,8 @@ def test_hidden_panel_coming_on_screen_recomputes_with_its_needs(make_window, mo
     window.docks["output"].raise_()  # bring its tab to the front
     qtbot.waitUntil(lambda: "output" in window.on_screen)
     qtbot.waitUntil(lambda: bool(results))
-    assert doc.wait_idle()
-    assert set(output.needs) <= doc.needs
+    assert doc.compute.wait_idle()
+    assert set(output.needs) <= doc.compute.needs
     for name in output.needs:
         assert getattr(doc.result, name) is not None, name
     qtbot.waitUntil(lambda: not output.is_stale)
@@ -467,17 +467,17 @@ def test_exports_get_every_intermediate_of_a_partial_result(make_window, monkeyp
     monkeypatch.setattr(runner_module, "LARGE_CELLS", 0)
     window = make_window("dessert")
     doc = window.document
-    assert doc.wait_idle()
+    assert doc.compute.wait_idle()
     partial = doc.result
     assert any(getattr(partial, name) is None for name in INTERMEDIATES)
-    full = doc.full_result()
+    full = doc.compute.full_result()
     assert all(getattr(full, name) is not None for name in INTERMEDIATES)
     np.testing.assert_allclose(full.weights, partial.weights if partial.weights is not None else full.weights)
     assert doc.result is partial  # full_result() computes for the caller, publishes nothing
     names = list(matrices_by_name(doc))
     assert any("output" in n.lower() for n in names) and len(names) >= 6
     # A figure export may draw panels that are not on screen: complete() publishes it all.
-    assert doc.complete() is doc.result
+    assert doc.compute.complete() is doc.result
     assert all(getattr(doc.result, name) is not None for name in INTERMEDIATES)
 
 
@@ -486,8 +486,8 @@ def test_small_session_on_the_cpu_keeps_everything(make_window):
 
     window = make_window("dessert")
     doc = window.document
-    assert doc.wait_idle()
-    assert doc.needs is not None and doc.keep_for() is None  # host arrays share memory: free
+    assert doc.compute.wait_idle()
+    assert doc.compute.needs is not None and doc.compute.keep_for() is None  # host arrays share memory: free
     assert all(getattr(doc.result, name) is not None for name in INTERMEDIATES)
 
 
@@ -504,10 +504,10 @@ def test_a_preset_opens_on_the_query_it_carries(qtbot):
     built = build_preset("pronoun")
     doc = SessionDocument(built.session)
     try:
-        assert (doc.selection.query, doc.selection.key) == (6, 1)
-        doc.set_selection(query=0, key=None)
+        assert (doc.selection.current.query, doc.selection.current.key) == (6, 1)
+        doc.selection.set(query=0, key=None)
         doc.set_session(build_preset("dessert").session)
-        assert (doc.selection.query, doc.selection.key) == (1, None)
+        assert (doc.selection.current.query, doc.selection.current.key) == (1, None)
     finally:
         doc.shutdown()
 
@@ -522,7 +522,7 @@ def test_a_document_dropped_without_shutdown_stops_its_thread(qtbot):
     from attnexplorer.ui.document import SessionDocument
 
     doc = SessionDocument(build_preset("random", {"n": 600}).session)
-    thread = doc.runner._thread
+    thread = doc.compute.runner._thread
     assert thread.isRunning()
     gone = weakref.ref(doc)
     del doc
@@ -555,7 +555,7 @@ def test_matrix_dialog_remembers_and_copies_in_the_chosen_format(make_window, tm
 def test_numbers_in_cells_can_be_fixed_decimals_and_are_remembered(make_window):
     window = make_window("dessert")
     weights = next(p for p in window.panels if p.kind == "weights")
-    window.document.wait_idle(60)
+    window.document.compute.wait_idle(60)
     QApplication.processEvents()
     window.set_number_format("fixed4")
     texts = weights.view.cell_texts()
@@ -571,7 +571,7 @@ def test_numbers_in_cells_can_be_fixed_decimals_and_are_remembered(make_window):
 def test_view_menu_colours_the_weights_up_to_the_largest_weight(make_window):
     window = make_window("dessert")
     weights = next(p for p in window.panels if p.kind == "weights")
-    window.document.wait_idle(60)
+    window.document.compute.wait_idle(60)
     QApplication.processEvents()
     window.auto_weight_colors_action.trigger()
     assert weights.color_range == "auto" and weights.view.levels[1] < 1.0

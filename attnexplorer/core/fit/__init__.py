@@ -5,7 +5,8 @@ through the engine's own attention function (``core.attention.attend``) with aut
 """
 
 from .targets import BUILT_IN, Target, TargetError, blocked_cells, check_target, make_target, parse_target_name, target_for
-from .trainer import DEFAULT_LR, OPTIMIZERS, TRAINABLE, FitError, FitProgress, Fitter
+from .settings import DEFAULT_LR, OPTIMIZERS, TRAINABLE, FitError, FitProgress
+from .trainer import Fitter
 
 __all__ = ["BUILT_IN", "DEFAULT_LR", "OPTIMIZERS", "TRAINABLE", "FitError", "FitProgress", "Fitter", "Target",
            "TargetError", "blocked_cells", "check_target", "make_target", "parse_target_name", "target_for"]

@@ -24,78 +24,29 @@ Training the biases of a session that has none starts them at zero, which is wha
   out of reach (weight on masked cells, tokens that share an embedding, too few dimensions);
 - done: the number of steps asked for ran.
 
-It is Qt-free and runs on whatever thread calls it (the window's worker, the CLI's loop).
-torch is imported lazily.
+What a fit may be asked for is checked in ``settings.py``; the plateau's reasons and the notes
+on shared K/V heads are written in ``reasons.py``. It is Qt-free and runs on whatever thread
+calls it (the window's worker, the CLI's loop). torch is imported lazily.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
 
 from ..attention import AttentionInputs, attend, join_projections
 from ..engine import attention_inputs, resolve
-from ..errors import AttnExplorerError
 from ..session import Session
+from .reasons import explain_plateau, shared_kv_notes
+from .settings import FitError, FitProgress, check_settings
 from .targets import Target, blocked_cells
 
-OPTIMIZERS = ("adam", "sgd")
-# Chosen so that the previous-token fit of a random n = 8, d = 8, d_k = 4 head converges well
-# inside 500 steps (tests/core/test_fit.py); SGD needs a larger step because KL gradients of a
-# sharp target are small once the weights are close (2.0 already overshot into saturation).
-DEFAULT_LR = {"adam": 0.05, "sgd": 1.0}
-TRAINABLE = ("q", "k", "biases")
-FIT_DTYPES = ("float32", "float64")
-MAX_STEPS = 1_000_000
 PLATEAU_STEPS = 150
 DIVERGENCE_GROWTH = 100.0
 SMALL_PROBLEM = 1 << 16  # heads × n × n at or below which a CPU fit runs on one thread
-
-
-class FitError(AttnExplorerError):
-    """A fit that cannot start as asked (bad target, learning rate, steps, what trains)."""
-
-
-@dataclass(frozen=True)
-class FitProgress:
-    """Where a fit stands after a step. ``status``: running, converged, diverged, plateau, done."""
-
-    step: int
-    loss: float
-    max_error: float
-    best_loss: float
-    status: str = "running"
-    message: str = ""
-
-    @property
-    def finished(self) -> bool:
-        return self.status != "running"
-
-
-def check_settings(session: Session, train, optimizer: str, lr, steps, dtype: str = "float32") -> tuple:
-    """Validate what trains, the optimiser, the learning rate and the steps; returns them normalised."""
-    train = tuple(dict.fromkeys(str(t).strip().lower() for t in train))
-    if not train:
-        raise FitError("nothing to train: choose q, k and/or biases")
-    for t in train:
-        if t not in TRAINABLE:
-            raise FitError(f"cannot train {t!r}; choose from q, k, biases (W_v and W_o are left alone)")
-    optimizer = str(optimizer).strip().lower()
-    if optimizer not in OPTIMIZERS:
-        raise FitError(f"unknown optimizer {optimizer!r}; choose adam or sgd")
-    if lr is None:
-        lr = DEFAULT_LR[optimizer]
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not (0 < lr < math.inf):
-        raise FitError(f"the learning rate must be a number > 0, got {lr!r}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
-        raise FitError(f"steps must be a whole number from 1 to {MAX_STEPS:,}, got {steps!r}")
-    if dtype not in FIT_DTYPES:
-        raise FitError(f"fitting runs in float32 or float64, not {dtype}")
-    return train, optimizer, float(lr), steps
 
 
 class Fitter:
@@ -145,8 +96,8 @@ class Fitter:
         train_biases = "biases" in self.train
         # Biases enter the engine's layout when the session has any or when they train (a
         # session without them starts from zero biases, which is what absent means).
-        self._biased = train_biases or any(b is not None for b in (session.b_query, session.b_key, session.b_value))
-        if self._biased:
+        self.biased = train_biases or any(b is not None for b in (session.b_query, session.b_key, session.b_value))
+        if self.biased:
             def bias(b, shape):
                 return t(np.zeros(shape) if b is None else b)
 
@@ -163,7 +114,7 @@ class Fitter:
         self._fitted = {"q": fitted_q, "bq": fitted_q, "k": fitted_kv, "bk": fitted_kv}
         self._frozen = {key: torch.tensor(~fitted, device=dev) for key, fitted in self._fitted.items()
                         if key in self._params and self._params[key].requires_grad and not fitted.all()}
-        self.notes = _shared_kv_notes(session, self.targets, self.train)
+        self.notes = shared_kv_notes(session, self.targets, self.train)
         # Targets for every head, zero for heads without one: their rows add nothing to the loss
         # and no gradient (selecting the trained heads instead costs a scatter in backward).
         zeros = np.zeros(mask.shape)
@@ -238,7 +189,7 @@ class Fitter:
         else:
             w_qkv = join_projections(p["q"], p["k"], self._w_value)
             extra = {}
-        if self._biased:
+        if self.biased:
             extra["b_qkv"] = torch.cat((p["bq"].reshape(-1), p["bk"].reshape(-1), self._b_value))
         return dataclasses.replace(self._base, w_qkv=w_qkv, **extra)
 
@@ -413,30 +364,8 @@ class Fitter:
         return s.replace(**changes)
 
     def explain_plateau(self, loss: float, max_error: float) -> str:
-        """Why the loss stopped falling short of the target, as one message."""
-        s = self.start_session
-        reasons = []
-        for h, target in self.targets.items():
-            if target.best_max_error > self.tolerance:
-                reasons.append(f"head {h}'s target puts weight on masked cells, so max |weights − target| "
-                               f"cannot go below {target.best_max_error:.3g}")
-        if s.positions is None or s.positions.absolute:
-            # RoPE and ALiBi tell equal rows apart by position; otherwise equal rows of the
-            # attention input give equal queries (and keys).
-            x_queries, x_keys = _attention_inputs(s)
-            for target in self.targets.values():
-                reasons += _shared_rows(s, target, x_queries, x_keys)
-        rope = s.positions is not None and s.positions.kind == "rope"
-        biased = self._biased
-        rank = s.d_k if rope or biased else min(s.d, s.d_k) if s.source is None else min(s.d, s.source.d, s.d_k)
-        if not reasons and rank < s.n_keys - 1:
-            what = "d_k" if rope or biased else "min(d, d_k)" if s.source is None else "min(d, d_source, d_k)"
-            reasons.append(f"the scores Q·Kᵀ have rank at most {what} = {rank} for {s.n_keys} keys; "
-                           "the pattern may need more dimensions")
-        if not reasons:
-            reasons.append(f"the learning rate ({self.lr:g}) may be too small or too large for this target")
-        return (f"the fit cannot match the target: the best reached is max |weights − target| = {max_error:.2g} "
-                f"(loss {self.best_loss:.3g}) after {self.step_count} steps: " + "; ".join(dict.fromkeys(reasons)))
+        """Why the loss stopped falling short of the target, as one message (``reasons.py``)."""
+        return explain_plateau(self, loss, max_error)
 
 
 def _plain(value):
@@ -454,65 +383,3 @@ def _plain(value):
 def _columns(w):
     """(heads, rows, k) torch stack → (rows, heads·k), the engine's column layout."""
     return w.permute(1, 0, 2).reshape(w.shape[1], -1)
-
-
-def _shared_kv_notes(s: Session, targets: Mapping[int, Target], train) -> tuple[str, ...]:
-    """With grouped K/V heads, which query heads without a target change because a head with
-    one trains the K/V head they share."""
-    if s.kv_heads == s.heads or not ({"k", "biases"} & set(train)):
-        return ()
-    group = s.heads // s.kv_heads
-    what = " and ".join(w for w, t in (("W_k", "k"), ("b_k", "biases")) if t in train)
-    notes = []
-    for g in range(s.kv_heads):
-        members = list(range(g * group, (g + 1) * group))
-        fitted = [h for h in members if h in targets]
-        others = [h for h in members if h not in targets]
-        if fitted and others:
-            notes.append(f"query heads {_listed(members)} share K/V head {g}: fitting {_heads(fitted)} trains "
-                         f"that K/V head's {what}, so the weights of {_heads(others)} change too")
-    return tuple(notes)
-
-
-def _listed(items) -> str:
-    items = [str(i) for i in items]
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _heads(items) -> str:
-    return ("head " if len(items) == 1 else "heads ") + _listed(items)
-
-
-def _attention_inputs(s: Session) -> tuple[np.ndarray, np.ndarray]:
-    """The rows queries are made from (X = norm(E + P)) and those keys are made from (X, or
-    the source's rows in cross-attention), as the engine makes them."""
-    from ..engine import compute
-
-    x = compute(s, dtype="float64", keep=("X",)).X
-    return x, (x if s.source is None else s.source.embeddings)
-
-
-def _duplicate_pairs(x: np.ndarray, most: int = 2) -> list[tuple[int, int]]:
-    """Up to ``most`` pairs (i, j), i < j, of equal rows of ``x`` (one pass, no n² loop)."""
-    _, first, inverse = np.unique(x + 0.0, axis=0, return_index=True, return_inverse=True)  # + 0.0: −0 is 0
-    inverse = inverse.reshape(-1)
-    return [(int(first[inverse[j]]), j) for j in range(len(x)) if first[inverse[j]] != j][:most]
-
-
-def _shared_rows(s: Session, target: Target, x_queries: np.ndarray, x_keys: np.ndarray) -> list[str]:
-    """Tokens with the same attention-input row get the same query (and key): a target that
-    treats them differently cannot be matched by any W_q, W_k."""
-    out = []
-    blocked = blocked_cells(s)
-    keys = s.key_tokens
-    for i, j in _duplicate_pairs(x_queries):
-        if (np.array_equal(blocked[i], blocked[j]) and target.rows[i] and target.rows[j]
-                and not np.allclose(target.reachable[i], target.reachable[j], atol=1e-6)):
-            out.append(f"tokens {i} {s.tokens[i]!r} and {j} {s.tokens[j]!r} share an embedding, so one query, "
-                       "but their target rows differ")
-    for i, j in _duplicate_pairs(x_keys):
-        both = ~blocked[:, i] & ~blocked[:, j] & target.rows
-        if both.any() and not np.allclose(target.reachable[both, i], target.reachable[both, j], atol=1e-6):
-            out.append(f"keys {i} {keys[i]!r} and {j} {keys[j]!r} share an embedding, so every query "
-                       "scores them alike, but the target weighs them differently")
-    return out[:2]

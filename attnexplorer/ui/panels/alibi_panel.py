@@ -102,7 +102,7 @@ class AlibiPanel(FigurePanel):
         self.slopes.set_selection(None, head)
 
     def _on_cell_clicked(self, row: int, col: int) -> None:
-        self.document.set_selection(query=self._first + row, key=self._first + col)
+        self.document.selection.set(query=self._first + row, key=self._first + col)
 
     def _on_head_clicked(self, row: int, col: int) -> None:
-        self.document.set_selection(head=col)
+        self.document.selection.set(head=col)

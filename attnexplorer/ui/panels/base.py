@@ -1,8 +1,9 @@
 """What every result panel provides, so the window, figure export and bench treat them alike.
 
-A panel is a QWidget built on a ``SessionDocument``. It listens to the document's
-``result_changed`` and ``selection_changed`` and redraws itself (reusing its pyqtgraph
-items: no new items per frame); it reports clicks back with ``document.set_selection``.
+A panel is a QWidget built on a ``SessionDocument`` (or a ``ResultSource``). It listens to
+the document's ``result_changed`` and ``selection.changed`` and redraws itself (reusing its
+pyqtgraph items: no new items per frame); it reports clicks back with
+``document.selection.set``.
 
 - ``kind``: a short file-name-safe id ("weights", "scores", ...) used for dock object
   names (QSettings layout) and exported figure names.
@@ -58,7 +59,7 @@ class Panel(QWidget):
         self._watched: list = []
         self._catch_up_pending = False
         document.result_changed.connect(self._on_result_changed)
-        document.selection_changed.connect(self._on_selection_changed)
+        document.selection.changed.connect(self._on_selection_changed)
 
     # -- the contract ---------------------------------------------------------------------
     def export_item(self):
@@ -87,7 +88,7 @@ class Panel(QWidget):
             return
         self._disposed = True
         for signal, slot in ((self.document.result_changed, self._on_result_changed),
-                             (self.document.selection_changed, self._on_selection_changed)):
+                             (self.document.selection.changed, self._on_selection_changed)):
             try:
                 signal.disconnect(slot)
             except (RuntimeError, TypeError):
@@ -108,7 +109,7 @@ class Panel(QWidget):
         if getattr(self, "_disposed", False):
             return
         self._stale = False
-        self._drawn_head = self.document.selection.head
+        self._drawn_head = self.document.selection.current.head
         self._drawn_result = self.document.result
         self.redraw()
 

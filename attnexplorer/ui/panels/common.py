@@ -55,7 +55,7 @@ def clamp_selection(document, result):
     The result may lag the session by one edit while a big computation runs, so indices
     are checked against the result actually drawn.
     """
-    sel = document.selection
+    sel = document.selection.current
     heads = max(1, result_heads(result))
     n = result.n
     head = min(max(sel.head, 0), heads - 1)

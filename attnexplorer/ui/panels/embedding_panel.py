@@ -237,7 +237,7 @@ class EmbeddingPanel(FigurePanel):
 
     def _on_points_clicked(self, item, points, *args) -> None:
         if len(points):
-            self.document.set_selection(query=int(points[0].data()))
+            self.document.selection.set(query=int(points[0].data()))
 
     def _on_points_hovered(self, item, points, *args) -> None:
         result = self.document.result

@@ -57,7 +57,7 @@ class InputPanel(FigurePanel):
     def __init__(self, document, parent=None):
         super().__init__(document, parent)
         self.setToolTip(__doc__.split("\n\n")[1].replace("\n", " "))
-        select = lambda r, c: self.document.set_selection(query=r)  # noqa: E731 - one handler, four views
+        select = lambda r, c: self.document.selection.set(query=r)  # noqa: E731 - one handler, four views
         self.e_view = MatrixView("E (embeddings)", row_name="token", col_name="dimension", colorbar=False,
                                  on_click=select, on_hover=self.show_readout)
         self.p_view = MatrixView("P (positions)", row_name="position", col_name="dimension", colorbar=False,

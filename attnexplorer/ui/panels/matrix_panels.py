@@ -1,6 +1,6 @@
 """The heatmap panels: Q/K/V, raw scores, scaled and masked scores, weights, outputs.
 
-Each shows the selected head (``document.selection.head``). Clicking a cell selects its
+Each shows the selected head (``document.selection.current.head``). Clicking a cell selects its
 query (row) and, in token × token matrices, its key (column) everywhere.
 """
 
@@ -123,7 +123,7 @@ class _SingleMatrixPanel(FigurePanel):
             from ..user_actions import toggle_blocked
 
             toggle_blocked(self.document, row, col)
-        self.document.set_selection(query=row, key=col)
+        self.document.selection.set(query=row, key=col)
 
 
 class ScoresPanel(_SingleMatrixPanel):
@@ -225,11 +225,11 @@ class QKVPanel(FigurePanel):
     def __init__(self, document, parent=None):
         super().__init__(document, parent)
         self.q_view = MatrixView("Q = X·W_q", row_name="token", col_name="feature", colorbar=False,
-                                 on_click=lambda r, c: self.document.set_selection(query=r), on_hover=self.show_readout)
+                                 on_click=lambda r, c: self.document.selection.set(query=r), on_hover=self.show_readout)
         self.k_view = MatrixView("K = X·W_k", row_name="token", col_name="feature", colorbar=False,
-                                 on_click=lambda r, c: self.document.set_selection(key=r), on_hover=self.show_readout)
+                                 on_click=lambda r, c: self.document.selection.set(key=r), on_hover=self.show_readout)
         self.v_view = MatrixView("V = X·W_v", row_name="token", col_name="feature", colorbar=True,
-                                 on_click=lambda r, c: self.document.set_selection(key=r), on_hover=self.show_readout)
+                                 on_click=lambda r, c: self.document.selection.set(key=r), on_hover=self.show_readout)
         for col, view in enumerate((self.q_view, self.k_view, self.v_view)):
             self.figure.addItem(view, row=1, col=col)
             view.setLabel("bottom", None)
@@ -308,7 +308,7 @@ class OutputPanel(FigurePanel):
 
     def __init__(self, document, parent=None):
         super().__init__(document, parent)
-        click = lambda r, c: self.document.set_selection(query=r)  # noqa: E731 - three identical handlers
+        click = lambda r, c: self.document.selection.set(query=r)  # noqa: E731 - three identical handlers
         self.head_view = MatrixView("weights·V", row_name="query", col_name="feature",
                                     on_click=click, on_hover=self.show_readout)
         self.concat_view = MatrixView("all heads, concatenated", row_name="query", col_name="feature",

@@ -126,7 +126,7 @@ class _BarChart(pg.PlotItem):
 
 
 class QueryPanel(FigurePanel):
-    """Bar charts for the selected query (``document.selection.query``) of the selected head."""
+    """Bar charts for the selected query (``document.selection.current.query``) of the selected head."""
 
     kind = "query"
     title = "Selected query"
@@ -296,7 +296,7 @@ class QueryPanel(FigurePanel):
         for chart in (self.score_chart, self.weight_chart):
             key = chart.key_at(event.scenePos())
             if key is not None:
-                self.document.set_selection(key=key)
+                self.document.selection.set(key=key)
                 return
 
     def _on_scene_moved(self, scene_pos) -> None:

@@ -209,7 +209,7 @@ class RopePanel(FigurePanel):
             with QSignalBlocker(self.pair_combo):
                 self.pair_combo.setCurrentIndex(col)
             self._pair = col
-        self.document.set_selection(query=row)
+        self.document.selection.set(query=row)
         self.redraw_selection()
 
     def _on_offset_changed(self, value: int) -> None:

@@ -114,4 +114,4 @@ class SignalPanel(FigurePanel):
 
     def _on_points_clicked(self, item, points, *args) -> None:
         if len(points):
-            self.document.set_selection(query=int(points[0].index()))
+            self.document.selection.set(query=int(points[0].index()))

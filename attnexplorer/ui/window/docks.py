@@ -230,10 +230,10 @@ class DockLayout:
             if panel.kind in self.on_screen:
                 wanted = panel_needs(panel)
                 if wanted is None:
-                    self.document.set_needs(None)
+                    self.document.compute.set_needs(None)
                     return
                 needs |= wanted
-        self.document.set_needs(needs)
+        self.document.compute.set_needs(needs)
 
     def _install_panel_menu(self, kind: str) -> None:
         panel = self._menus_pending.pop(kind, None)

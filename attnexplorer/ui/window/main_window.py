@@ -84,11 +84,11 @@ class MainWindow(QMainWindow):
 
         document.session_changed.connect(self._on_session_changed)
         document.message.connect(self.status.show_message)
-        document.compute_failed.connect(self._on_compute_failed)
+        document.compute.failed.connect(self._on_compute_failed)
         self.actions.autosaver.failed.connect(self.status.show_message)
-        if document.last_error is not None:  # the first compute failed before we listened
-            QTimer.singleShot(0, lambda: self._on_compute_failed(document.last_error)
-                              if document.last_error is not None else None)
+        if document.compute.last_error is not None:  # the first compute failed before we listened
+            QTimer.singleShot(0, lambda: self._on_compute_failed(document.compute.last_error)
+                              if document.compute.last_error is not None else None)
 
         self.dock_layout.arrange_default()
         self.resize(self._default_size())

@@ -62,12 +62,12 @@ class StatusLine:
 
     def refresh(self) -> None:
         """Show the current timings and device."""
-        self.compute_label.setText(f"compute {self.document.last_compute_ms:.1f} ms")
+        self.compute_label.setText(f"compute {self.document.compute.last_compute_ms:.1f} ms")
         self.draw_label.setText(f"draw {self.last_draw_ms:.1f} ms" if self.last_draw_ms else "draw –")
         self.refresh_device()
 
     def refresh_device(self) -> None:
-        self.device_label.setText(f"{self.document.device} · {self.document.dtype}")
+        self.device_label.setText(f"{self.document.compute.device} · {self.document.compute.dtype}")
 
     def show_message(self, text: str, duration_ms: int = STATUS_MESSAGE_MS) -> None:
         self.bar.showMessage(text, duration_ms)
