@@ -243,7 +243,7 @@ class FigureExportDialog(QDialog):
             target = self.target()
             # A large session computes only what is on screen; a figure may draw more.
             document = getattr(self.panels[0] if self.panels else None, "document", None)
-            if document is not None and hasattr(document, "complete"):
+            if document is not None and hasattr(document, "compute"):
                 document.compute.complete()
             selection = self.selection_check.isChecked()
             if target == DASHBOARD:

@@ -36,7 +36,7 @@ def long_window(qtbot, monkeypatch):
     session = build_preset("random", {"n": 80, "d": 8, "d_k": 4, "d_v": 4, "heads": 2}).session
     session = session.replace(mask=Mask("causal"))
     document, window = open_window(session)
-    assert document.wait_idle(30)
+    assert document.compute.wait_idle(30)
     weights = next(p for p in window.panels if p.kind == "weights")
     window.docks["weights"].raise_()
     qtbot.waitUntil(lambda: not weights.is_stale)
@@ -66,10 +66,10 @@ def test_the_heatmap_fills_in_while_the_pass_runs(long_window, qtbot, monkeypatc
             seen.append((session, view.rows_done, np.array(view.image.image), weights.heading.text,
                          view.pending_rows.isVisible(), view.pending_rows.rect().top()))
 
-    document.runner.overview_progress.connect(look)
+    document.compute.runner.overview_progress.connect(look)
     edited = document.session.replace(embeddings=document.session.embeddings * 1.5)
     document.edit(edited, "scale")
-    assert document.wait_idle(30)
+    assert document.compute.wait_idle(30)
     assert seen, "no partial overview was drawn"
     expect = _pooled(_masked_weights(edited), 10, 10, "max")
     for session, done, image, heading, pending, top in seen:
@@ -88,7 +88,7 @@ def test_the_heatmap_fills_in_while_the_pass_runs(long_window, qtbot, monkeypatc
 def test_mean_pooling_is_a_remembered_view_setting(long_window, qtbot):
     document, window, weights = long_window
     window.set_overview_pool("mean")
-    assert document.wait_idle(30)
+    assert document.compute.wait_idle(30)
     qtbot.waitUntil(lambda: "mean-pooled" in weights.heading.text)
     assert document.result.streamed.overviews["weights"].pool == "mean"
     assert "mean-pooled, 10×10 cells a pixel; zoom in for exact cells" in weights.heading.text
@@ -96,7 +96,7 @@ def test_mean_pooling_is_a_remembered_view_setting(long_window, qtbot):
                                atol=1e-6)
     assert window.settings.overview_pool() == "mean" and window.pool_actions["mean"].isChecked()
     window.set_overview_pool("max")
-    assert document.wait_idle(30)
+    assert document.compute.wait_idle(30)
     qtbot.waitUntil(lambda: "max-pooled" in weights.heading.text)
 
 
@@ -107,7 +107,7 @@ def test_a_zoomed_region_too_big_for_exact_cells_is_pooled_from_exact_tiles(qtbo
     session = session.replace(mask=Mask("causal"))
     document, window = open_window(session)
     try:
-        assert document.wait_idle(60)
+        assert document.compute.wait_idle(60)
         weights = next(p for p in window.panels if p.kind == "weights")
         window.docks["weights"].raise_()
         qtbot.waitUntil(lambda: not weights.is_stale)

@@ -37,9 +37,9 @@ class _SingleMatrixPanel(FigurePanel):
         self.figure.addItem(self.view, row=1, col=0)
         self.figure.layout.setRowStretchFactor(1, 1)
         self._heading_base = ""
-        runner = getattr(document, "runner", None)  # a fixed ResultSource (figures) computes nothing
-        if runner is not None:
-            runner.overview_progress.connect(self._on_overview_progress)
+        compute = getattr(document, "compute", None)  # a fixed ResultSource (figures) computes nothing
+        if compute is not None:
+            compute.runner.overview_progress.connect(self._on_overview_progress)
 
     def views(self) -> list[MatrixView]:
         return [self.view]
@@ -79,7 +79,7 @@ class _SingleMatrixPanel(FigurePanel):
         if (pooled is None or session is not self.document.session or not self._should_draw()
                 or (result is not None and result.session is session)):
             return
-        head = min(self.document.selection.head, session.heads - 1)
+        head = min(self.document.selection.current.head, session.heads - 1)
         dtype = pooled.data.dtype
         matrix = PartialMatrix(pooled, head, session.n_keys, dtype)
         blocked = MaskMatrix(session) if self.masked else None

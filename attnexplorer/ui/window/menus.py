@@ -126,14 +126,14 @@ def apply_overview_pool(document, panels, pool: str) -> None:
     """Pool zoomed-out heatmaps by ``pool``: the panels redraw a dense matrix's overview; a
     long session's (core/long) overview is made by its streamed pass, so a result pooled the
     other way is computed again."""
-    document.runner.pool = pool
+    document.compute.runner.pool = pool
     for panel in panels:
         if hasattr(panel, "set_pool"):
             panel.set_pool(pool)
     result = document.result
     if result is not None and result.streamed is not None and any(
             p.pool != pool for p in result.streamed.overviews.values()):
-        document.recompute()
+        document.compute.request()
 
 
 def apply_number_format(panels, number_format: str) -> None:
