@@ -13,7 +13,7 @@ A long text cannot keep every layer's n × n weights (SmolLM2 at 4,096 tokens: 3
 heads × 4,096² floats, 18 GB). With ``keep_attentions=False`` the attention runs a block of query
 rows at a time (``_Blocks``): each block's scores, softmax and ·V are the eager code's, on those
 rows only (a causal block reads only the keys up to its last row: the later ones would weigh
-exactly 0), and of the weights only a max-pooled thumbnail per head (about ``THUMBNAIL_CELLS`` a
+exactly 0; the softmax is written out so that each row's log Σ exp comes with it), and of the weights only a max-pooled thumbnail per head (about ``THUMBNAIL_CELLS`` a
 side) and each query's log Σ exp(score) are kept, and the attention outputs of every
 ``n / OUTPUT_ROWS``-th query. Memory is then O(block × n) for the attention and O(layers × n × d)
 for the layer inputs, which opening any layer needs.
@@ -97,6 +97,10 @@ class _Layers:
 
     def start(self, layer: int) -> None:
         self.check()
+        if not self.keep and layer:
+            from .loading import _return_free_memory
+
+            _return_free_memory()   # the last layer's blocks, before this one's MLP and blocks
         if self.progress is not None:
             self.progress(layer, self.layers)
 
@@ -136,22 +140,25 @@ class _Layers:
         rows = max(1, self.block_bytes // (heads * n * 4))
         step = max(f, rows // f * f)
         context = torch.empty((heads, n, v.shape[-1]), dtype=v.dtype)
-        low = torch.finfo(q.dtype).min
         for r0 in range(0, n, step):
             self.check()
             r1 = min(n, r0 + step)
             width = r1 if causal else n   # a causal row's later keys weigh exactly 0: not computed
-            scores = torch.matmul(q[:, r0:r1], k[:, :width].transpose(-1, -2)) * scaling
-            if causal:
-                blocked = torch.ones(r1 - r0, width, dtype=torch.bool).triu(r0 + 1)
-                scores = scores.masked_fill(blocked, low)
-            self.log_sum_exp[layer, :, r0:r1] = torch.logsumexp(scores.float(), dim=-1)
-            weights = torch.softmax(scores, dim=-1, dtype=torch.float32)
-            del scores
+            scores = torch.matmul(q[:, r0:r1], k[:, :width].transpose(-1, -2)).mul_(scaling)
+            if causal:   # only the block's own diagonal square has blocked cells
+                blocked = torch.ones(r1 - r0, r1 - r0, dtype=torch.bool).triu(1)
+                scores[:, :, r0:r1].masked_fill_(blocked, float("-inf"))
+            # softmax written out, in place (max, exp, sum, divide: four passes over the block
+            # where softmax and logsumexp apart took seven), so that log Σ exp comes with it
+            top = scores.amax(dim=-1, keepdim=True)
+            weights = scores.sub_(top).exp_()
+            total = weights.sum(dim=-1, keepdim=True)
+            self.log_sum_exp[layer, :, r0:r1] = (top + total.log())[..., 0]
+            weights.div_(total)
             context[:, r0:r1] = torch.matmul(weights, v[:, :width])
             pooled = pool_rows(weights, None, f, f, "weights", "max")
             self.thumbnails[layer, :, r0 // f:r0 // f + pooled.shape[1], :pooled.shape[2]] = pooled
-            del weights, pooled
+            del scores, weights, pooled
         context = context.transpose(0, 1)
         return context.reshape(context.shape[0], -1)
 
