@@ -210,6 +210,8 @@ class ComputeRunner(QObject):
             if error is not None:
                 self.failed.emit(error)
             else:
+                if result.streamed is not None:
+                    self.progress.emit(1.0)  # the last report said a few % short of it
                 self.finished.emit(result)
         if pending is not None and pending[0] == self._generation:
             self._start(pending)

@@ -50,7 +50,7 @@ def test_heatmaps_show_the_pooled_overview_and_exact_cells_when_zoomed(long_wind
     qtbot.waitUntil(lambda: not weights.is_stale)
     view = weights.view
     assert view.matrix_shape == (40, 40) and view.overview_factor == (5, 5)
-    assert "max-pooled, 5×5 cells a pixel; zoom in for exact cells" in weights.heading.text
+    assert weights.heading.text == "Weights — head 0 — max-pooled, 5×5 cells a pixel"
     # Zoomed out: each pixel holds its block's largest weight (blank where all are blocked).
     masked = np.where(dense.mask, np.nan, dense.weights[0])
     blocks = masked.reshape(8, 5, 8, 5)

@@ -95,13 +95,16 @@ class _SingleMatrixPanel(FigurePanel):
         view = self.view
         pooled = view.pooled_by
         done = view.rows_done
+        notes = []
         if done is not None:
-            heading += f" — computing: {done / max(1, view.matrix_shape[0]):.0%} of the rows"
+            notes.append(f"computing: {done / max(1, view.matrix_shape[0]):.0%} of the rows")
         if pooled is not None:
             fy, fx = view.image_factor
-            heading += f" — {pooled}-pooled, {fy}×{fx} cells a pixel"
-            if done is None and view.overview_factor != (1, 1):
-                heading += "; zoom in for exact cells"
+            notes.append(f"{pooled}-pooled, {fy}×{fx} cells a pixel")
+        if notes and heading.startswith(self.title):
+            # The notes matter more than the long title's explanation: it gives way to them.
+            heading = self.short_title + heading[len(self.title):]
+        heading = " — ".join([heading] + notes)
         if heading:
             self.set_heading(heading)
 
