@@ -32,6 +32,8 @@ class AlibiPanel(FigurePanel):
     title = "ALiBi position bias −slope·|i − j|"
     short_title = "ALiBi"
     needs = frozenset({"position_bias"})
+    # The slopes of every head and the distances between the tokens: no weight or embedding.
+    draws_from = ("tokens", "positions", "heads", "source")
     minimum_size = (360, 300)
 
     def __init__(self, document, parent=None):

@@ -48,6 +48,11 @@ class Panel(QWidget):
     needs: frozenset[str] | None = None  # None: not said, so the window asks for everything
     # A panel in a dock tabbed away behind another waits too, like a closed one.
     defer_when_covered: bool = True
+    # The session fields the picture is made from, besides the intermediates in ``needs``
+    # (which are made from them): a new result whose session holds the very same ones (an
+    # edit shares the arrays it did not touch) shows the same picture, so it is not drawn
+    # again. None (the default): not said, so every new result is drawn.
+    draws_from: tuple[str, ...] | None = None
 
     def __init__(self, document: SessionDocument, parent=None):
         super().__init__(parent)
@@ -140,9 +145,26 @@ class Panel(QWidget):
     # -- signal handlers ------------------------------------------------------------------
     def _on_result_changed(self, result) -> None:
         if self._should_draw():
+            if self._same_picture(result):
+                self._drawn_result = result  # e.g. the embeddings' panel after a W_q edit
+                return
             self.refresh()
         else:
             self._stale = True
+
+    def _same_picture(self, result) -> bool:
+        """Whether ``result`` shows what this panel drew last (see ``draws_from``)."""
+        drawn = self._drawn_result
+        if (self.draws_from is None or self._stale or drawn is None or result is None
+                or self._drawn_head != self.document.selection.head
+                or drawn.streamed is not None or result.streamed is not None):
+            return False
+        for name in self.needs or ():
+            a, b = getattr(drawn, name, None), getattr(result, name, None)
+            if (a is None) != (b is None) or (a is not None and (a.dtype != b.dtype or a.shape != b.shape)):
+                return False  # kept or not, or computed in another precision
+        old, new = drawn.session, result.session
+        return all(_same(getattr(old, name), getattr(new, name)) for name in self.draws_from)
 
     def _on_selection_changed(self, selection) -> None:
         if not self._should_draw():
@@ -193,3 +215,8 @@ class Panel(QWidget):
         self._catch_up_pending = False
         if self._stale and self._should_draw():
             self.refresh()
+
+
+def _same(a, b) -> bool:
+    """Session fields are immutable: the same object, or equal plain values (tokens, sizes)."""
+    return a is b or (isinstance(a, (int, float, str, tuple)) and type(a) is type(b) and a == b)

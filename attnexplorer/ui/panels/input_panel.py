@@ -52,6 +52,8 @@ class InputPanel(FigurePanel):
     title = "Attention input: embeddings E, positions P, X"
     short_title = "E · P · X"
     needs = frozenset({"X"})
+    # E, P, X = norm(E + P) and the norm's statistics: a weight edit leaves them as they are.
+    draws_from = ("tokens", "embeddings", "positions", "norm")
     minimum_size = (420, 260)
 
     def __init__(self, document, parent=None):
