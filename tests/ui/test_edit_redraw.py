@@ -49,14 +49,14 @@ def test_a_weight_edit_does_not_redraw_a_panel_it_cannot_change(doc, qtbot, cls,
     drawn = counting(panel)
     before = [view.data.copy() for view in panel.views()]
     assert user_actions.set_cell(document, "W_q", 0, 0, "4", head=1)
-    document.wait_idle()
+    document.compute.wait_idle()
     assert drawn == []  # E, P, X and ALiBi's bias are made from neither W_q nor its results
     for view, kept in zip(panel.views(), before):
         np.testing.assert_array_equal(view.data, kept)
-    document.set_selection(head=0)  # the selection still redraws as before
+    document.selection.set(head=0)  # the selection still redraws as before
     if cls is InputPanel:
         assert user_actions.set_cell(document, "embeddings", 2, 1, "3")
-        document.wait_idle()
+        document.compute.wait_idle()
         assert drawn == [document.result]  # an embedding edit changes E and X: drawn once
         np.testing.assert_allclose(panel.x_view.data, compute(document.session).X, rtol=1e-6)
         np.testing.assert_allclose(panel.e_view.data, document.session.embeddings)
@@ -69,10 +69,10 @@ def test_every_panel_on_screen_shows_the_engines_numbers_after_a_w_q_edit(qtbot)
     document, window = open_window(session)
     try:
         window.inputs.setCurrentWidget(window.inputs.weights)
-        document.set_selection(head=2, query=3, key=None)
+        document.selection.set(head=2, query=3, key=None)
         model = window.inputs.weights.tables["W_q"].model
         assert model.setData(model.index(5, 7), "2.5")
-        document.wait_idle()
+        document.compute.wait_idle()
         qtbot.wait(10)
         want = compute(document.session)
         assert document.session.w_query[2, 5, 7] == 2.5 and document.result.session is document.session

@@ -156,7 +156,7 @@ class Panel(QWidget):
         """Whether ``result`` shows what this panel drew last (see ``draws_from``)."""
         drawn = self._drawn_result
         if (self.draws_from is None or self._stale or drawn is None or result is None
-                or self._drawn_head != self.document.selection.head
+                or self._drawn_head != self.document.selection.current.head
                 or drawn.streamed is not None or result.streamed is not None):
             return False
         for name in self.needs or ():
