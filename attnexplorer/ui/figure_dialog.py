@@ -241,10 +241,16 @@ class FigureExportDialog(QDialog):
         try:
             path = self.path()
             target = self.target()
-            # A large session computes only what is on screen; a figure may draw more.
+            # A large session computes only what is on screen; a figure may draw more. A long
+            # session's panels draw from its streamed result (the pooled overview, titled so,
+            # or the exact cells of the region zoomed into): never computed densely.
             document = getattr(self.panels[0] if self.panels else None, "document", None)
-            if document is not None and hasattr(document, "compute"):
-                document.compute.complete()
+            compute = getattr(document, "compute", None)
+            if compute is not None and hasattr(compute, "complete"):
+                from .matrix_export import is_long_document
+
+                if not is_long_document(document):
+                    compute.complete()
             selection = self.selection_check.isChecked()
             if target == DASHBOARD:
                 figures.export_dashboard(self.panels, path, self.format(), title=self.dashboard_title,

@@ -10,8 +10,15 @@ The window only chooses; the writing is ``io.matrices`` (the same writers as
   (``result_arrays``); CSV, LaTeX, Markdown and NPY write one file per matrix and head into a
   folder.
 
+- A part of the attention matrices (one head, a query row range, the selected query, or the
+  pooled overview; weights, scores or scaled scores): written into a folder a block of rows
+  at a time by ``io.region_export``, exactly as ``attnexplorer export --head/--rows/
+  --selected-rows/--overview/--attention`` does, after the same check of the choice and of
+  the disk and memory it needs (``io.export_choice``). A long session (``core/long``) is
+  always exported this way; its n × n matrices are never made whole.
+
 ``MatrixExportDialog`` is driven in tests without a modal loop: ``set_choice``,
-``set_format``, ``set_path``, then ``accept()``; ``written`` lists the files.
+``set_format``, ``set_path``, ``set_part``, then ``accept()``; ``written`` lists the files.
 """
 
 from __future__ import annotations
@@ -36,6 +43,11 @@ from PySide6.QtWidgets import (
 from ..core.errors import AttnExplorerError
 
 ALL = "all"
+# The part of the attention matrices an "all matrices" export writes: (id, what the combo shows).
+PARTS = (("whole", "Every query row"), ("rows", "Query rows start:stop"), ("selected", "The selected query"),
+         ("max", "Pooled overview (max)"), ("mean", "Pooled overview (mean)"))
+ATTENTION_CHOICES = (("weights", "weights"), ("scores", "scores"), ("scaled_scores", "scaled scores"),
+                     ("weights,scores,scaled_scores", "weights, scores and scaled scores"))
 # (format id, what the combo shows, file suffix)
 FORMATS = (
     ("csv", "CSV with token labels", ".csv"),
@@ -54,15 +66,38 @@ def _current(document):
     """A result of the current session with every intermediate (``result.session`` is what
     gets exported). A large session computes only what is on screen, and a compute may still
     be in flight: then the current session is computed now, so matrices and session never
-    come from two different edits."""
+    come from two different edits. A long session's own streamed result is used as it is
+    (its n × n matrices are read in tiles); one still being computed is refused."""
+    document.flush()
+    result = document.compute.current_result()
+    if result is not None and result.streamed is not None:
+        return result
+    if is_long_document(document):
+        raise AttnExplorerError("this long session is still being computed; export it when the status bar says done")
     return document.compute.full_result()
+
+
+def is_long_document(document) -> bool:
+    """Whether the document's session goes the streamed way (``core.long.result.is_long``)."""
+    compute = document.compute
+    result = compute.current_result()
+    if result is not None:
+        return result.streamed is not None
+    from ..core.long.result import is_long
+
+    return is_long(document.session, compute.dtype, compute.device)
 
 
 def matrices_by_name(document) -> dict:
     """``{name: LabelledMatrix}`` for the current session, in display order."""
+    from ..io.export_choice import SQUARE
     from ..io.matrices import labelled_matrices
 
-    return {m.name: m for m in labelled_matrices(_current(document))}
+    result = _current(document)
+    matrices = labelled_matrices(result)
+    if result.streamed is not None:  # n × n: exported in part (export_part), never whole
+        matrices = [m for m in matrices if m.name.split("_head")[0] not in SQUARE]
+    return {m.name: m for m in matrices}
 
 
 def describe(name: str) -> str:
@@ -106,6 +141,34 @@ def export_matrices(document, choice: str, fmt: str, path) -> list[Path]:
     return [path]
 
 
+def export_part(document, texts: dict, fmt: str, folder) -> list[Path]:
+    """Write the part of the attention matrices that ``texts`` name (``head``, ``rows``,
+    ``selected_rows``, ``overview``, ``attention``: the texts ``attnexplorer export`` takes)
+    and every other array as ``fmt`` into ``folder``, staged and moved in whole.
+
+    The choice and the disk and memory it needs are checked first by the same functions as
+    the command line's (``io.export_choice.parse_choice``, ``check_fits``), so both accept and
+    refuse the same things with the same words; on refusal nothing is written."""
+    from ..io.atomic import atomic_directory
+    from ..io.export_choice import check_fits, parse_choice
+    from ..io.region_export import write_region_export
+
+    if fmt not in _SUFFIX:
+        raise AttnExplorerError(f"unknown matrix format {fmt!r}; choose one of {', '.join(_SUFFIX)}")
+    document.flush()
+    session = document.session
+    choice = parse_choice(session, selected=document.selection.current.query, **texts)
+    long = is_long_document(document)
+    held = document.compute.current_result()
+    check_fits(session, choice, [fmt], folder, dtype=document.compute.dtype, long=long,
+               compute=held is None or (held.streamed is None and held.weights is None))
+    result = _current(document)
+    folder = Path(folder)
+    with atomic_directory(folder) as stage:
+        written = write_region_export(stage, result, choice, [fmt])
+        return [folder / p.relative_to(stage) for p in written]
+
+
 # What the copy button copies for each format: the format itself when it is text, else TSV.
 COPY_AS = {"csv": "CSV", "json": "JSON", "tex": "LaTeX", "md": "Markdown"}
 
@@ -124,6 +187,13 @@ def copy_matrix_as(document, name: str, fmt: str) -> str:
     text = matrix_to_text(fmt, m.values, m.row_labels, m.col_labels)
     QGuiApplication.clipboard().setText(text)
     return text
+
+
+def _is_long_quietly(document) -> bool:
+    try:
+        return is_long_document(document)
+    except AttnExplorerError:
+        return False
 
 
 def _default_folder() -> Path:
@@ -183,6 +253,21 @@ class MatrixExportDialog(QDialog):
         self.format_box = QComboBox()
         for fmt, label, _suffix in FORMATS:
             self.format_box.addItem(label, fmt)
+        # Which part of the attention matrices (all matrices only): the command line's
+        # --head, --rows/--selected-rows/--overview and --attention.
+        self.long = _is_long_quietly(document)
+        self.head_box = QComboBox()
+        self.head_box.addItem("All heads", "all")
+        for h in range(document.session.heads):
+            self.head_box.addItem(f"Head {h}", str(h))
+        self.part_box = QComboBox()
+        for part, label in PARTS:
+            self.part_box.addItem(label, part)
+        self.rows_edit = QLineEdit()
+        self.rows_edit.setPlaceholderText(f"e.g. 0:{min(64, document.session.n)}")
+        self.attention_box = QComboBox()
+        for names, label in ATTENTION_CHOICES:
+            self.attention_box.addItem(label, names)
         self.path_edit = QLineEdit()
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._browse)
@@ -205,12 +290,16 @@ class MatrixExportDialog(QDialog):
         form = QFormLayout(self)
         form.addRow("Matrix:", self.choice_box)
         form.addRow("Format:", self.format_box)
+        form.addRow("Attention:", self.attention_box)
+        form.addRow("Heads:", self.head_box)
+        form.addRow("Part:", self.part_box)
+        form.addRow("Rows:", self.rows_edit)
         form.addRow("Save to:", row)
         form.addRow(self.hint)
         form.addRow(self.error_label)
         form.addRow(buttons)
-        self.choice_box.currentIndexChanged.connect(self._update_hint)
-        self.format_box.currentIndexChanged.connect(self._update_hint)
+        for box in (self.choice_box, self.format_box, self.head_box, self.part_box, self.attention_box):
+            box.currentIndexChanged.connect(self._update_hint)
         # Open on the last export's matrix, format and place (this window, this run).
         self._memory = _memory(parent)
         for box, key in ((self.choice_box, "choice"), (self.format_box, "format")):
@@ -243,6 +332,31 @@ class MatrixExportDialog(QDialog):
     def set_path(self, path) -> None:
         self.path_edit.setText(str(path))
 
+    def set_part(self, head: str = "all", part: str = "whole", rows: str = "",
+                 attention: str = "weights") -> None:
+        """Choose the part of the attention matrices, as the combos and the rows field do."""
+        for box, value in ((self.head_box, head), (self.part_box, part), (self.attention_box, attention)):
+            index = box.findData(value)
+            if index < 0:
+                raise AttnExplorerError(f"no choice {value!r} here")
+            box.setCurrentIndex(index)
+        self.rows_edit.setText(rows)
+
+    def part_texts(self) -> dict:
+        """The choice as the texts ``attnexplorer export`` takes (``io.export_choice.parse_choice``)."""
+        part = self.part_box.currentData()
+        return {"head": self.head_box.currentData(), "attention": self.attention_box.currentData(),
+                "rows": self.rows_edit.text() if part == "rows" else None,
+                "selected_rows": "selected" if part == "selected" else None,
+                "overview": part if part in ("max", "mean") else None}
+
+    def wants_part(self) -> bool:
+        """Whether "all matrices" writes a part of the attention matrices (always for a long
+        session, else when a head or a part other than every row is chosen)."""
+        if self.choice != ALL:
+            return False
+        return self.long or self.head_box.currentData() != "all" or self.part_box.currentData() != "whole"
+
     @property
     def choice(self) -> str:
         return self.choice_box.currentData()
@@ -252,10 +366,18 @@ class MatrixExportDialog(QDialog):
         return self.format_box.currentData()
 
     def wants_folder(self) -> bool:
-        return self.choice == ALL and self.fmt not in ONE_FILE_FOR_ALL
+        return self.choice == ALL and (self.fmt not in ONE_FILE_FOR_ALL or self.wants_part())
 
     def _update_hint(self, *_):
-        if self.wants_folder():
+        all_matrices = self.choice == ALL
+        for widget in (self.head_box, self.part_box, self.attention_box):
+            widget.setEnabled(all_matrices)
+        self.rows_edit.setEnabled(all_matrices and self.part_box.currentData() == "rows")
+        if self.wants_part():
+            self.hint.setText("Writes the chosen part of the attention matrices, a block of rows at a time, and "
+                              "every other array into the chosen folder; export.json says what was chosen "
+                              "(and the pooling factors of an overview).")
+        elif self.wants_folder():
             self.hint.setText("Writes one file per matrix and head into the chosen folder "
                               "(weights_head0, scores_head0, …).")
         elif self.choice == ALL:
@@ -293,7 +415,10 @@ class MatrixExportDialog(QDialog):
             self.error_label.setText("Choose where to save first.")
             return
         try:
-            self.written = export_matrices(self.document, self.choice, self.fmt, Path(text).expanduser())
+            if self.wants_part():
+                self.written = export_part(self.document, self.part_texts(), self.fmt, Path(text).expanduser())
+            else:
+                self.written = export_matrices(self.document, self.choice, self.fmt, Path(text).expanduser())
         except (AttnExplorerError, OSError) as err:
             self.error_label.setText(str(err))
             return
