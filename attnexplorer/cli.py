@@ -89,6 +89,8 @@ def build_export_parser() -> argparse.ArgumentParser:
                       help="only these query rows, e.g. 5,9,12; alone: the session's selected query")
     part.add_argument("--overview", metavar="POOL",
                       help="the pooled overview instead of rows: max or mean (about 1,024 cells a side)")
+    part.add_argument("--cols", metavar="START:STOP",
+                      help="figures only: the key columns the heatmaps zoom to (with or without --rows)")
     part.add_argument("--attention", metavar="NAMES",
                       help="which n×n matrices: weights (default), scores, scaled_scores, comma-separated")
     _add_compute_args(p)

@@ -60,7 +60,7 @@ def run_export(args) -> int:
     from ..core.engine import compute
     from ..core.long.result import compute_long, is_long
     from ..io.atomic import atomic_directory
-    from ..io.export_choice import check_fits
+    from ..io.export_choice import check_fits, parse_cols
     from ..io.region_export import write_region_export
     from ..io.session_file import save_session
 
@@ -74,6 +74,7 @@ def run_export(args) -> int:
     export_figures = _figure_exporter() if figures else None  # fail before computing when Qt is missing
     session = apply_overrides(load_source(args), args)
     choice = choice_from_args(session, args)
+    cols = parse_cols(getattr(args, "cols", None), session)
     long = is_long(session, args.dtype, args.device)
     # A long session's n × n matrices are only ever written in part (all rows by default,
     # a block at a time); a dense one writes today's whole bundle unless a part is chosen.
@@ -93,7 +94,7 @@ def run_export(args) -> int:
         if export_figures is not None:
             written += [Path(p) for p in export_figures(result, stage, list(figures),
                                                         selection=bool(getattr(args, "selection", False)),
-                                                        rows=choice.rows,
+                                                        rows=choice.rows, cols=cols,
                                                         head=None if choice.heads is None else choice.heads[0])]
         summary = _summary(out, stage, written)
     print(summary, file=sys.stdout)

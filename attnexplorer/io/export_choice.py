@@ -114,6 +114,20 @@ def parse_rows(text: str | None, session) -> tuple[int, int] | None:
     return start, stop
 
 
+def parse_cols(text: str | None, session) -> tuple[int, int] | None:
+    """Key columns ``"0:64"`` for figures (stop excluded), within the session's n_k keys."""
+    if text is None or not text.strip():
+        return None
+    n_k = session.n_keys
+    start_text, colon, stop_text = text.strip().partition(":")
+    start = _number(start_text, "the first column") if start_text.strip() else 0
+    stop = (_number(stop_text, "the column after the last") if stop_text.strip() else n_k) if colon else start + 1
+    if not 0 <= start < stop <= n_k:
+        raise ExportError(f"columns {text.strip()}: choose start:stop with 0 ≤ start < stop ≤ {n_k:,} "
+                          f"(this session has {n_k:,} keys)")
+    return start, stop
+
+
 def parse_selected_rows(text: str | None, session, selected: int | None = None) -> tuple[int, ...] | None:
     """``"5,9,12"``; ``"selected"`` is ``selected`` (the window's selected query, else the
     query the session was saved with selected)."""

@@ -182,3 +182,10 @@ def test_cli_long_session_writes_a_head_and_rows_equal_to_dense(monkeypatch, tmp
     np.testing.assert_allclose(b["weights"], a["weights"], atol=1e-6)
     assert "wrote" in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "long").iterdir()) == ["attention.npz", "export.json", "session.json"]
+
+
+def test_cli_refuses_columns_outside_the_keys(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["export", "--preset", "random", "--set", "n=50", "--out", str(out), "--cols", "40:60"]) == 2
+    assert "columns 40:60: choose start:stop with 0 ≤ start < stop ≤ 50" in capsys.readouterr().err
+    assert not out.exists()
