@@ -15,7 +15,7 @@ HEATMAP_FIELDS = {"n", "pyqtgraph_ms", "pyqtgraph_first_ms", "matplotlib_ms", "s
 LARGE_FIELDS = {"n", "heads", "first_window_ms", "edit_to_drawn_ms", "compute_ms",
                 "max_block_while_computing_ms", "max_block_ms", "peak_mb", "met"}
 EDIT_COST_FIELDS = {"heads", "d", "n", "edits", "undo_steps", "median_ms", "gui_cpu_ms", "compute_ms", "paint_ms",
-                    "growth_mb", "peak", "target_ms", "target_mb", "met"}
+                    "growth_mb", "peak", "target_ms", "target_mb", "met", "load_average"}
 STARTUP_FIELDS = {"baseline_s", "app_s", "extra_s", "target_extra_s", "met"}
 FIT_STEPS_FIELDS = {"n", "d", "steps", "steps_per_s", "target_per_s", "met"}
 LONG_FIELDS = {"n", "heads", "path", "overview_s", "outputs_s", "tile_ms", "row_ms", "peak_mb", "met"}
@@ -63,7 +63,7 @@ def test_bench_text_report_names_every_section():
         "drag": {"n": 512, "redraws_per_s": 40.0, "median_ms": 25.0, "met": True, "undo_steps": 1},
         "edit_cost": {"heads": 16, "d": 512, "n": 8, "edits": 20, "undo_steps": 20, "median_ms": 12.0, "gui_cpu_ms": 11.0,
                       "compute_ms": 1.0, "paint_ms": 4.0, "growth_mb": 3.0, "peak": True, "target_ms": 20.0,
-                      "target_mb": 50.0, "met": True},
+                      "target_mb": 50.0, "met": True, "load_average": 8.5},
         "heatmap": [{"n": 16, "pyqtgraph_ms": 1.0, "pyqtgraph_first_ms": 2.0, "matplotlib_ms": 20.0, "speedup": 20.0,
                      "met": True}],
         "large": {"n": 4096, "error": "boom"},
@@ -76,7 +76,8 @@ def test_bench_text_report_names_every_section():
                   "Fit in the window, n = 512, d = 64: 40 steps/s while the window drew 30 frames/s",
                   "Engine vs bare torch", "8 query heads sharing 2 K/V heads", "Edit → every visible panel",
                   "Dragging the sine", "One W_q cell edit at 16 heads", "12.0 ms until every panel is painted",
-                  "the engine 1.0 ms", "processor time 11.0 ms", "raised peak memory by 3.0 MB", "matplotlib",
+                  "the engine 1.0 ms", "processor time 11.0 ms", "load average 8.5", "raised peak memory by 3.0 MB",
+                  "matplotlib",
                   "Large session n = 4096: FAILED: boom", "Start-up"):
         assert words in report
 

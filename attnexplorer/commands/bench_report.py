@@ -42,7 +42,8 @@ def format_report(r: dict) -> str:
         if "compute_ms" in e:
             out.append(f"  of which the engine {e['compute_ms']:.1f} ms and Qt's repaint {e['paint_ms']:.1f} ms, all on the "
                        f"GUI thread (the compute runs inline at this size); the thread's own processor time "
-                       f"{e['gui_cpu_ms']:.1f} ms (less than the wall time when other work shares the machine)")
+                       f"{e['gui_cpu_ms']:.1f} ms (less than the wall time when other work shares the machine"
+                       + (f"; load average {e['load_average']:.1f}" if e.get("load_average") is not None else "") + ")")
         out.append(f"  {e['edits']} edits of different cells ({e['undo_steps']} undo steps) raised "
                    f"{'peak' if e.get('peak') else 'resident'} memory by {growth} (target < {e['target_mb']:.0f})"
                    f"{mark(e['met'])}")

@@ -44,6 +44,15 @@ def _peak_mb() -> float | None:
     return None
 
 
+def _load_average() -> float | None:
+    """The system's one-minute load average where it can be read: the wall times count the
+    waits for a processor, so they are read with it."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
 def bench_edit_cost(heads: int, d: int, edits: int = 20, n: int = 8) -> dict:
     """One W_q cell typed into the main window at ``heads`` heads of d = d_k = d_v = ``d``.
 
@@ -53,8 +62,9 @@ def bench_edit_cost(heads: int, d: int, edits: int = 20, n: int = 8) -> dict:
     time the GUI thread is busy; ``compute_ms`` is the engine's part of it and ``paint_ms``
     Qt's repaint after the panels took the result. ``gui_cpu_ms`` is the processor time the
     GUI thread itself used meanwhile: on a machine shared with other work the wall time also
-    holds the time the thread waited for a processor, and this does not. The ``edits`` edits go to different cells
-    (each one undo step). ``growth_mb`` is how far the process's peak resident memory rose
+    holds the time the thread waited for a processor, and this does not (``load_average``: the
+    machine's one-minute load average when the edits ended). The ``edits`` edits go to
+    different cells (each one undo step). ``growth_mb`` is how far the process's peak resident memory rose
     above the memory before ``edits`` edits of different cells and heads (the memory after them
     where the peak cannot be read: ``peak`` False), measured first, on a document of its own:
     the window's autosave writes the whole session to its recovery file a few seconds after an
@@ -117,7 +127,8 @@ def bench_edit_cost(heads: int, d: int, edits: int = 20, n: int = 8) -> dict:
            "gui_cpu_ms": median(cpu), "compute_ms": median(computes), "paint_ms": median(paints),
            "growth_mb": None if before is None or after is None else after - before,
            "peak": peak,
-           "target_ms": TARGETS["edit_ms"], "target_mb": TARGETS["edit_growth_mb"]}
+           "target_ms": TARGETS["edit_ms"], "target_mb": TARGETS["edit_growth_mb"],
+           "load_average": _load_average()}
     row["met"] = row["median_ms"] <= TARGETS["edit_ms"] and (row["growth_mb"] is None or row["growth_mb"] < TARGETS["edit_growth_mb"])
     return row
 
