@@ -31,9 +31,9 @@ ATTENTION = ("weights", "scores", "scaled_scores")
 POOLS = ("max", "mean")
 # The n × n_k arrays a region export writes only in part (or not at all: ALiBi's bias).
 SQUARE = ("scores", "position_bias", "scaled_scores", "mask", "weights")
-# About how many bytes one number takes in each format (a float's exact repr is up to ~20
+# About how many bytes one number takes in each format (a float32 weight's exact repr is ~20
 # characters and a separator; LaTeX and Markdown round to 4 places).
-CELL_TEXT_BYTES = {"csv": 20, "json": 22, "tex": 12, "md": 10}
+CELL_TEXT_BYTES = {"csv": 22, "json": 24, "tex": 12, "md": 10}
 FORMAT_NAMES = {"npz": "NPZ", "npy": "NPY", "csv": "CSV", "json": "JSON", "tex": "LaTeX", "md": "Markdown"}
 # Rows of an n × n_k matrix held at once while writing: about this many cells (a few MB of
 # numbers, a few tens of MB as Python floats while a text format writes them).
@@ -281,7 +281,7 @@ def free_disk(target) -> int:
 def describe(session, choice: ExportChoice, formats, whole_bundle: bool = False) -> str:
     """``the weights of 4 heads at 16,384 tokens as CSV``, for the refusal line."""
     if whole_bundle:
-        what = "every matrix"
+        what = "all the matrices"
     else:
         names = [m.replace("_", " ") for m in choice.matrices]
         what = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

@@ -117,6 +117,14 @@ def export_matrices(document, choice: str, fmt: str, path) -> list[Path]:
     path = Path(path)
     result = _current(document)
     if choice == ALL:
+        if result.streamed is not None:  # a long session's n × n matrices: only ever in part
+            return export_part(document, {}, fmt, path)
+        from ..io.export_choice import ExportChoice, check_fits
+
+        # Every matrix of every head: refused up front, as the command line does, when the
+        # disk holding ``path`` is short (the result is already in memory).
+        check_fits(result.session, ExportChoice(), [fmt], path, dtype=document.compute.dtype, whole_bundle=True,
+                   compute=False)
         if fmt == "npz":
             io.write_npz(path, io.result_arrays(result))
             return [path]

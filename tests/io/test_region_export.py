@@ -124,7 +124,7 @@ def test_a_16k_choice_is_refused_naming_its_size(monkeypatch, tmp_path):
     monkeypatch.setattr(export_choice.shutil, "disk_usage", lambda path: Usage(100e9, 90.2e9, 9.8e9))
     with pytest.raises(ExportError) as err:
         check_fits(session, parse_choice(session), ["csv"], tmp_path, long=True)
-    assert str(err.value) == ("the weights of 4 heads at 16,384 tokens as CSV need about 23 GB; the disk has "
+    assert str(err.value) == ("the weights of 4 heads at 16,384 tokens as CSV need about 25 GB; the disk has "
                               "9.8 GB free: export one head, a row range or the pooled overview")
     # One head's rows 8000-8063 fit.
     check_fits(session, parse_choice(session, head="2", rows="8000:8064"), ["csv"], tmp_path, long=True)

@@ -135,3 +135,18 @@ def test_figures_of_a_long_session_draw_its_overview_never_a_dense_compute(long_
     assert tmp_path / "all" / "figures" / "weights.png" in written
     zoomed = export_figures(result, tmp_path / "zoomed", ["png"], rows=(8, 16), cols=(0, 8), head=1)
     assert tmp_path / "zoomed" / "figures" / "weights.png" in zoomed
+
+
+def test_a_dense_whole_export_that_does_not_fit_is_refused_in_the_window(qtbot, tmp_path, monkeypatch):
+    session = build_preset("random", {"n": 30, "d": 8, "d_k": 4, "d_v": 4, "heads": 2}).session
+    document, window = open_window(session)
+    try:
+        assert document.compute.wait_idle() and document.result.streamed is None
+        monkeypatch.setattr(export_choice.shutil, "disk_usage", lambda path: Usage(10**12, 10**12 - 500, 500))
+        dialog = _dialog(qtbot, document, window, "npz", tmp_path / "all.npz")
+        assert not dialog.wants_part()
+        dialog.accept()
+        assert dialog.error_label.text().startswith("all the matrices of 2 heads at 30 tokens as NPZ need about ")
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        close_window(document, window)
