@@ -100,7 +100,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 app = start_app()
 document, window = open_window(build_preset("pronoun").session)
-document.wait_idle(60.0)
+document.compute.wait_idle(60.0)
 window.ask_unsaved = lambda: "discard"
 errors = []
 window.show_error = lambda title, text: errors.append(text)
@@ -128,12 +128,16 @@ timer.stop()
 if errors:
     raise SystemExit(errors[0])
 gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+def longest(t0, t1):
+    return 1000 * max((b - a for a, b in zip(ticks, ticks[1:]) if a >= t0 and b <= t1 + 0.5), default=0.0)
 run = controller.window.run
 print(json.dumps({"tokens": len(run.tokens), "layer": layer, "long": run.long, "heads": controller.window.loaded.num_heads,
                   "streamed": getattr(document.result, "streamed", None) is not None,
                   "run_s": ran - started, "layer_s": done - ran, "seconds": done - started,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "longest_block_ms": 1000 * max(gaps, default=0.0), "badge": controller.window.badge.text()}))
+                  "longest_block_ms": 1000 * max(gaps, default=0.0),
+                  "longest_block_run_ms": longest(started, ran), "longest_block_layer_ms": longest(ran, done),
+                  "cpu_s": time.process_time(), "badge": controller.window.badge.text()}))
 controller.window.close()
 controller.shutdown()
 close_window(document, window)

@@ -62,8 +62,12 @@ class ModelGrid(QWidget):
         self.update()
 
     def _margins(self) -> tuple[int, int]:
-        fm = QFontMetrics(self.font())
-        return fm.horizontalAdvance("L00 ") + 8, fm.height() + 8
+        # Asked for by every cell_rect: measured once per font, not 2 × 270 times a paint.
+        font = self.font()
+        if getattr(self, "_margins_for", None) != font:
+            fm = QFontMetrics(font)
+            self._margins_for, self._margins_are = QFont(font), (fm.horizontalAdvance("L00 ") + 8, fm.height() + 8)
+        return self._margins_are
 
     def _counts(self) -> tuple[int, int, int]:
         layers = len(self._images)

@@ -152,8 +152,11 @@ class _Loader(QObject):
         self.models: dict[Path, object] = {}   # opened models, by their file or folder
         self.cancel = threading.Event()
 
-    @Slot(int, str, str)
-    def run(self, generation: int, spec: str, text: str) -> None:
+    @Slot(int, str, str, int)
+    def run(self, generation: int, spec: str, text: str, layer: int) -> None:
+        """Open, run, and build ``layer``'s session here too: at 4,096 tokens checking and
+        freezing its arrays takes a quarter of a second that the GUI thread would otherwise block."""
+        from ..io.session_file import session_from_dict
         from ..models.loading import Cancelled, load_model
 
         try:
@@ -166,7 +169,10 @@ class _Loader(QObject):
                 raise Cancelled()
             self.progress.emit(generation, 0.0, f"running {source.label} on the text")
             run = loaded.run(text, lambda f, m: self.progress.emit(generation, f, m), self.cancel.is_set)
-            self.done.emit(generation, (loaded, run), None)
+            session = None
+            if 0 <= layer < loaded.num_layers:
+                session = session_from_dict(loaded.layer_parts(run, layer), f"{loaded.source.label} layer {layer}")
+            self.done.emit(generation, (loaded, run, session), None)
         except Cancelled:
             self.done.emit(generation, None, None)
         except AttnExplorerError as err:
@@ -326,7 +332,7 @@ class ModelController(QObject):
         from PySide6.QtCore import QMetaObject, Q_ARG
 
         QMetaObject.invokeMethod(self._loader, "run", Qt.ConnectionType.QueuedConnection,
-                                 Q_ARG(int, self._generation), Q_ARG(str, spec), Q_ARG(str, text))
+                                 Q_ARG(int, self._generation), Q_ARG(str, spec), Q_ARG(str, text), Q_ARG(int, layer))
         return self._generation
 
     def cancel(self) -> None:
@@ -355,7 +361,7 @@ class ModelController(QObject):
             return
         if payload is None:
             return
-        loaded, run = payload
+        loaded, run, session = payload
         spec, text, layer = self._request
         if layer >= loaded.num_layers:
             self.main_window.show_error("Open model", f"layer {layer} is out of range: "
@@ -364,18 +370,20 @@ class ModelController(QObject):
         self.window.show_run(loaded, run, layer)
         self.window.show()
         self.window.raise_()
-        self.load_layer(layer, 0)
+        self.load_layer(layer, 0, session)
 
-    def load_layer(self, layer: int, head: int) -> bool:
-        """Put ``layer`` of the current run into the tables (asking about unsaved work first)."""
+    def load_layer(self, layer: int, head: int, session=None) -> bool:
+        """Put ``layer`` of the current run into the tables (asking about unsaved work first);
+        ``session``, when given, is that layer's, already built."""
         from ..io.session_file import session_from_dict
 
         loaded, run = self.window.loaded, self.window.run
-        try:
-            session = session_from_dict(loaded.layer_parts(run, layer), f"{loaded.source.label} layer {layer}")
-        except AttnExplorerError as err:
-            self.main_window.show_error("Open model", str(err))
-            return False
+        if session is None:
+            try:
+                session = session_from_dict(loaded.layer_parts(run, layer), f"{loaded.source.label} layer {layer}")
+            except AttnExplorerError as err:
+                self.main_window.show_error("Open model", str(err))
+                return False
         # Set before the switch: a small session's result can arrive inside adopt_session.
         previous, self.tables_layer = self.tables_layer, layer
         self.window.set_layer(layer, head)
