@@ -253,7 +253,10 @@ def _format_long(row: dict) -> list[str]:
             f"model window up {row['run_s']:.1f} s, layer computed ({'streamed' if row['streamed'] else 'dense'}) "
             f"and checked {row['layer_s']:.1f} s more; peak memory {row['peak_mb']:.0f} MB "
             f"(target < {row['target_peak_mb']})" + ("  ok" if row["met"] else "  MISSED"),
-            f"           longest GUI block {row['longest_block_ms']:.0f} ms; {row['badge']}"] + (
+            f"           longest GUI block {row['longest_block_ms']:.0f} ms"
+            + (f" (until the layer arrived {row['longest_block_run_ms']:.0f} ms, during its compute "
+               f"{row['longest_block_layer_ms']:.0f} ms)" if "longest_block_layer_ms" in row else "")
+            + f"; {row['badge']}"] + (
             [f"           load average {row['load_before']:.2f} before, {row['load_after']:.2f} after"]
             if row.get("load_before") is not None and row.get("load_after") is not None else [])
 
