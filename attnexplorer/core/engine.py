@@ -143,7 +143,8 @@ class AttentionResult:
     Shapes (H query heads, H_kv K/V heads, n tokens, n_k keys: n, or the source's length in
     cross-attention): ``Q`` (H, n, d_k); ``K`` (H_kv, n_k, d_k); ``V`` (H_kv, n_k, d_v);
     ``scores`` raw QKᵀ, ``scaled_scores`` (scores × scale factor + position_bias, not masked)
-    and ``weights`` (H, n, n_k); ``mask`` (n, n_k), True = blocked; ``head_outputs``
+    and ``weights`` (H, n, n_k); ``mask`` (n, n_k), True = blocked (for a long result a
+    ``core.masking.MaskMatrix``, read like the array but made a block at a time); ``head_outputs``
     (H, n, d_v); ``concat`` (n, H·d_v); ``output`` is ``concat @ W_o + b_o`` when the session
     has W_o, else ``concat``. ``blocked_rows`` (n,) flags queries whose every key is blocked:
     their weights and outputs are 0, never NaN. Blocked cells of other rows have weight

@@ -1,5 +1,8 @@
 """Which (query, key) cells a session's mask blocks, for the dense engine and the streamed path.
 
+``core.mask`` defines a mask (a frozen value of the session); this module reads one for the
+engines.
+
 The dense engine needs the whole n × n_k mask (it masks every head's matrices at once). The
 streamed path for long inputs (``core.long``) never makes it: at 16,384 tokens it would be
 268 MB of booleans. It reads the mask a block of rows at a time from its definition

@@ -11,7 +11,10 @@ numbers a block of query rows at a time:
   scores at a given resolution (``pooling``). Memory: O(block × n) per head, not O(n × n).
 - The ``StreamedResult`` it returns then gives any rectangle of the scores or weights of a
   head exactly (``tile``), a query's whole row (``row``), and another overview (``overview``)
-  from Q, K and the normalisers alone.
+  from Q, K and the normalisers alone; with ALiBi, the slopes (``alibi_slopes``) and any
+  rectangle of the bias (``tile(..., "position_bias")``).
+- The mask is never made whole: each block's part comes from its definition (``Mask.block``),
+  and a long ``AttentionResult`` carries a ``core.masking.MaskMatrix``.
 
 Where both fit, the numbers equal the dense engine's (float32 to 1e-6, float64 to 1e-12;
 tests/core/test_long_stream.py checks it on hypothesis-drawn sessions with every stage).
