@@ -26,6 +26,7 @@ import numpy as np
 
 from . import token_sequence
 from .errors import SessionError
+from .mask import custom_mask_owning
 from .session import MAX_DIM, MAX_HEADS, Mask, Scale, Session
 from .session_arrays import with_values
 from .stages import alibi_slopes
@@ -376,7 +377,7 @@ def toggle_padding(session: Session, j: int) -> Session:
         return session.replace(mask=Mask("padding", padding=tuple(pad)))
     blocked = _mask_matrix(session)
     blocked[:, j] = not blocked[:, j].all()
-    return session.replace(mask=Mask("custom", blocked=blocked))
+    return session.replace(mask=custom_mask_owning(blocked))
 
 
 def toggle_blocked(session: Session, i: int, j: int) -> Session:
@@ -385,7 +386,7 @@ def toggle_blocked(session: Session, i: int, j: int) -> Session:
     j = _key_index(session, j, "mask.blocked")
     blocked = _mask_matrix(session)
     blocked[i, j] = not blocked[i, j]
-    return session.replace(mask=Mask("custom", blocked=blocked))
+    return session.replace(mask=custom_mask_owning(blocked))
 
 
 def _key_index(session: Session, j: int, where: str) -> int:
@@ -399,4 +400,5 @@ def _key_index(session: Session, j: int, where: str) -> int:
 
 
 def _mask_matrix(session: Session) -> np.ndarray:
-    return session.mask.matrix(session.n, None if session.source is None else session.source.n).copy()
+    """A new, writable copy of the session's mask as a matrix (``Mask.matrix`` makes a new one)."""
+    return session.mask.matrix(session.n, None if session.source is None else session.source.n)

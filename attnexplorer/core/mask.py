@@ -121,3 +121,17 @@ class Mask:
         return True
 
     __hash__ = None
+
+
+def custom_mask_owning(blocked: np.ndarray) -> Mask:
+    """A custom mask over ``blocked``, a new n × n_k boolean array the caller gives away and
+    no longer writes: the mask keeps it, read-only, with no copy. ``Mask("custom", blocked=…)``
+    copies, which is right for an array someone else holds, but an edit that has just made the
+    array would then hold two (268 MB each at 16,384 tokens)."""
+    if not isinstance(blocked, np.ndarray) or blocked.dtype != bool or blocked.ndim != 2:
+        raise SessionError("blocked must be a boolean matrix", "mask.blocked")
+    blocked.flags.writeable = False
+    mask = object.__new__(Mask)
+    for name, value in (("kind", "custom"), ("window", 1), ("padding", ()), ("blocked", blocked)):
+        object.__setattr__(mask, name, value)
+    return mask

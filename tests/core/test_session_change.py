@@ -80,3 +80,32 @@ def test_changes_chain_like_an_undo_stack():
     for step, expected in zip(steps, (s1, s2, s3)):
         current = step.redo(current)
         assert current == expected
+
+
+def test_a_mask_click_keeps_the_cell_not_the_matrix():
+    s = big_session(n=300).replace(mask=Mask("causal"))
+    t = edits.toggle_blocked(s, 10, 20)
+    u = edits.toggle_blocked(t, 3, 2)
+    first, second = SessionChange(s, t), SessionChange(t, u)
+    # Both steps keep a cell, not a 300 × 300 matrix; the first keeps the causal mask as itself.
+    assert first.nbytes <= 64 and second.nbytes <= 64
+    back = second.undo(u)
+    assert back.mask == t.mask and back.mask.kind == "custom" and not back.mask.blocked.flags.writeable
+    assert second.redo(back).mask == u.mask
+    assert bool(u.mask.blocked[3, 2]) and not bool(t.mask.blocked[3, 2])
+    assert first.undo(t).mask is s.mask
+    assert first.redo(s).mask == t.mask
+    # A mask redrawn wholesale (more than a third of it) is kept whole, and counted.
+    flipped = s.replace(mask=Mask("custom", blocked=~s.mask.matrix(300)))
+    whole = SessionChange(s, flipped)
+    assert whole.nbytes >= 300 * 300 and whole.undo(flipped).mask == s.mask and whole.redo(s).mask == flipped.mask
+    # The new mask holds the edit's own array: nothing the caller holds can change it.
+    with pytest.raises(ValueError):
+        u.mask.blocked[0, 0] = True
+
+
+def test_a_mask_made_custom_unchanged_is_still_a_step():
+    s = big_session(n=6).replace(mask=Mask("window", window=2))
+    t = s.replace(mask=Mask("custom", blocked=s.mask.matrix(6)))
+    change = SessionChange(s, t)
+    assert change.undo(t).mask is s.mask and change.redo(s).mask == t.mask and change.nbytes == 0
