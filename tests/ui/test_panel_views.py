@@ -61,6 +61,25 @@ def test_query_bars_equal_the_score_and_weight_rows(pronoun, qtbot):
     assert best + 0.5 in list(panel.weight_chart.highlight.opts["x"])
 
 
+def test_weight_bars_keep_0_to_1_unless_every_weight_is_small(pronoun, qtbot):
+    panel = shown(qtbot, QueryPanel(pronoun))
+    pronoun.selection.set(query=6)
+    assert pronoun.result.weights[0, 6].max() > 0.1
+    low, high = panel.weight_chart.vb.viewRange()[1]
+    assert low <= 0 < 0.99 < high < 1.1
+    # 600 keys: every weight is small, so the axis goes up to a nice bound over the largest.
+    document = preset_doc("random", n=600, d=8, d_k=8, d_v=8, heads=1, seed=1)
+    try:
+        panel = shown(qtbot, QueryPanel(document))
+        document.selection.set(query=599)
+        row = document.result.weights[0, 599]
+        assert row.max() < 0.1
+        low, high = panel.weight_chart.vb.viewRange()[1]
+        assert row.max() <= high <= 1.1 * theme.nice_bound(row.max()) and high < 0.1
+    finally:
+        document.shutdown()
+
+
 def test_query_output_is_the_sum_of_its_contributions(pronoun, qtbot):
     panel = shown(qtbot, QueryPanel(pronoun))
     pronoun.selection.set(query=6)

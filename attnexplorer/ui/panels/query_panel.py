@@ -82,6 +82,7 @@ class _BarChart(pg.PlotItem):
         self._y_range: tuple[float, float] | None = None
         if y_range is not None:
             self.setYRange(*y_range, padding=0.02)
+            self._y_range = y_range
 
     @property
     def heights(self) -> np.ndarray:
@@ -116,6 +117,20 @@ class _BarChart(pg.PlotItem):
             self.setXRange(0, max(n, 1), padding=0)
         if self._fixed_y is None:
             self._y_range = set_nice_y_range(self, heights, self._y_range)
+        else:
+            self._y_range = self._fixed_or_zoomed(heights)
+
+    def _fixed_or_zoomed(self, heights: np.ndarray) -> tuple[float, float]:
+        """The fixed range (weights: 0 to 1, so rows compare at a glance), unless every bar
+        is under a tenth of its top: a row over thousands of keys would be flat there, so the
+        axis then goes up to a nice bound over its largest bar (the tick labels say how far)."""
+        low, high = self._fixed_y
+        finite = heights[np.isfinite(heights)]
+        top = float(finite.max()) if finite.size else high
+        wanted = (low, theme.nice_bound(top)) if 0 < top < low + 0.1 * (high - low) else (low, high)
+        if wanted != self._y_range:
+            self.setYRange(*wanted, padding=0.02)
+        return wanted
 
     def key_at(self, scene_pos) -> int | None:
         if not self.vb.sceneBoundingRect().contains(scene_pos):
