@@ -274,7 +274,7 @@ def test_signal_legend_sits_below_the_plot(sine, qtbot):
     plot = panel.plot.vb.sceneBoundingRect()
     assert legend.top() >= plot.bottom()
     labels = [label.text for _sample, label in panel.legend.items]
-    assert labels == ["clean", "noisy input", "attention output", "selected query's weights (peak scaled to 1)"]
+    assert labels == ["clean", "noisy input", "attention output", "query's weights (peak = 1)"]
 
 
 def test_stacked_output_bars_have_a_legend_of_their_keys(pronoun, qtbot):

@@ -94,7 +94,7 @@ class RopePanel(FigurePanel):
         for item in self.tips.values():
             self.plane.addItem(item, ignoreBounds=True)
 
-        self.angles = MatrixView("angle (rad) = position × ω", signed=False, row_name="token", col_name="pair",
+        self.angles = MatrixView("angle = pos · ω (rad)", signed=False, row_name="token", col_name="pair",
                                  colorbar=False, on_click=self._on_angle_clicked, on_hover=self.show_readout)
         # Rows read "token @position": no axis titles needed, and the room goes to the cells.
         self.angles.setLabel("bottom", None)
@@ -182,7 +182,7 @@ class RopePanel(FigurePanel):
             self.tips[name].setPos(*place)
         span = 1.25 * extent
         self.plane.setRange(xRange=(-span, span), yRange=(-span, span), padding=0)
-        self.plane.setTitle(f"dims {pair.a}, {pair.b}: dashed before, solid after RoPE", size="9pt")
+        self.plane.setTitle(f"dims {pair.a}, {pair.b}: dashed before, solid after", size="9pt")
         qt, kt = result.tokens[query], result.key_tokens[key]
         heads = result.Q.shape[0]
         where = f" — head {head}" if heads > 1 else ""

@@ -28,7 +28,7 @@ from . import theme
 from .common import FigurePanel, clamp_selection
 
 
-WEIGHT_FILL_NAME = "selected query's weights (peak scaled to 1)"
+WEIGHT_FILL_NAME = "query's weights (peak = 1)"
 
 
 class SignalPanel(FigurePanel):
