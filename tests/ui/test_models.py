@@ -236,3 +236,15 @@ def test_changed_cells_of_a_head_come_from_the_edit_not_a_comparison():
     x = with_values(s.embeddings, (2, 1), 5.0)
     assert [list(c) for c in _changed_cells(x, s.embeddings)] == [[2], [1]]
     assert _changed_cells(s.embeddings.copy(), s.embeddings) is None  # not made by an edit
+
+
+def test_changed_box_bounds_every_changed_cell():
+    from attnexplorer.ui.models import _changed_box
+
+    old = np.zeros((6, 5))
+    new = old.copy()
+    new[1, 3] = 1.0
+    new[4, 0] = -2.0
+    rows, cols = _changed_box(new, old)
+    assert (rows.min(), rows.max(), cols.min(), cols.max()) == (1, 4, 0, 3)
+    assert _changed_box(old.copy(), old) is None and _changed_box(np.zeros((0, 0)), np.zeros((0, 0))) is None
