@@ -413,3 +413,29 @@ def test_empty_bars_set_empty_again_are_left_alone(qtbot):
     assert len(updates) == 1
     item.setOpts(x=[], height=[])
     assert len(updates) == 2 and item.boundingRect().isNull()  # emptied: repainted once, no bars left
+
+
+def test_more_bars_than_pixels_are_drawn_one_column_per_pixel(qtbot):
+    import pyqtgraph as pg
+
+    from attnexplorer.ui.panels.bars import Bars
+
+    n = 16384
+    heights = np.random.default_rng(3).normal(size=n)
+    heights[9000] = 7.5  # one tall bar: a column must still reach it
+    widget = pg.PlotWidget()
+    item = Bars(width=0.8, brush="b", pen=None)
+    item.setOpts(x=np.arange(n) + 0.5, height=heights)
+    widget.addItem(item)
+    widget.setXRange(0, n, padding=0)
+    shown(qtbot, widget, size=(300, 150))
+    widget.grab()  # a paint: the view's scale is settled at paint time
+    path = item._bars_path()
+    assert path.elementCount() <= 5 * 400  # a few hundred columns, not 16,384 rectangles
+    box = path.boundingRect()
+    assert box.top() == pytest.approx(heights.min()) and box.bottom() == pytest.approx(7.5)
+    assert box.left() == pytest.approx(0.1) and box.right() == pytest.approx(n, abs=n / 250)
+    # Zoomed in to 40 keys, every bar is its own rectangle again.
+    widget.setXRange(9000, 9040, padding=0)
+    widget.grab()
+    assert item._bars_path().elementCount() == 5 * n
