@@ -439,3 +439,32 @@ def test_more_bars_than_pixels_are_drawn_one_column_per_pixel(qtbot):
     widget.setXRange(9000, 9040, padding=0)
     widget.grab()
     assert item._bars_path().elementCount() == 5 * n
+
+
+def test_a_resized_panel_draws_its_axes_at_the_new_size(qtbot):
+    # A dock made wider (the Explain dock closed): the token axes' cached pictures kept their
+    # ticks and labels at the old width, squeezed into the axis's left part.
+    from ui_helpers import close_window, open_window
+
+    document, window = open_window(build_preset("random", {"n": 2048}).session)
+    try:
+        assert document.compute.wait_idle(30)
+        panel = next(p for p in window.panels if isinstance(p, QueryPanel))
+        qtbot.wait(50)
+        before = panel.width()
+        window.docks["explain"].close()
+        qtbot.waitUntil(lambda: panel.width() > before + 100)
+        qtbot.wait(50)
+        image = panel.grab().toImage()
+        for chart in (panel.score_chart, panel.weight_chart):
+            axis = chart.token_axis
+            box = axis.mapRectToScene(axis.rect())
+            left = panel.canvas.viewport().mapTo(panel, panel.canvas.mapFromScene(box.topLeft()))
+            right = panel.canvas.viewport().mapTo(panel, panel.canvas.mapFromScene(box.bottomRight()))
+            # Labels reach the axis's last quarter (below its ticks, away from the bars).
+            quarter = range(left.x() + 3 * (right.x() - left.x()) // 4, right.x() - 2)
+            dark = sum(image.pixelColor(x, y).lightness() < 110 for x in quarter for y in range(left.y() + 8, right.y() - 2))
+            assert dark > 20
+    finally:
+        window.docks["explain"].show()  # the window remembers its layout: leave it as found
+        close_window(document, window)

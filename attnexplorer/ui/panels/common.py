@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QGraphicsItem, QLabel, QSizePolicy, QVBoxLayout
 
@@ -72,6 +72,18 @@ def _axis_export_mode(original, export, opts=None) -> None:
     """An axis's ``setExportMode``: uncached while exported (an SVG or PDF gets real text)."""
     original.__self__.setCacheMode(QGraphicsItem.CacheMode.NoCache if export else _AXIS_CACHE)
     original(export, opts)
+
+
+def _repaint_axis(axis, *_view) -> None:
+    """Draw ``axis`` again once the resize that called this is over: a picture made during
+    it measured the axis against the view's old transform (ticks at the old scale)."""
+    def again():
+        try:
+            axis.picture = None
+            axis.update()
+        except RuntimeError:  # the panel was closed meanwhile
+            pass
+    QTimer.singleShot(0, again)
 
 
 class ElidedLabel(QLabel):
@@ -149,6 +161,12 @@ class FigurePanel(Panel):
                 item._attn_cached = True
                 item.setCacheMode(_AXIS_CACHE)
                 item.setExportMode = functools.partial(_axis_export_mode, item.setExportMode)
+                # pyqtgraph drops a resized axis's picture but asks for no repaint, so the
+                # cached pixmap (ticks at the old size) stayed on screen after a dock was
+                # resized: labels squeezed into part of the axis, or past its end.
+                view = item.linkedView()
+                if view is not None:
+                    view.sigResized.connect(functools.partial(_repaint_axis, item))
 
 
     def set_number_format(self, number_format: str) -> None:
