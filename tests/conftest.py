@@ -18,6 +18,15 @@ os.environ.setdefault("ATTNEXPLORER_TESTING", "1")
 
 
 @pytest.fixture(autouse=True)
+def _settings_of_its_own(tmp_path_factory, monkeypatch):
+    """Each test gets fresh settings and recovery folders: a window remembers its layout, so
+    a test that closed a dock or raised a tab left it so for whichever test came next (with
+    pytest-randomly's order, a different one each run)."""
+    # Not under the test's own tmp_path: tests check that nothing else was written there.
+    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path_factory.mktemp("settings")))
+
+
+@pytest.fixture(autouse=True)
 def _collect_garbage_between_tests():
     gc.disable()
     try:

@@ -63,3 +63,23 @@ def settle() -> None:
 
     QApplication.processEvents()
     QApplication.processEvents()
+
+
+def table_scroll_ms(window) -> float | None:
+    """A scroll through the token table as a person would make it (20 steps from top to
+    bottom, each painted): the mean milliseconds a step, None without the table. The table
+    stays virtual, so a 16,384-row table should scroll like a 16-row one."""
+    import time
+
+    from PySide6.QtWidgets import QApplication
+
+    view = getattr(getattr(window.inputs, "tokens", window.inputs), "embedding_view", None)
+    if view is None:
+        return None
+    start = time.perf_counter()
+    bar = view.verticalScrollBar()
+    for k in range(20):
+        bar.setValue(bar.maximum() * k // 19)
+        QApplication.processEvents()
+        view.viewport().repaint()
+    return (time.perf_counter() - start) * 1000.0 / 20

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from .bench_window import open_window, start_app
+from .bench_window import open_window, start_app, table_scroll_ms
 
 TARGETS = {"large_block_ms": 50.0, "large_peak_mb": 2048.0}
 
@@ -64,17 +64,7 @@ def large_probe(n: int, heads: int) -> None:
     QApplication.processEvents()
     window.repaint()
     edit_ms = (time.perf_counter() - start) * 1000.0
-    # A scroll through the token table, as a person would: the table stays virtual.
-    table_ms = None
-    views = getattr(getattr(window.inputs, "tokens", window.inputs), "embedding_view", None)
-    if views is not None:
-        t0 = time.perf_counter()
-        bar = views.verticalScrollBar()
-        for k in range(20):
-            bar.setValue(bar.maximum() * k // 19)
-            QApplication.processEvents()
-            views.viewport().repaint()
-        table_ms = (time.perf_counter() - t0) * 1000.0 / 20
+    table_ms = table_scroll_ms(window)
     timer.stop()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(json.dumps({"n": n, "heads": heads, "first_window_ms": first_ms, "edit_to_drawn_ms": edit_ms,

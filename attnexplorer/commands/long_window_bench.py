@@ -50,6 +50,7 @@ def window_probe(n: int, heads: int) -> None:
 
     from ..cli import build_parser
     from ..ui.app import open_window
+    from .bench_window import table_scroll_ms
 
     argv = ["--preset", "random"] + [a for k, v in (("n", n), ("d", 64), ("d_k", 64), ("d_v", 64), ("heads", heads),
                                                       ("seed", 0)) for a in ("--set", f"{k}={v}")]
@@ -124,17 +125,7 @@ def window_probe(n: int, heads: int) -> None:
         time.sleep(0.0005)
     timer.stop()
     state["stop"] = True
-    # A scroll through the token table, as a person would: the table stays virtual.
-    table_ms = None
-    view = getattr(getattr(window.inputs, "tokens", window.inputs), "embedding_view", None)
-    if view is not None:
-        t0 = time.perf_counter()
-        bar = view.verticalScrollBar()
-        for k in range(20):
-            bar.setValue(bar.maximum() * k // 19)
-            QApplication.processEvents()
-            view.viewport().repaint()
-        table_ms = (time.perf_counter() - t0) * 1000.0 / 20
+    table_ms = table_scroll_ms(window)
     zoom = _zoom_latencies(window, document)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     try:

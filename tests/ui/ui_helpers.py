@@ -1,5 +1,9 @@
 """Helpers shared by the panel and figure tests."""
 
+# A main window opened and closed as the bench does it: ``open_window(session, size)`` gives
+# ``(document, window)`` shown and painted once; ``close_window`` closes it without asking.
+from attnexplorer.commands.bench_window import close_window, open_window  # noqa: F401
+
 
 def shown(qtbot, panel, size=(420, 320)):
     """``panel`` registered with qtbot, resized, shown and exposed (so it has painted)."""
@@ -9,31 +13,3 @@ def shown(qtbot, panel, size=(420, 320)):
     qtbot.waitExposed(panel)
     return panel
 
-
-def open_window(session, size=(1280, 800)):
-    """A main window on a new document for ``session``, shown at ``size`` and painted once:
-    ``(document, window)``. Close it with ``close_window``."""
-    from PySide6.QtWidgets import QApplication
-
-    from attnexplorer.ui.document import SessionDocument
-    from attnexplorer.ui.main_window import MainWindow
-
-    document = SessionDocument(session)
-    window = MainWindow(document)
-    window.resize(*size)
-    window.show()
-    for _ in range(3):
-        QApplication.processEvents()
-    window.repaint()
-    return document, window
-
-
-def close_window(document, window) -> None:
-    """Close a window from ``open_window`` without asking about its edits."""
-    from PySide6.QtWidgets import QApplication
-
-    document.undo_stack.setClean()
-    window.close()
-    window.deleteLater()
-    document.shutdown()
-    QApplication.processEvents()
