@@ -69,9 +69,9 @@ class AttentionInputs:
     - ``position_bias``: (H, n, n), added to the scaled scores (ALiBi).
     - ``b_out``: (d_out,), added to the output.
 
-    ``project``: a function ``(x, w, b) -> x·w + b`` for the projections in place of the plain
-    product (the engine's reuse of the previous edit's product, ``projection_reuse``); None:
-    the plain product.
+    ``linear``: a function ``(x, w, b) -> x·w + b`` for the projections in place of the plain
+    ``linear`` (the engine's reuse of the previous edit's product,
+    ``projection_reuse.reuse_linear``); None: the plain product.
     """
 
     x: Any
@@ -92,7 +92,7 @@ class AttentionInputs:
     rope: Any = None
     position_bias: Any = None
     b_out: Any = None
-    project: Any = None
+    linear: Any = None
 
 
 def _torch():
@@ -169,7 +169,7 @@ def rotate(x, rope):
     return turned if dims == x.shape[-1] else torch.cat((turned, x[..., dims:]), dim=-1)
 
 
-def _project(x, w, b):
+def linear(x, w, b=None):
     """x·w (+ b): one matrix product, the bias fused into it when there is one."""
     return x @ w if b is None else _torch().addmm(b, x, w)
 
@@ -179,7 +179,7 @@ def _inplace_ok(keep_overwritten: bool) -> bool:
     return not keep_overwritten and not _torch().is_grad_enabled()
 
 
-def project(inputs: AttentionInputs) -> dict:
+def queries_keys_values(inputs: AttentionInputs) -> dict:
     """Every step before the scores: X = norm(E + P), then Q, K and V of every head (RoPE
     applied), as a dict of tensors (see ``attend``'s first entries).
 
@@ -194,18 +194,18 @@ def project(inputs: AttentionInputs) -> dict:
         x = _normalise(x, inputs.norm)
     heads, d_k = inputs.heads, inputs.d_k
     kv_heads = heads if inputs.kv_heads is None else inputs.kv_heads
-    project = _project if inputs.project is None else inputs.project
+    product = linear if inputs.linear is None else inputs.linear
     if inputs.source_x is None:
         # X·[W_q | W_k | W_v] (+ b): every projection of every head in one matrix product.
-        joined = project(x, inputs.w_qkv, inputs.b_qkv)
+        joined = product(x, inputs.w_qkv, inputs.b_qkv)
         joined_kv = None
         q, k, v = split_projections(joined, heads, d_k, inputs.d_v, kv_heads)
     else:
         # Cross-attention: queries from X, keys and values from the source's rows.
         hk = heads * d_k
         b = inputs.b_qkv
-        joined = project(x, inputs.w_qkv, None if b is None else b[:hk])
-        joined_kv = project(inputs.source_x, inputs.w_kv, None if b is None else b[hk:])
+        joined = product(x, inputs.w_qkv, None if b is None else b[:hk])
+        joined_kv = product(inputs.source_x, inputs.w_kv, None if b is None else b[hk:])
         q = _per_head(joined, heads)
         k, v = split_key_value(joined_kv, kv_heads, d_k)
     q_unrotated = k_unrotated = None
@@ -235,7 +235,7 @@ def attend(inputs: AttentionInputs, wanted=frozenset(INTERMEDIATES), check_finit
     Fitting calls this with autograd on and takes the gradient of a loss on ``weights``.
     """
     torch = _torch()
-    t = project(inputs)
+    t = queries_keys_values(inputs)
     q, k, v = t["Q"], t["K"], t["V"]
     heads, d_k = inputs.heads, inputs.d_k
     kv_heads = heads if inputs.kv_heads is None else inputs.kv_heads
@@ -282,4 +282,4 @@ def combine_heads(head_out, inputs: AttentionInputs):
     if inputs.w_out is None:
         return None
     concat = head_out.transpose(0, 1).reshape(head_out.shape[1], -1)
-    return _project(concat, inputs.w_out, inputs.b_out)
+    return linear(concat, inputs.w_out, inputs.b_out)

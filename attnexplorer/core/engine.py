@@ -25,9 +25,9 @@ from .attention import INTERMEDIATES, STAGE_INTERMEDIATES, AttentionInputs, Atte
 from .device_inputs import cannot_overflow, device_tensor, projection_weights
 from .stage_inputs import positions_array, stage_bound, stage_tensors
 from .errors import EngineError
-from .masking import mask_and_blocked_rows
+from .blocked_cells import mask_and_blocked_rows
 from .memory import check_memory
-from .projection_reuse import project as reuse_projection
+from .projection_reuse import reuse_linear
 from .session import Session
 
 DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -144,7 +144,7 @@ class AttentionResult:
     cross-attention): ``Q`` (H, n, d_k); ``K`` (H_kv, n_k, d_k); ``V`` (H_kv, n_k, d_v);
     ``scores`` raw QKᵀ, ``scaled_scores`` (scores × scale factor + position_bias, not masked)
     and ``weights`` (H, n, n_k); ``mask`` (n, n_k), True = blocked (for a long result a
-    ``core.masking.MaskMatrix``, read like the array but made a block at a time); ``head_outputs``
+    ``core.blocked_cells.MaskMatrix``, read like the array but made a block at a time); ``head_outputs``
     (H, n, d_v); ``concat`` (n, H·d_v); ``output`` is ``concat @ W_o + b_o`` when the session
     has W_o, else ``concat``. ``blocked_rows`` (n,) flags queries whose every key is blocked:
     their weights and outputs are 0, never NaN. Blocked cells of other rows have weight
@@ -281,7 +281,7 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     try:
         with torch.inference_mode():
             inputs = attention_inputs(session, tdtype, dev, (mask_np, blocked_rows_np, any_blocked),
-                                      project=reuse_projection)
+                                      linear=reuse_linear)
             try:
                 # Unless the bound rules overflow out, the scores are looked at before masking.
                 t = attend(inputs, wanted, check_finite=None if checked else all_finite)
@@ -326,14 +326,14 @@ def carries(session: Session, name: str) -> bool:
     return name in _KEEPABLE
 
 
-def attention_inputs(session: Session, tdtype, dev, masks=None, project=None) -> AttentionInputs:
+def attention_inputs(session: Session, tdtype, dev, masks=None, linear=None) -> AttentionInputs:
     """What ``attend`` reads for ``session``: cached device copies of its arrays and stages.
 
     ``compute`` calls it under inference mode; fitting calls it too (and swaps in trainable
     W_q, W_k and biases), so the window and the fit feed the engine the same tensors. Under
     inference mode the cached tensors are inference tensors: a caller with autograd on must
     clone them. ``masks``: ``mask_and_blocked_rows(session)`` when the caller has it;
-    ``project``: ``AttentionInputs.project`` (compute's reuse of the previous product; the fit
+    ``linear``: ``AttentionInputs.linear`` (compute's reuse of the previous product; the fit
     leaves it None, as its weights change every step).
     """
     torch = _torch()
@@ -347,7 +347,7 @@ def attention_inputs(session: Session, tdtype, dev, masks=None, project=None) ->
         mask=torch.tensor(mask_np, device=dev) if any_blocked else None,
         blocked_rows=torch.tensor(blocked_rows_np, device=dev) if any_blocked and blocked_rows_np.any() else None,
         w_out=None if session.w_out is None else device_tensor(session.w_out, tdtype, dev),
-        project=project, **stages)
+        linear=linear, **stages)
 
 
 def uses_stages(session: Session) -> bool:

@@ -1,4 +1,7 @@
-"""The mask: which (query, key) cells of the attention are blocked, as one frozen value."""
+"""The mask: which (query, key) cells of the attention are blocked, as one frozen value.
+
+This is the session's definition of the mask (its kind, window, padding or custom matrix);
+``core.blocked_cells`` turns it into the blocked cells the engines read."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ weight: at 16 heads of d = d_k = 512 they are 12.6 million multiply-adds for 8 t
 everything after them (scores, softmax, head outputs) is a few thousand. A one-cell edit
 changes few of their numbers: a cell of W_q, W_k or W_v changes one column of the product, a
 row of the embeddings (or its norm, or its position) one row. So the engine hands ``attend``
-``project`` (``AttentionInputs.project``), which keeps the last product made from each
+``reuse_linear`` (as ``AttentionInputs.linear``), which keeps the last product made from each
 device weight tensor and, when the same tensor comes back with a few columns patched in
 place (``note_patched``, from ``device_inputs``), a few bias entries changed or a few rows of
 X changed, copies the old product and recomputes just those columns and rows from the
@@ -31,7 +31,7 @@ from collections import OrderedDict, deque
 
 import numpy as np
 
-from .attention import _project
+from .attention import linear
 
 # The largest product kept for the next edit, in numbers (8 MB in float32).
 MAX_KEPT = 1 << 21
@@ -90,11 +90,11 @@ def _columns_since(w, version: int):
     return np.unique(np.concatenate([cols for v, cols in log if v > version]))
 
 
-def project(x, w, b=None):
+def reuse_linear(x, w, b=None):
     """``x·w (+ b)``, reusing the last product made from ``w`` where its inputs did not change."""
     torch = _torch()
     if torch.is_grad_enabled():  # autograd must see the plain product (fitting never gets here)
-        return _project(x, w, b)
+        return linear(x, w, b)
     with _LOCK:
         version = _version(w)
         kept = _PRODUCTS.get(id(w))
@@ -105,7 +105,7 @@ def project(x, w, b=None):
     if kept is not None and columns is not None:
         value = _update(kept, columns, x, w, b)
     if value is None:
-        value = _project(x, w, b)
+        value = linear(x, w, b)
     if value.numel() <= MAX_KEPT:
         with _LOCK:
             if _version(w) == version:  # not patched meanwhile: the product matches ``version``
@@ -141,9 +141,9 @@ def _update(kept, columns: np.ndarray, x, w, b):
     value = _copy(old)
     if columns.size:
         cols = torch.as_tensor(columns, device=w.device)
-        value[:, cols] = _project(x, w.index_select(1, cols), None if b is None else b.index_select(0, cols))
+        value[:, cols] = linear(x, w.index_select(1, cols), None if b is None else b.index_select(0, cols))
     if n_rows:
-        value[rows] = _project(x.index_select(0, rows), w, b)
+        value[rows] = linear(x.index_select(0, rows), w, b)
     return value
 
 

@@ -5,7 +5,7 @@ tokens × 4 heads that is over 4 GB per matrix in float32. This package computes
 numbers a block of query rows at a time:
 
 - ``stream(session)`` makes X, Q, K and V with the dense engine's own code
-  (``attention.project``), then, a block of query rows at a time, the row softmax
+  (``attention.queries_keys_values``), then, a block of query rows at a time, the row softmax
   normalisers of every head (each query's largest scaled score and Σ exp(score − largest)),
   the head outputs (Σ weight·value) and, when asked, a pooled overview of the weights and
   scores at a given resolution (``pooling``). Memory: O(block × n) per head, not O(n × n).
@@ -14,7 +14,7 @@ numbers a block of query rows at a time:
   from Q, K and the normalisers alone; with ALiBi, the slopes (``alibi_slopes``) and any
   rectangle of the bias (``tile(..., "position_bias")``).
 - The mask is never made whole: each block's part comes from its definition (``Mask.block``),
-  and a long ``AttentionResult`` carries a ``core.masking.MaskMatrix``.
+  and a long ``AttentionResult`` carries a ``core.blocked_cells.MaskMatrix``.
 
 Where both fit, the numbers equal the dense engine's (float32 to 1e-6, float64 to 1e-12;
 tests/core/test_long_stream.py checks it on hypothesis-drawn sessions with every stage).

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..engine import AttentionResult, compute
-from ..masking import MaskMatrix
+from ..blocked_cells import MaskMatrix
 from ..memory import compute_bytes, memory_limit
 from ..session import Session
 from .pooling import pool_grid

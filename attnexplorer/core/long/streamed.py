@@ -19,11 +19,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..attention import AttentionInputs, combine_heads, project
+from ..attention import AttentionInputs, combine_heads, queries_keys_values
 from ..device_inputs import cannot_overflow, device_tensor, projection_weights
 from ..engine import all_finite, kv_head_map, overflow_error, resolve, stages_to_host, uses_stages
 from ..errors import EngineError
-from ..masking import any_blocked
+from ..blocked_cells import any_blocked
 from ..session import Session
 from ..stage_inputs import alibi_block, stage_bound, stage_tensors
 from .pooling import POOLED, POOLS, Pooled, pool_rows
@@ -270,7 +270,7 @@ class _Prepared:
 
 
 def _prepare(session: Session, dev, tdtype, block_bytes: int) -> tuple[_Prepared, dict]:
-    """X, Q, K and V by the dense engine's own ``project``, and what the blocks need."""
+    """X, Q, K and V by the dense engine's own ``queries_keys_values``, and what the blocks need."""
     staged = uses_stages(session)
     stages = stage_tensors(session, tdtype, dev, dense_bias=False) if staged else {}
     slopes = stages.pop("alibi_slopes", None)
@@ -282,7 +282,7 @@ def _prepare(session: Session, dev, tdtype, block_bytes: int) -> tuple[_Prepared
         w_qkv=stages.pop("w_q") if "w_q" in stages else projection_weights(session, tdtype, dev),
         heads=session.heads, d_k=session.d_k, d_v=session.d_v, factor=session.scale.factor(session.d_k),
         w_out=None if session.w_out is None else device_tensor(session.w_out, tdtype, dev), **stages)
-    t = project(inputs)
+    t = queries_keys_values(inputs)
     prepared = _Prepared(session=session, dev=dev, tdtype=tdtype, q=t["Q"].contiguous(), k=t["K"].contiguous(),
                          v=t["V"].contiguous(), factor=inputs.factor,
                          kv_head_of=kv_head_map(session.heads, session.kv_heads), slopes=slopes,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.long.tiled import TiledMatrix
-from ...core.masking import MaskMatrix
+from ...core.blocked_cells import MaskMatrix
 from . import theme
 from .common import FigurePanel, clamp_selection, feature_names
 from .long_matrix import PartialMatrix, is_long

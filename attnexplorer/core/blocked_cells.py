@@ -1,7 +1,8 @@
 """Which (query, key) cells a session's mask blocks, for the dense engine and the streamed path.
 
-``core.mask`` defines a mask (a frozen value of the session); this module reads one for the
-engines.
+``core.mask`` defines a mask (``Mask``, a frozen value of the session); this module turns one
+into the blocked cells the engines read: the whole boolean matrix, the fully blocked rows, or
+a ``MaskMatrix`` that makes the cells a block at a time.
 
 The dense engine needs the whole n × n_k mask (it masks every head's matrices at once). The
 streamed path for long inputs (``core.long``) never makes it: at 16,384 tokens it would be
