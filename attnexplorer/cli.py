@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 return run_import_model(build_import_model_parser().parse_args(rest))
             if command == "bench":
-                from .bench import run_bench
+                from .bench.run import run_bench
 
                 return run_bench(build_bench_parser().parse_args(rest))
         args = build_parser().parse_args(argv)

@@ -5,7 +5,7 @@
 For each n (tokens) and head count, with d = d_k = d_v = 64, it times ``compute()`` and a bare
 ``softmax((X@Wq)@(X@Wk)ᵀ·s)@(X@Wv)`` on the same inputs, interleaved call by call, and prints
 the medians and their ratio. The target (issue 2 and 5) is a ratio of at most 1.3 at n ≥ 256.
-The measuring function lives in the package (``attnexplorer.commands.engine_bench``) so that
+The measuring function lives in the package (``attnexplorer.bench.engine``) so that
 ``attnexplorer bench`` can call it from an installed copy; it is re-exported here.
 """
 
@@ -15,7 +15,7 @@ import argparse
 import platform
 import sys
 
-from attnexplorer.commands.engine_bench import measure_engine_overhead
+from attnexplorer.bench.engine import measure_engine_overhead
 
 __all__ = ["measure_engine_overhead", "main"]
 

@@ -52,7 +52,7 @@ def test_bench_json_has_the_documented_fields():
 
 
 def test_bench_text_report_names_every_section():
-    from attnexplorer.commands.bench_report import format_report
+    from attnexplorer.bench.report import format_report
 
     fake_row = {"device": "cpu", "n": 16, "heads": 1, "engine_ms": 1.0, "bare_ms": 1.0, "ratio": 1.0, "met": True}
     report = format_report({
@@ -85,7 +85,7 @@ def test_bench_text_report_names_every_section():
 def test_bench_without_matplotlib_says_what_to_install_and_runs_nothing(monkeypatch, capsys):
     import importlib.util
 
-    from attnexplorer import bench
+    from attnexplorer.bench import run as bench
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
@@ -98,7 +98,7 @@ def test_bench_without_matplotlib_says_what_to_install_and_runs_nothing(monkeypa
 def test_measure_engine_overhead_reports_its_fields():
     import pytest
 
-    from attnexplorer.commands import engine_bench
+    from attnexplorer.bench import engine as engine_bench
     from attnexplorer.core.errors import EngineError
 
     r = engine_bench.measure_engine_overhead(16, d=4, heads=2, repeats=3)
@@ -114,7 +114,7 @@ def test_the_start_up_probe_opens_the_app_window_and_says_when_it_is_painted(tmp
     # The bench's start-up row runs this in a fresh interpreter; the app has no hook for it.
     import os
 
-    from attnexplorer.commands.startup_probe import COMMAND
+    from attnexplorer.bench.startup_probe import COMMAND
 
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", ATTNEXPLORER_CONFIG_DIR=str(tmp_path / "config"),
                ATTNEXPLORER_DATA_DIR=str(tmp_path / "data"))

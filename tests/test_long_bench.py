@@ -1,8 +1,8 @@
 """The long-inputs rows of `attnexplorer bench`: each figure from a fresh process, every field
 there, and the report names them. The figures themselves are not asserted (shared machines)."""
 
-from attnexplorer.commands import long_bench
-from attnexplorer.commands.long_bench import _child, format_long
+from attnexplorer.bench import long as long_bench
+from attnexplorer.bench.long import _child, format_long
 
 
 def test_a_child_process_reports_the_streamed_and_the_dense_figures():
@@ -43,7 +43,7 @@ def test_the_report_names_every_figure_and_the_target():
 
 
 def test_the_window_row_reports_its_figures_from_a_fresh_window():
-    from attnexplorer.commands.long_window_bench import bench_window
+    from attnexplorer.bench.long_window import bench_window
 
     row = bench_window(512, 2)
     assert "error" not in row, row

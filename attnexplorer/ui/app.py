@@ -14,7 +14,7 @@ error: the default preset opens and the status bar says why.
 After start-up, work left by a window that crashed or was killed is offered for restore.
 
 ``open_window(args)`` is everything before Qt's event loop; ``attnexplorer bench`` times it to
-the first paint through ``commands/startup_probe.py``, so the product carries no hook for that.
+the first paint through ``bench/startup_probe.py``, so the product carries no hook for that.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..core.errors import AttnExplorerError
-from .models import MatrixModel
+from .table_models import MatrixModel
 from .table_view import MatrixTableView
 
 MATRIX_FILTER = "Matrices (*.csv *.tsv *.txt *.npy);;All files (*)"

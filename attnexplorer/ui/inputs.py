@@ -13,7 +13,7 @@
   nn.Linear's default, identity where square, zeros) and an Import menu (file or clipboard,
   as stored (d × cols) or in nn.Linear orientation (cols × d), transposed for you), each
   with its bias as a one-row table under it (``stage_inputs.BiasRow``).
-- **Stages** — positions, norm, grouped-query K/V heads, W_o and b_o (``ui/stage_inputs.py``).
+- **Stages** — positions, norm, grouped-query K/V heads, W_o and b_o (``ui/stages_page.py``).
 - **Source** — cross-attention's source sequence (``ui/source_inputs.py``).
 
 Each page is a module of its own (``tokens_page.py``, ``weights_page.py``, ``stage_inputs.py``,
@@ -28,7 +28,7 @@ from PySide6.QtWidgets import QSizePolicy, QTabWidget
 
 from .document import SessionDocument
 from .source_inputs import SourcePage
-from .stage_inputs import StagesPage
+from .stages_page import StagesPage
 from .tokens_page import TokensPage
 from .weights_page import WeightsPage
 

@@ -24,7 +24,7 @@ from ..core.tokenize import detokenize, tokenize
 from . import user_actions
 from .document import SessionDocument
 from .input_widgets import MAX_SENTENCE_TOKENS, ImportActions, rows_form, side_by_side, spin_box, tool_button
-from .models import MatrixModel
+from .table_models import MatrixModel
 from .table_view import MatrixTableView
 
 SOURCES = (("manual", "manual (zeros)"), ("seeded", "seeded random"))

@@ -14,7 +14,7 @@ from . import user_actions
 from .document import SessionDocument
 from .input_widgets import (MAX_SENTENCE_TOKENS, SENTENCE_HINT, ImportActions, rows_form, side_by_side, spin_box,
                             tool_button)
-from .models import MatrixModel, TokenModel
+from .table_models import MatrixModel, TokenModel
 from .table_view import MatrixTableView
 
 SOURCES = (("manual", "manual (zeros)"), ("seeded", "seeded random"), ("preset", "preset generator"))

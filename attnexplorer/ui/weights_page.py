@@ -13,7 +13,7 @@ from ..core.session import MAX_DIM, MAX_HEADS
 from . import user_actions
 from .document import SessionDocument
 from .input_widgets import ImportActions, set_spin, spin_box, tool_button
-from .models import MatrixModel
+from .table_models import MatrixModel
 from .table_view import MatrixTableView
 
 
@@ -41,7 +41,7 @@ class WeightTable(QWidget):
         self.title = QLabel(f"{table} (d × {cols})")
         self.title.setToolTip(f"{table}: rows are the embedding dimensions, columns the {cols} projected dimensions; "
                               f"Q = X @ W_q (row vectors)")
-        from .stage_inputs import BiasRow
+        from .stages_page import BiasRow
 
         # The bias under its matrix: b's columns are W's columns (x·W + b).
         self.bias = BiasRow(document, "b" + table[1:], self.view)
@@ -63,7 +63,7 @@ class WeightTable(QWidget):
 
     def _update_title(self, *_args) -> None:
         """Rows come from the source with cross-attention; a shared K/V head says who shares it."""
-        from .stage_inputs import kv_note
+        from .stages_page import kv_note
 
         s = self.document.session
         rows = "d_s" if s.source is not None and self.table != "W_q" else "d"

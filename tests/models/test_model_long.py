@@ -156,7 +156,7 @@ def test_long_badge_texts():
 
 
 def test_the_bench_row_reads_as_figures():
-    from attnexplorer.commands.bench_models import format_rows
+    from attnexplorer.bench.real_models import format_rows
 
     row = {"kind": "long", "model": "smollm2", "tokens": 4096, "layer": 12, "heads": 9, "streamed": True,
            "run_s": 61.0, "layer_s": 9.5, "seconds": 70.5, "peak_mb": 1500.0, "target_peak_mb": 2048, "met": True,

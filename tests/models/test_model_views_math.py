@@ -49,8 +49,8 @@ def test_badge():
 
 
 def test_bench_rows_read_as_a_report():
-    from attnexplorer.commands.bench_report import format_report
-    from attnexplorer.commands.bench_models import format_rows
+    from attnexplorer.bench.report import format_report
+    from attnexplorer.bench.real_models import format_rows
 
     rows = [{"model": "minilm", "target_s": 3.0, "seconds": 1.2, "met": True, "tokens": 32, "layers": 6,
              "heads": 12, "from_cache": False, "engine": "attnexplorer", "fresh_s": 3.4, "fresh_met": False,

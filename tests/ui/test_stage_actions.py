@@ -124,7 +124,7 @@ def test_output_actions(doc):
 def test_stage_table_models_pass_the_model_tester_and_follow_the_stage(qtmodeltester, doc):
     from PySide6.QtCore import Qt
 
-    from attnexplorer.ui.models import MatrixModel
+    from attnexplorer.ui.table_models import MatrixModel
 
     bias = MatrixModel(doc, "b_q", follow_selection=True)
     qtmodeltester.check(bias)

@@ -2,7 +2,7 @@
 
 # A main window opened and closed as the bench does it: ``open_window(session, size)`` gives
 # ``(document, window)`` shown and painted once; ``close_window`` closes it without asking.
-from attnexplorer.commands.bench_window import close_window, open_window  # noqa: F401
+from attnexplorer.bench.harness import close_window, open_window  # noqa: F401
 
 
 def shown(qtbot, panel, size=(420, 320)):

@@ -22,15 +22,15 @@ same run, so a busy machine slows both sides alike):
   included), and the peak memory of the process (target < 2 GB).
 - ``fit_steps``, ``fit_gui``: fitting a head, steps per second at n = 16 with no window
   (target ≥ 200) and the GUI's longest block during a fit at n = 512 (target ≤ 50 ms); see
-  ``commands/fit_bench.py``.
+  ``bench/fit.py``.
 - ``startup``: a fresh ``attnexplorer --preset pronoun`` to its first painted window, against
   ``python -c "import torch, PySide6.QtWidgets, pyqtgraph"`` to its imports done (neither
   counts the interpreter's exit). Target: ≤ 0.7 s more.
 
-Each row kind is measured by a module of ``commands/`` that also holds its targets
-(``engine_bench``, ``stage_bench``, ``window_bench``, ``edit_cost_bench``, ``large_bench``,
-``startup_bench``, ``fit_bench``, ``long_bench``, ``bench_models``; the window they open and
-close: ``bench_window``); the text report is ``commands/bench_report.py``.
+Each row kind is measured by a module of this package that also holds its targets
+(``engine``, ``stages``, ``window``, ``edit_cost``, ``large``, ``startup``, ``fit``, ``long``,
+``real_models``; the window they open and close: ``harness``); the text report is
+``report.py``.
 
 ``--json`` prints the same figures as one JSON object; its fields are listed in the README
 ("Speed") and checked by the tests. ``--quick`` uses fewer sizes and repeats (for tests).
@@ -45,12 +45,12 @@ import platform
 import sys
 import time
 
-from .commands import edit_cost_bench, engine_bench, large_bench, stage_bench, startup_bench, window_bench
-from .commands.bench_report import format_report
+from . import edit_cost, engine, large, stages, startup, window
+from .report import format_report
 
 # Each row kind's targets live with its measurement; the JSON lists them all in this order.
-TARGETS = {**engine_bench.TARGETS, **window_bench.TARGETS, **large_bench.TARGETS, **startup_bench.TARGETS,
-           **edit_cost_bench.TARGETS}
+TARGETS = {**engine.TARGETS, **window.TARGETS, **large.TARGETS, **startup.TARGETS,
+           **edit_cost.TARGETS}
 
 
 def machine_info() -> dict:
@@ -98,25 +98,25 @@ def collect(quick: bool = False, device: str | None = None) -> dict:
     results = {"machine": machine_info(), "targets": {k: v for k, v in TARGETS.items() if k != "redraw_ms"}}
     results["targets"]["redraw_ms"] = {str(k): v for k, v in TARGETS["redraw_ms"].items()}
     if quick:
-        results["engine"] = engine_bench.bench_engine([16, 256], devices, repeats=3)
-        results["stages"] = stage_bench.bench_stages([256], devices, repeats=2)
-        results["redraw"] = window_bench.bench_redraw([16, 64], repeats=3)
-        results["drag"] = window_bench.bench_drag(64, steps=4)
-        results["edit_cost"] = edit_cost_bench.bench_edit_cost(2, 64, edits=5)
-        results["heatmap"] = window_bench.bench_heatmap([16, 64], repeats=2, runs=2)
-        results["large"] = large_bench.bench_large(256, 2)
-        results["startup"] = startup_bench.bench_startup(1)
+        results["engine"] = engine.bench_engine([16, 256], devices, repeats=3)
+        results["stages"] = stages.bench_stages([256], devices, repeats=2)
+        results["redraw"] = window.bench_redraw([16, 64], repeats=3)
+        results["drag"] = window.bench_drag(64, steps=4)
+        results["edit_cost"] = edit_cost.bench_edit_cost(2, 64, edits=5)
+        results["heatmap"] = window.bench_heatmap([16, 64], repeats=2, runs=2)
+        results["large"] = large.bench_large(256, 2)
+        results["startup"] = startup.bench_startup(1)
     else:
-        results["engine"] = engine_bench.bench_engine([16, 64, 256, 512, 1024, 2048, 4096], devices, repeats=9)
-        results["stages"] = stage_bench.bench_stages([1024, 2048], devices, repeats=5)
-        results["redraw"] = window_bench.bench_redraw([16, 64, 256, 512], repeats=9)
-        results["drag"] = window_bench.bench_drag(512, steps=15)
-        results["edit_cost"] = edit_cost_bench.bench_edit_cost(16, 512)
-        results["heatmap"] = window_bench.bench_heatmap([16, 64, 256, 512], repeats=7)
-        results["large"] = large_bench.bench_large(4096, 4)
-        results["startup"] = startup_bench.bench_startup(3)
-    from .commands.fit_bench import bench_fit_gui, bench_fit_steps
-    from .commands.long_bench import bench_long
+        results["engine"] = engine.bench_engine([16, 64, 256, 512, 1024, 2048, 4096], devices, repeats=9)
+        results["stages"] = stages.bench_stages([1024, 2048], devices, repeats=5)
+        results["redraw"] = window.bench_redraw([16, 64, 256, 512], repeats=9)
+        results["drag"] = window.bench_drag(512, steps=15)
+        results["edit_cost"] = edit_cost.bench_edit_cost(16, 512)
+        results["heatmap"] = window.bench_heatmap([16, 64, 256, 512], repeats=7)
+        results["large"] = large.bench_large(4096, 4)
+        results["startup"] = startup.bench_startup(3)
+    from .fit import bench_fit_gui, bench_fit_steps
+    from .long import bench_long
 
     results.update(bench_long(quick))
     results["fit_steps"] = bench_fit_steps(steps=100 if quick else 300, repeats=1 if quick else 3)
@@ -126,7 +126,7 @@ def collect(quick: bool = False, device: str | None = None) -> dict:
     if quick:
         results["models"] = []
     else:
-        from .commands.bench_models import bench_models
+        from .real_models import bench_models
 
         results["models"] = bench_models()
     results["seconds"] = time.perf_counter() - started

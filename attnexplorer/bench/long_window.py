@@ -14,7 +14,7 @@ runs on the worker and the autosave writes the recovery file on its thread:
   an exact zoom region and of an intermediate zoom (pooled from exact tiles), and the peak
   resident memory.
 
-Run alone: ``python3 -c "from attnexplorer.commands.long_window_bench import bench_window;
+Run alone: ``python3 -c "from attnexplorer.bench.long_window import bench_window;
 print(bench_window(16384, 4))"``.
 """
 
@@ -50,7 +50,7 @@ def window_probe(n: int, heads: int) -> None:
 
     from ..cli import build_parser
     from ..ui.app import open_window
-    from .bench_window import table_scroll_ms
+    from .harness import table_scroll_ms
 
     argv = ["--preset", "random"] + [a for k, v in (("n", n), ("d", 64), ("d_k", 64), ("d_v", 64), ("heads", heads),
                                                       ("seed", 0)) for a in ("--set", f"{k}={v}")]
@@ -175,7 +175,7 @@ def _zoom_latencies(window, document) -> dict:
 
 def bench_window(n: int, heads: int) -> dict:
     """The window row, from a fresh process (``window_probe``)."""
-    code = f"from attnexplorer.commands.long_window_bench import window_probe; window_probe({n}, {heads})"
+    code = f"from attnexplorer.bench.long_window import window_probe; window_probe({n}, {heads})"
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTNEXPLORER_TESTING": "1"}
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)

@@ -65,7 +65,7 @@ def bench_fit_gui(n: int = 512, seconds: float = 3.0) -> dict:
 
     from PySide6.QtCore import QEventLoop, Qt, QTimer
 
-    from .bench_window import close_window, open_window, start_app
+    from .harness import close_window, open_window, start_app
 
     start_app()
     document, window = open_window(_session(n, 64, 16))

@@ -3,7 +3,7 @@
 ``engine``: ``compute()`` against a bare torch ``softmax((X·W_q)(X·W_k)ᵀ·s)·(X·W_v)`` on the
 same inputs, n = 16 … 4,096, d = 64, on the CPU (and CUDA when present), timed side by side,
 interleaved call by call. Target: ratio ≤ 1.3 at n ≥ 256. The rows with the stages of a real
-head are in ``stage_bench.py``.
+head are in ``stages.py``.
 """
 
 from __future__ import annotations

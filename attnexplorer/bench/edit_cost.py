@@ -7,7 +7,7 @@ import os
 import time
 from statistics import median
 
-from .bench_window import close_window, open_window, settle, start_app
+from .harness import close_window, open_window, settle, start_app
 
 TARGETS = {"edit_ms": 20.0, "edit_growth_mb": 50.0}
 

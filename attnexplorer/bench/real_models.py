@@ -63,7 +63,7 @@ print(json.dumps({"seconds": done - started, "import_s": imported - started, "op
 
 _IN_APP = r"""
 import json, sys, time
-from attnexplorer.commands.bench_window import close_window, open_window, start_app
+from attnexplorer.bench.harness import close_window, open_window, start_app
 from attnexplorer.core.presets import build_preset
 from PySide6.QtWidgets import QApplication
 app = start_app()
@@ -92,8 +92,8 @@ close_window(document, window)
 
 _IN_APP_LONG = r"""
 import gc, json, resource, sys, time
-from attnexplorer.commands.bench_models import long_text
-from attnexplorer.commands.bench_window import close_window, open_window, start_app
+from attnexplorer.bench.real_models import long_text
+from attnexplorer.bench.harness import close_window, open_window, start_app
 from attnexplorer.core.presets import build_preset
 from attnexplorer.models.loading import load_model
 from PySide6.QtCore import QTimer

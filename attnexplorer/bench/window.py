@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from statistics import median
 
-from .bench_window import close_window, open_window, settle, start_app
+from .harness import close_window, open_window, settle, start_app
 
 TARGETS = {"redraw_ms": {64: 16.0, 512: 50.0}, "drag_per_s": 30.0, "heatmap_speedup": 10.0}
 

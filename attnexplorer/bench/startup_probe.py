@@ -13,7 +13,7 @@ import sys
 import time
 
 # What the bench runs in a fresh interpreter, with the app's arguments after it.
-COMMAND = "import sys; from attnexplorer.commands.startup_probe import first_paint; sys.exit(first_paint(sys.argv[1:]))"
+COMMAND = "import sys; from attnexplorer.bench.startup_probe import first_paint; sys.exit(first_paint(sys.argv[1:]))"
 
 
 def first_paint(argv: list[str]) -> int:

@@ -76,15 +76,15 @@ def format_report(r: dict) -> str:
         out.append(f"Start-up to a painted window: {s['app_s']:.2f} s vs {s['baseline_s']:.2f} s for the imports alone "
                    f"= +{s['extra_s']:.2f} s (target ≤ +0.7 s){mark(s['met'])}")
     if "long" in r:
-        from .long_bench import format_long
+        from .long import format_long
 
         out += format_long(r, mark)
     if "fit_steps" in r:
-        from .fit_bench import format_fit
+        from .fit import format_fit
 
         out += format_fit(r, mark)
     if r.get("models"):
-        from .bench_models import format_rows
+        from .real_models import format_rows
 
         out.append("")
         out.extend(format_rows(r["models"]))

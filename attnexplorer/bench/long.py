@@ -14,7 +14,7 @@ Each figure comes from a fresh child process, so that its peak resident memory
   (``compute_long``: three overviews, head outputs, the mask read a block at a time): its
   time, the peak memory and the memory still held with the result alive.
 - ``long_window`` (not with --quick): the window at n = 16,384 × 4 heads, d = 64
-  (``long_window_bench``: an edit's compute on the worker and the autosave's write, the GUI
+  (``long_window``: an edit's compute on the worker and the autosave's write, the GUI
   thread's longest block meanwhile and where it was, zoom latencies, a scroll through the
   embedding table, the peak memory).
 """
@@ -129,7 +129,7 @@ def long_probe(n: int, heads: int, path: str) -> None:
 
 
 def _child(n: int, heads: int, path: str) -> dict:
-    code = f"from attnexplorer.commands.long_bench import long_probe; long_probe({n}, {heads}, {path!r})"
+    code = f"from attnexplorer.bench.long import long_probe; long_probe({n}, {heads}, {path!r})"
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                               env={**os.environ})
@@ -150,7 +150,7 @@ def bench_long(quick: bool = False) -> dict:
     out = {"long": row, "long_dense": [_child(compare, 4, "dense"), _child(compare, 4, "streamed")],
            "long_masked": _child(n, 4, "causal")}
     if not quick:
-        from .long_window_bench import bench_window
+        from .long_window import bench_window
 
         # The window itself at that size, GUI blocks and all.
         out["long_window"] = bench_window(n, 4)

@@ -5,7 +5,7 @@ with biases on Q, K and V, grouped-query K/V heads (8 query heads sharing 2) and
 (a session holds one kind of positions), against bare torch from tensors already on the
 device: ``softmax((X·W_q + b_q)(X·W_k + b_k)ᵀ·s [+ bias])·(X·W_v + b_v)`` with RoPE applied to
 Q and K by hand and K, V repeated for the query heads that share them. Like
-``engine_bench.measure_engine_overhead``, calls alternate, device work is synchronised before a
+``engine.measure_engine_overhead``, calls alternate, device work is synchronised before a
 clock is read, and the ratio is everything the engine adds (its caches, overflow bound and
 host arrays of every intermediate). ``bench_stages`` makes the ``stages`` rows of
 ``attnexplorer bench`` from it (target: ratio ≤ 1.3, as the engine's).
@@ -91,7 +91,7 @@ def measure_stages_overhead(n: int, positions: str = "rope", repeats: int = 5, d
     def engine():
         return compute(s, device=device, dtype=dtype, keep=keep)
 
-    from .engine_bench import interleaved_medians  # engine_bench imports this module lazily, so no cycle
+    from .engine import interleaved_medians  # engine.py imports this module lazily, so no cycle
 
     engine_ms, bare_ms = interleaved_medians(engine, bare, repeats, warmups=2)
     return {"n": n, "d": d, "heads": heads, "kv_heads": kv_heads, "positions": positions, "device": str(dev),
@@ -99,7 +99,7 @@ def measure_stages_overhead(n: int, positions: str = "rope", repeats: int = 5, d
 
 
 def bench_stages(sizes, devices, repeats) -> list[dict]:
-    from .engine_bench import TARGETS
+    from .engine import TARGETS
 
     rows = []
     for device in devices:

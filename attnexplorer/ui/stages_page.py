@@ -31,7 +31,7 @@ from ..core.stages import MAX_OFFSET
 from . import user_actions
 from .document import SessionDocument
 from .input_widgets import ImportActions, spin_box, tool_button
-from .models import MatrixModel
+from .table_models import MatrixModel
 from .table_view import MatrixTableView
 
 POSITIONS = (("none", "None"), ("sinusoidal", "Sinusoidal"), ("learned", "Learned table"), ("rope", "RoPE (rotary)"),

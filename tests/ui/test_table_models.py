@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QLineEdit
 
 from attnexplorer.core.session import Mask, Session
 from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.models import MatrixModel, TokenModel
+from attnexplorer.ui.table_models import MatrixModel, TokenModel
 from attnexplorer.ui.table_view import MatrixTableView
 
 
@@ -220,7 +220,7 @@ def test_changed_cells_of_a_head_come_from_the_edit_not_a_comparison():
     """What a table shows of an edited W_q head: exactly the cells whose numbers changed, read
     from the edit's record of positions (``derived_from``), for every head and shape of view."""
     from attnexplorer.core.session_arrays import with_values
-    from attnexplorer.ui.models import _changed_cells
+    from attnexplorer.ui.table_models import _changed_cells
 
     s = make_session(n=3, d=4, dk=5, heads=3)
     for index in [(1, 2, 3), (0, slice(0, 2), slice(1, 4)), (slice(None), 0, 4), (2, 1, slice(None))]:
@@ -239,7 +239,7 @@ def test_changed_cells_of_a_head_come_from_the_edit_not_a_comparison():
 
 
 def test_changed_box_bounds_every_changed_cell():
-    from attnexplorer.ui.models import _changed_box
+    from attnexplorer.ui.table_models import _changed_box
 
     old = np.zeros((6, 5))
     new = old.copy()

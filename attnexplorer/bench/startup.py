@@ -35,7 +35,7 @@ def bench_startup(repeats: int) -> dict:
     baseline_cmd = [sys.executable, "-c",
                     "import torch, PySide6.QtWidgets, pyqtgraph; import time; print('imported', time.time())"]
     # The window opened as `attnexplorer --preset pronoun` opens it, then quit after its first
-    # paint (commands/startup_probe.py).
+    # paint (bench/startup_probe.py).
     app_cmd = [sys.executable, "-c", COMMAND, "--preset", "pronoun"]
     for cmd in (baseline_cmd, app_cmd):
         subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
