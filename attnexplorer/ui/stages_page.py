@@ -20,7 +20,7 @@ from __future__ import annotations
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView, QCheckBox, QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
-    QStyle, QVBoxLayout, QWidget,
+    QVBoxLayout, QWidget,
 )
 
 from ..core import stage_edits, stage_tables
@@ -209,11 +209,7 @@ class StageTable(QWidget):
         self.view = MatrixTableView(self.model)
         self.view.setToolTip(tip)
         if one_row:  # a vector: its one row, the column numbers and room for a scroll bar, no more
-            v = self.view
-            v.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-            bar = v.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent, None, v)
-            v.setFixedHeight(v.horizontalHeader().sizeHint().height() + v.verticalHeader().defaultSectionSize()
-                             + bar + 2 * v.frameWidth() + 2)
+            self.view.hold_one_row()
         self.importer = ImportActions(self, self.view, self.model, linear=False)
         self.title = QLabel(title)
         self.title.setToolTip(tip)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from PySide6.QtCore import QItemSelectionModel, Qt, QTimer
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtCore import QSize
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QTableView
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QSizePolicy, QTableView
 
 from .document import SessionDocument
 
@@ -54,11 +54,15 @@ class MatrixTableView(QTableView):
         if model is not None:
             self.setModel(model)
 
-    def setModel(self, model) -> None:
-        super().setModel(model)
-        if model is not None:
-            for signal in (model.modelReset, model.rowsInserted, model.rowsRemoved, model.layoutChanged):
-                signal.connect(self.updateGeometry)
+    def hold_one_row(self) -> None:
+        """A vector (ALiBi slopes, a norm's weight): exactly its row, the column numbers and
+        a horizontal scroll bar's room, whatever the style's header and bar heights turn out to
+        be once the view is polished (a height fixed when the view was made left 17 of the
+        row's 20 px, and nothing once a scroll bar appeared)."""
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.ROWS_WANTED = self.ROWS_AT_LEAST = 1
+        self.setSizePolicy(self.sizePolicy().horizontalPolicy(), QSizePolicy.Policy.Fixed)
+        self.updateGeometry()
 
     def _rows_height(self, rows: int) -> int:
         header = self.horizontalHeader().sizeHint().height() if self.horizontalHeader().isVisible() else 0
@@ -169,7 +173,13 @@ class MatrixTableView(QTableView):
 
     def setModel(self, model) -> None:
         super().setModel(model)
-        if self._document is not None and self.selectionModel() is not None:
+        if model is not None:
+            # The rows asked for follow the rows held (one setModel: a second definition of
+            # it further down once silently replaced this one).
+            for signal in (model.modelReset, model.rowsInserted, model.rowsRemoved, model.layoutChanged,
+                           model.columnsInserted, model.columnsRemoved):
+                signal.connect(self.updateGeometry)
+        if getattr(self, "_document", None) is not None and self.selectionModel() is not None:
             self.selectionModel().currentRowChanged.connect(self._on_current_row_changed)
 
     def _on_current_row_changed(self, current, previous) -> None:

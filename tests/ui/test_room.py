@@ -107,3 +107,33 @@ def test_the_fit_tab_brought_forward_shows_all_its_controls_and_its_plots(qtbot,
     assert dock.loss_plot.height() >= 130
     # The inputs keep part of the column, and the Controls tab raised again leaves the sizes.
     assert window.docks["inputs"].height() >= 200
+
+
+@pytest.mark.parametrize("preset, params", [("pronoun", {}), ("random", {"d": 12, "heads": 12})])
+def test_one_row_stage_tables_show_their_row_and_take_typing_at_1280x800(window_at, qtbot, preset, params):
+    # The ALiBi slopes and the norm's weight and bias showed only their column numbers: their
+    # height was fixed when the view was made (17 px left for a 20 px row) and a horizontal
+    # scroll bar (12 columns) covered the rest.
+    from test_stage_inputs import type_into
+
+    window = window_at(preset, (1260, 760))
+    if params:
+        window.document.set_session(build_preset(preset, params).session)
+    stages = window.inputs.stages
+    window.inputs.setCurrentWidget(stages)
+    stages.positions_combo.setCurrentIndex(stages.positions_combo.findData("alibi"))
+    stages.norm_combo.setCurrentIndex(stages.norm_combo.findData("layer"))
+    QApplication.processEvents()
+    for table, value in ((stages.slopes_table, 0.125), (stages.norm_weight, 2.0), (stages.norm_bias, 0.5)):
+        view = table.view
+        view.scrollTo(view.model().index(0, 0))
+        QApplication.processEvents()
+        assert view.isVisible()
+        bar = view.horizontalScrollBar()
+        room = view.viewport().height()
+        assert view.rowViewportPosition(0) >= 0 and view.rowViewportPosition(0) + view.rowHeight(0) <= room, \
+            (table.title.text(), room, view.rowHeight(0), bar.isVisible())
+        type_into(qtbot, view, 0, 0, str(value))
+    session = window.document.session
+    assert session.positions.slopes[0] == 0.125
+    assert session.norm.weight[0] == 2.0 and session.norm.bias[0] == 0.5
