@@ -265,6 +265,26 @@ def test_refusals_show_in_the_status_bar(make_window):
     assert window.statusBar().currentMessage() == "W_q[0, 1]: 'abc' is not a number"
 
 
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_a_long_refusal_is_shown_whole_in_the_status_bar(make_window, qtbot, width):
+    # The bar's one line cut a reason off at its permanent labels ("…the keys are ano").
+    window = make_window("dessert")
+    window.resize(width, 800)
+    reason = ("mask: the custom mask leaves query 'she' with no key to attend to, so its weights would be "
+              "undefined; unblock at least one key in its row (the keys are another token, and the mask "
+              "is applied before the softmax)")
+    window.document.refuse(reason)
+    label = window.status.message_label
+    qtbot.waitUntil(lambda: label.isVisible() and label.height() >= label.lines_height(label.width()))
+    assert label.text() == reason and label.toolTip() == reason
+    if width == 1280:  # it did need two lines there
+        assert label.lines_height(label.width()) > 1.5 * label.fontMetrics().height()
+    # every line of it lies inside the window, left of the timings
+    assert label.mapTo(window, label.rect().bottomRight()).y() <= window.height()
+    assert label.geometry().right() < window.compute_label.geometry().left()
+    assert window.statusBar().currentMessage() == reason
+
+
 def test_compute_failure_falls_back_to_cpu_and_keeps_the_tables(make_window, qtbot):
     window = make_window("dessert")
     doc = window.document

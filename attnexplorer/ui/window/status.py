@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtWidgets import QLabel, QSizePolicy
 
 # How long a message stays in the status bar, in ms.
 STATUS_MESSAGE_MS = 5000
@@ -31,6 +31,14 @@ class StatusLine:
 
     def install(self) -> None:
         self.bar = self.window.statusBar()
+        # The bar's own message is one line, cut off at the first permanent label ("…the keys
+        # are ano"). This label is the first permanent widget and takes the free width, so the
+        # bar's own text has no room left, and it shows every message (from ``show_message``
+        # or any ``statusBar().showMessage``) whole: wrapped over as many lines as it needs,
+        # and in its tooltip.
+        self.message_label = MessageLabel()
+        self.bar.addPermanentWidget(self.message_label, 1)
+        self.bar.messageChanged.connect(self._on_message_changed)
         self.device_label = QLabel()
         self.compute_label = QLabel()
         self.draw_label = QLabel()
@@ -70,4 +78,56 @@ class StatusLine:
         self.device_label.setText(f"{self.document.compute.device} · {self.document.compute.dtype}")
 
     def show_message(self, text: str, duration_ms: int = STATUS_MESSAGE_MS) -> None:
-        self.bar.showMessage(text, duration_ms)
+        # A long reason stays up long enough to be read: about 20 characters a second.
+        self.bar.showMessage(text, max(duration_ms, 50 * len(text)))
+
+    def _on_message_changed(self, text: str) -> None:
+        self.message_label.show_text(text)
+
+
+class MessageLabel(QLabel):
+    """The status bar's message, wrapped over the lines it needs at its width, whole in its
+    tooltip too; selectable, so a reason can be copied."""
+
+    def __init__(self):
+        super().__init__()
+        self.setObjectName("status-message")
+        self.setWordWrap(True)
+        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        policy = QSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        policy.setHeightForWidth(False)
+        self.setSizePolicy(policy)
+        self.setContentsMargins(6, 0, 6, 0)
+        self._needed = 0
+
+    # A word-wrapped label asks for the height its text takes at a narrow width (hundreds of
+    # pixels here), which the status bar would take as its own: it asks instead for the lines
+    # the text takes at the width it has.
+    def sizeHint(self) -> QSize:
+        return QSize(super().sizeHint().width(), self._needed)
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(0, self._needed)
+
+    def hasHeightForWidth(self) -> bool:
+        return False
+
+    def lines_height(self, width: int) -> int:
+        """The height the message takes wrapped at ``width``."""
+        return max(super().heightForWidth(max(width, 50)), 0) if self.text() else 0
+
+    def show_text(self, text: str) -> None:
+        self.setText(text)
+        self.setToolTip(text)
+        self._fit()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self._fit()
+
+    def _fit(self) -> None:
+        needed = self.lines_height(self.width())
+        if needed != self._needed:
+            self._needed = needed
+            self.updateGeometry()
