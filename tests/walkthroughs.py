@@ -14,3 +14,24 @@ DESSERT_OUTPUT = np.array([  # the 6×4 tensor printed at the end; row 1 is the 
     [0.1008, 0.4780, 0.2021, 0.3674],
     [-0.5296, -0.2799, -0.4107, -0.6006],
 ])
+DESSERT_X = np.array([  # embedded_sentence, printed in full
+    [0.3374, -0.1778, -0.3035],
+    [0.1794, 1.8951, 0.4954],
+    [0.2692, -0.0770, -1.0205],
+    [-0.2196, -0.3792, 0.7671],
+    [-0.5880, 0.3486, 0.6603],
+    [-1.1925, 0.6984, -1.4097],
+])
+DESSERT_OMEGA_24 = 1.2903  # query_2.dot(keys[4])
+DESSERT_SHAPES = (6, 3, 2, 4)  # n, d, d_k (= d_q), d_v, as the torch.Size lines print them
+
+# The pronoun walkthrough (seed 000) prints these, in this order, plus what the issue and the
+# README quote at the precision the preset was designed to (13.83, 7.99, 0.883).
+PRONOUN_Q_SHE = [2.64, 1.46, 0.94]
+PRONOUN_K_DOG = [2.88, 3.06, 1.89]
+PRONOUN_K_BALL = [2.73, 0.81, 1.52]
+PRONOUN_SCORE_DOG = 13.83   # printed as 13.8
+PRONOUN_SCORE_BALL = 9.8
+PRONOUN_SCALED_DOG = 7.99   # ÷√3
+PRONOUN_WEIGHT_DOG = 0.883
+PRONOUN_WEIGHT_BALL = 0.087

@@ -347,8 +347,9 @@ def _unique_keys(pairs: list) -> dict:
     return obj
 
 
-def loads_session(text: str | bytes, source: str = "session") -> Session:
-    """Parse and check a session file's text; raises only ``SessionError``."""
+def parse_json(text: str | bytes, source: str, what: str = "session file") -> Any:
+    """Parse a file's text as strict JSON (UTF-8, no NaN, each key once, bounded size);
+    raises only ``SessionError`` naming ``source`` (lesson files share these rules)."""
     if isinstance(text, (bytes, bytearray)):
         if len(text) > MAX_FILE_BYTES:
             fail(source, None, f"is {len(text):,} bytes, more than the limit of {MAX_FILE_BYTES:,}")
@@ -363,19 +364,23 @@ def loads_session(text: str | bytes, source: str = "session") -> Session:
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        obj = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
     except _DuplicateKey as err:
         fail(source, None, f"has the key {err.key[:40]!r} twice in one object; each key may appear once")
     except json.JSONDecodeError as err:
         truncated = err.pos >= len(text.rstrip()) or err.msg.startswith("Unterminated string")
         hint = " (the file looks truncated)" if truncated else ""
-        what = err.msg.removesuffix(" at")  # "Unterminated string starting at" reads twice otherwise
-        fail(source, None, f"is not valid JSON: {what} at line {err.lineno}, column {err.colno}{hint}")
+        what_went = err.msg.removesuffix(" at")  # "Unterminated string starting at" reads twice otherwise
+        fail(source, None, f"is not valid JSON: {what_went} at line {err.lineno}, column {err.colno}{hint}")
     except RecursionError:
-        fail(source, None, "nests too deeply to be a session file")
+        fail(source, None, f"nests too deeply to be a {what}")
     except (ValueError, MemoryError) as err:  # e.g. an integer literal too long to convert
-        fail(source, None, f"is not a readable session file: {str(err).splitlines()[0] if str(err) else type(err).__name__}")
-    return session_from_dict(obj, source)
+        fail(source, None, f"is not a readable {what}: {str(err).splitlines()[0] if str(err) else type(err).__name__}")
+
+
+def loads_session(text: str | bytes, source: str = "session") -> Session:
+    """Parse and check a session file's text; raises only ``SessionError``."""
+    return session_from_dict(parse_json(text, source), source)
 
 
 def _file_kind(mode: int) -> str:
@@ -390,24 +395,28 @@ def _file_kind(mode: int) -> str:
     return "not a plain file"
 
 
-def load_session(path) -> Session:
-    """Read and check a session file. Errors (``SessionError``) start with ``path`` as given."""
+def read_file(path, what: str = "a session is a .json file") -> bytes:
+    """A regular file's bytes, at most ``MAX_FILE_BYTES``; ``SessionError`` naming ``path``."""
     source = str(path)
     if "\0" in os.fspath(path):
         fail(source.replace("\0", "\\0"), None, "is not a file name: it holds a NUL character")
     try:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):  # a named pipe would block the read forever
-            fail(source, None, f"is not a regular file ({_file_kind(info.st_mode)}); a session is a .json file")
+            fail(source, None, f"is not a regular file ({_file_kind(info.st_mode)}); {what}")
         size = info.st_size
         if size > MAX_FILE_BYTES:
             fail(source, None, f"is {size:,} bytes, more than the limit of {MAX_FILE_BYTES:,}")
         with open(path, "rb") as f:
             # Read one byte past the limit: a special file's size may not be known up front.
-            data = f.read(MAX_FILE_BYTES + 1)
+            return f.read(MAX_FILE_BYTES + 1)
     except OSError as err:
         fail(source, None, f"cannot be read: {err.strerror or err}")
-    return loads_session(data, source)
+
+
+def load_session(path) -> Session:
+    """Read and check a session file. Errors (``SessionError``) start with ``path`` as given."""
+    return loads_session(read_file(path), str(path))
 
 
 def save_session(session: Session, path) -> None:
