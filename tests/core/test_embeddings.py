@@ -5,6 +5,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from walkthroughs import DESSERT_X
 
 from attnexplorer.core.embeddings import seeded_embeddings, vocabulary
 from attnexplorer.core.errors import PresetError
@@ -12,14 +13,7 @@ from attnexplorer.core.errors import PresetError
 WORDS = "Life is short eat dessert first".split()
 
 # Printed by walkthrough 001 after torch.manual_seed(123); nn.Embedding(50_000, 3).
-PRINTED_EMBEDDINGS = np.array([
-    [0.3374, -0.1778, -0.3035],
-    [0.1794, 1.8951, 0.4954],
-    [0.2692, -0.0770, -1.0205],
-    [-0.2196, -0.3792, 0.7671],
-    [-0.5880, 0.3486, 0.6603],
-    [-1.1925, 0.6984, -1.4097],
-])
+PRINTED_EMBEDDINGS = DESSERT_X
 
 
 def walkthrough_recipe(tokens, d, seed=123, vocab_size=50_000):
