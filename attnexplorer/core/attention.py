@@ -1,7 +1,12 @@
 """The attention arithmetic itself, once: torch tensors in, every intermediate out.
 
-``attend(inputs)`` is the only place in attnexplorer that computes attention. Everything that
-needs the numbers goes through it:
+``attention_block`` is the one softmax-attention kernel of attnexplorer (scores, scale, bias,
+mask, softmax, grouped-query product, ·V, for a block of query rows over a block of keys);
+``normalise`` the one LayerNorm/RMSNorm, ``rotate``/``rope_cos_sin`` the one RoPE,
+``alibi_bias`` the one ALiBi bias and ``kv_head_map`` the one K/V head layout. ``attend(inputs)``
+runs a session's whole computation with them (the dense engine and fitting), the streamed path
+for long inputs (``core.long``) runs them a block of rows at a time, and a real model's forward
+runs them for every layer. Everything that needs the numbers goes through them:
 
 - ``engine.compute()`` calls it under ``torch.inference_mode()`` for the window, the CLI, the
   exports and the bench, with device copies cached from the session (``device_inputs``);
@@ -22,8 +27,9 @@ torch is imported lazily, as in the engine, so that ``import attnexplorer.core``
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -141,18 +147,58 @@ def _per_head(columns, heads: int):
     return columns.reshape(columns.shape[0], heads, -1).swapaxes(0, 1)
 
 
-def _normalise(x, norm):
-    """LayerNorm or RMSNorm of each row, as torch's nn.LayerNorm / nn.RMSNorm compute them."""
+def normalise(x, kind: str, weight=None, bias=None, eps: float = 1e-5):
+    """LayerNorm (``kind`` "layer") or RMSNorm ("rms") of each row of x (…, d), the one norm
+    of attnexplorer: the session's stage and the model forward both call it.
+
+    - layer: ``torch.nn.functional.layer_norm(x, (d,), weight, bias, eps)`` (nn.LayerNorm).
+    - rms: ``x · rsqrt(mean(x²) + eps) · weight`` computed in at least float32 and brought
+      back to x's dtype before the weight, as transformers' LlamaRMSNorm does
+      (``weight * (x32 * rsqrt(x32.pow(2).mean(-1) + eps)).to(x.dtype)``); bias is ignored.
+
+    ``weight``/``bias`` None mean ones/zeros. Differentiable.
+    """
     torch = _torch()
-    kind, weight, bias, eps = norm
     if kind == "layer":
         return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
-    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-    return x if weight is None else x * weight
+    wide = x.float() if x.dtype.itemsize < 4 else x
+    y = (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    return y if weight is None else y * weight
+
+
+def _normalise(x, norm):
+    kind, weight, bias, eps = norm
+    return normalise(x, kind, weight, bias, eps)
+
+
+def rope_cos_sin(n: int, dims: int, theta: float, dtype, device, offset: int = 0, float32_angles: bool = False):
+    """cos and sin, (n, dims/2) tensors in ``dtype`` on ``device``, of the RoPE angles
+    p·θ^(−2i/dims) for positions p = offset … offset + n − 1 and pairs i < dims/2: the
+    ``cos``/``sin`` of ``rotate``'s ``rope`` tuple.
+
+    By default the angles are made in float64 on the host (``core.stages.rope_angles``) and
+    only their cosines rounded to ``dtype``. ``float32_angles=True`` makes them as
+    transformers' Llama does: ``inv_freq = 1 / θ^(arange(0, dims, 2) / dims)`` and
+    ``position × inv_freq`` both in float32, so a model's forward repeats its rounding.
+    """
+    torch = _torch()
+    if float32_angles:
+        inv_freq = 1.0 / (theta ** (torch.arange(0, dims, 2, dtype=torch.float32) / dims))
+        angles = torch.arange(offset, offset + n, dtype=torch.float32)[:, None] * inv_freq
+        return angles.cos().to(device=device, dtype=dtype), angles.sin().to(device=device, dtype=dtype)
+    from .stages import rope_angles
+
+    angles = rope_angles(n, dims, theta, offset)
+    return (torch.tensor(np.cos(angles), dtype=dtype, device=device),
+            torch.tensor(np.sin(angles), dtype=dtype, device=device))
 
 
 def rotate(x, rope):
-    """RoPE: turn each pair of the first ``dims`` dimensions of x (…, n, d_k) by its angle."""
+    """RoPE, the one rotation of attnexplorer: turn each pair of the first ``dims`` dimensions
+    of x (…, n, d_k) by its angle. ``rope`` is ``(cos, sin, dims, layout)`` with cos/sin
+    (n, dims/2) (``rope_cos_sin``); ``layout`` "half" pairs (i, i + dims/2) (Llama/GPT-NeoX's
+    ``rotate_half``: ``x·cos + rotate_half(x)·sin`` with cos repeated twice gives exactly the
+    same numbers), "interleaved" pairs (2i, 2i + 1). Dimensions past ``dims`` pass unchanged."""
     torch = _torch()
     cos, sin, dims, layout = rope
     half = dims // 2
@@ -167,6 +213,34 @@ def rotate(x, rope):
     else:
         turned = torch.stack((turned_a, turned_b), dim=-1).flatten(-2)
     return turned if dims == x.shape[-1] else torch.cat((turned, x[..., dims:]), dim=-1)
+
+
+def alibi_bias(slopes, rows: slice, cols: slice, dtype=None, device=None):
+    """ALiBi's bias, the one of attnexplorer: −slope_h·|i − j| for heads h (``slopes``, (H,)),
+    query positions i in ``rows`` and key positions j in ``cols`` (step-1 slices with bounds),
+    as an (H, rows, cols) tensor in ``dtype`` (default float64) on ``device``. Made in float64
+    and rounded once, so any rectangle equals the same cells of the whole; the diagonal is +0,
+    not −0 (which exports would write as "-0.0")."""
+    torch = _torch()
+    i = torch.arange(rows.start, rows.stop, device=device, dtype=torch.float64)
+    j = torch.arange(cols.start, cols.stop, device=device, dtype=torch.float64)
+    distance = (i[:, None] - j[None, :]).abs()
+    s = torch.tensor(np.asarray(slopes, dtype=np.float64), device=device)
+    bias = 0.0 - s[:, None, None] * distance
+    return bias if dtype is None else bias.to(dtype)
+
+
+def kv_head_map(heads: int, kv_heads: int) -> np.ndarray:
+    """The K/V head each of ``heads`` query heads reads (H,), read-only and shared: query head
+    h reads K/V head h // (heads / kv_heads), the grouped-query layout of ``attention_block``."""
+    return _kv_head_map(int(heads), int(kv_heads))
+
+
+@functools.lru_cache(maxsize=32)
+def _kv_head_map(heads: int, kv_heads: int) -> np.ndarray:
+    a = np.arange(heads) // (heads // kv_heads)
+    a.flags.writeable = False
+    return a
 
 
 def linear(x, w, b=None):
@@ -216,6 +290,179 @@ def queries_keys_values(inputs: AttentionInputs) -> dict:
             "Q_unrotated": q_unrotated, "K_unrotated": k_unrotated}
 
 
+class AttentionBlock(NamedTuple):
+    """What ``attention_block`` made, for H query heads, r query rows and c keys. A stage
+    not reached (``until``) or not asked for is None; a stage not named in ``keep`` may have
+    been overwritten in place by a later one and must not be read."""
+
+    scores: Any          # (H, r, c) raw q·kᵀ
+    scaled_scores: Any   # (H, r, c) scores × factor + bias, before the mask
+    weights: Any         # (H, r, c) softmax rows; blocked cells 0, blocked rows 0
+    output: Any          # (H, r, d_v) weights·V
+    log_sum_exp: Any     # (H, r) log Σ_j exp(masked scaled score), when asked
+
+
+STAGES = ("scores", "scaled_scores", "weights", "output")
+_NOTHING_KEPT = frozenset()
+
+
+def attention_block(q, k, v=None, *, factor: float = 1.0, bias=None, mask=None, causal: bool = False,
+                    key_offset: int = 0, fill: float = float("-inf"), blocked_rows=None, softmax_dtype=None,
+                    log_sum_exp: bool = False, normalisers=None, until: str = "output", keep=_NOTHING_KEPT,
+                    observe=None, out=None) -> AttentionBlock:
+    """Softmax attention of a block of query rows over a block of keys: the one kernel of
+    attnexplorer. ``attend`` (the dense engine and fitting), the streamed path for long
+    inputs (``core.long``) and a model's forward make every score and weight here.
+
+    Tensors (torch, one device, one dtype):
+
+    - ``q`` (H, r, d_k): r query rows of H heads; ``k`` (H_kv, c, d_k) and ``v`` (H_kv, c,
+      d_v): c keys of H_kv K/V heads. H must be a multiple of H_kv: query heads
+      h·g … h·g + g − 1 (g = H / H_kv) read K/V head h (``kv_head_map``), multiplied as one
+      (H_kv, g·r, ·) product, never copying K or V (no ``repeat_interleave``).
+    - ``factor``: the scale. scores = q·kᵀ, then scores × factor: transformers' eager
+      attention's ``matmul(q, kᵀ) * scaling`` in that order.
+    - ``bias``: added to the scaled scores, broadcastable to (H, r, c) (ALiBi, ``alibi_bias``).
+    - ``mask``: bool, broadcastable to (H, r, c), True = blocked. ``causal``: also block key j
+      for row i when j > i + ``key_offset`` (``key_offset``: the position of query row 0 among
+      the keys: r0 − c0 for rows r0… of one sequence over keys c0…, or the number of cached
+      keys before the first new query).
+    - ``fill``: what a blocked cell's score becomes before the softmax: −inf (default; a blocked
+      cell weighs exactly 0) or ``torch.finfo(dtype).min`` (transformers' eager masking).
+    - ``blocked_rows``: (r,) bool, rows whose every key is blocked: their weights are set to 0
+      (a softmax over −inf only is NaN). None: no such rows (or ``fill`` is finite).
+    - ``softmax_dtype``: the dtype the softmax runs in (transformers: torch.float32); the
+      weights are brought back to q's dtype after it. None: q's dtype.
+    - ``log_sum_exp``: also give log Σ_j exp(s_ij) per row (the softmax is then written out as
+      max, exp, sum, divide, so the sum comes with it; −inf for a fully blocked row).
+    - ``normalisers``: ``(row_max, row_scale)``, (H, r, 1) tensors: the weights are then
+      exp(s − row_max)·row_scale instead of a softmax over these keys alone (a tile of a long
+      row whose softmax was taken over all its keys earlier; row_max −inf for a blocked row).
+    - ``until``: the last stage made: "scores", "scaled_scores", "weights" or "output" (the
+      default; needs ``v``).
+    - ``keep``: the stages the caller reads besides the last one. Without autograd a stage not
+      kept is overwritten in place by the next (an r × c buffer per stage is the whole memory
+      bill of a block); under autograd nothing is written in place.
+    - ``observe(stage, tensor)``: called with "scores", "scaled_scores" (before the mask) and
+      "masked" (after it) while each is intact: to check for overflow (raise), to pool a
+      block, to take each row's maximum.
+    - ``out``: preallocated flat buffers ``{"scores": …, "weights": …}`` at least H·r·c
+      long, written instead of new allocations (a fresh 64 MB block costs as much in page
+      faults as the product that fills it). Only without autograd.
+
+    Returns an ``AttentionBlock``. Differentiable when autograd is on.
+    """
+    torch = _torch()
+    grad = torch.is_grad_enabled()
+    heads, r = q.shape[0], q.shape[1]
+    kv_heads, c = k.shape[0], k.shape[1]
+    group = heads // kv_heads
+    if group * kv_heads != heads:
+        raise ValueError(f"{heads} query heads cannot share {kv_heads} K/V heads evenly")
+    # Grouped-query: the `group` query heads of one K/V head in one product, no copy of K.
+    qg = q.reshape(kv_heads, group * r, q.shape[-1]) if group > 1 else q
+    if out is not None and "scores" in out and not grad:
+        scores = torch.bmm(qg, k.mT, out=out["scores"][: heads * r * c].view(kv_heads, group * r, c))
+    else:
+        scores = qg @ k.mT
+    scores = scores.view(heads, r, c)
+    if observe is not None:
+        observe("scores", scores)
+    if until == "scores":
+        return AttentionBlock(scores, None, None, None, None)
+    scaled = scores.mul_(factor) if not grad and "scores" not in keep else scores * factor
+    if bias is not None:
+        # scaled is a buffer of its own here unless scores was given up to it.
+        scaled = scaled + bias if grad else scaled.add_(bias)
+    if observe is not None:
+        observe("scaled_scores", scaled)
+    if until == "scaled_scores":
+        return AttentionBlock(scores, scaled, None, None, None)
+    masked, own = scaled, not grad and "scaled_scores" not in keep
+    if mask is not None:
+        masked = masked.masked_fill_(mask, fill) if own else masked.masked_fill(mask, fill)
+        own = not grad
+    if causal:
+        masked = _mask_causal(masked, key_offset, fill, own)
+        own = not grad
+    if observe is not None:
+        observe("masked", masked)
+    lse = None
+    if normalisers is not None:
+        row_max, row_scale = normalisers
+        shift = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
+        weights = (masked.sub_(shift).exp_().mul_(row_scale) if own
+                   else ((masked - shift).exp() * row_scale))
+    else:
+        if softmax_dtype is not None and masked.dtype != softmax_dtype:
+            masked, own = masked.to(softmax_dtype), not grad
+        if log_sum_exp:
+            weights, lse = _softmax_with_log_sum_exp(masked, own)
+        elif out is not None and "weights" in out and not grad:
+            weights = _softmax(masked, out["weights"][: masked.numel()].view(masked.shape))
+        else:
+            weights = torch.softmax(masked, dim=-1)
+        if weights.dtype != q.dtype:
+            weights = weights.to(q.dtype)
+    del masked
+    if blocked_rows is not None:
+        # softmax over an all −inf row is NaN; such a query attends to nothing. Out of place
+        # under autograd: softmax's backward reads its own output.
+        rows = blocked_rows[:, None]
+        weights = weights.masked_fill(rows, 0.0) if grad else weights.masked_fill_(rows, 0.0)
+    if until == "weights":
+        return AttentionBlock(scores, scaled, weights, None, lse)
+    if group > 1:
+        head_out = (weights.view(kv_heads, group * r, c) @ v).view(heads, r, -1)
+    else:
+        head_out = weights @ v
+    return AttentionBlock(scores, scaled, weights, head_out, lse)
+
+
+def _mask_causal(scores, key_offset: int, fill: float, own: bool):
+    """Block key j for row i when j > i + key_offset; only the columns past key_offset can be
+    blocked, so in place only those are touched."""
+    torch = _torch()
+    r, c = scores.shape[-2], scores.shape[-1]
+    first = max(0, key_offset + 1)
+    if first >= c:
+        return scores
+    if own:
+        blocked = torch.ones(r, c - first, dtype=torch.bool, device=scores.device).triu(key_offset + 1 - first)
+        scores[..., first:].masked_fill_(blocked, fill)
+        return scores
+    blocked = torch.ones(r, c, dtype=torch.bool, device=scores.device).triu(key_offset + 1)
+    return scores.masked_fill(blocked, fill)
+
+
+def _softmax_with_log_sum_exp(x, own: bool):
+    """softmax over the last axis written out (max, exp, sum, divide: four passes where softmax
+    and logsumexp apart take seven), with each row's log Σ exp; a row of −inf only has weights
+    0 and log Σ exp −inf."""
+    torch = _torch()
+    top = x.amax(dim=-1, keepdim=True)
+    shift = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    weights = x.sub_(shift).exp_() if own else (x - shift).exp()
+    total = weights.sum(dim=-1, keepdim=True)
+    with_total = total.log() + shift
+    lse = torch.where(total > 0, with_total, torch.full_like(total, float("-inf")))[..., 0]
+    weights = weights.div_(total) if own else weights / total
+    if not bool((total > 0).all()):
+        weights = weights.nan_to_num_(0.0) if own else weights.nan_to_num(0.0)
+    return weights, lse
+
+
+def _softmax(x, out):
+    """softmax over the last axis written into ``out``: a fresh block-sized result would cost
+    as much in page faults as the softmax itself. ``torch._softmax`` is the out= form of
+    ``torch.softmax`` (the same kernel); where a torch build lacks it, the plain call."""
+    torch = _torch()
+    try:
+        return torch._softmax(x, -1, False, out=out)
+    except (AttributeError, TypeError, RuntimeError):
+        return torch.softmax(x, dim=-1)
+
+
 def attend(inputs: AttentionInputs, wanted=frozenset(INTERMEDIATES), check_finite=None) -> dict:
     """Run scaled dot-product attention for all heads at once (batched, no loop over heads).
 
@@ -232,48 +479,26 @@ def attend(inputs: AttentionInputs, wanted=frozenset(INTERMEDIATES), check_finit
     before the mask writes its own −inf into them; a False raises ``AttentionOverflow`` (a score
     that overflowed to −inf would otherwise pass for a masked cell and never reach the output).
 
-    Fitting calls this with autograd on and takes the gradient of a loss on ``weights``.
+    Fitting calls this with autograd on and takes the gradient of a loss on ``weights``. The
+    scores, softmax and ·V are ``attention_block``'s, over every row and key at once.
     """
-    torch = _torch()
     t = queries_keys_values(inputs)
-    q, k, v = t["Q"], t["K"], t["V"]
-    heads, d_k = inputs.heads, inputs.d_k
-    kv_heads = heads if inputs.kv_heads is None else inputs.kv_heads
-    group = heads // kv_heads
-    n = q.shape[1]
-    if group > 1:
-        # Grouped-query: the `group` query heads of one K/V head in one product, no copy of K.
-        scores = (q.reshape(kv_heads, group * n, d_k) @ k.mT).view(heads, n, -1)
-    else:
-        scores = q @ k.mT
-    scaled = scores.mul_(inputs.factor) if _inplace_ok("scores" in wanted) else scores * inputs.factor
-    if inputs.position_bias is not None:
-        # scaled is a buffer of its own here unless scores was given up to it.
-        scaled = scaled.add_(inputs.position_bias) if not torch.is_grad_enabled() else scaled + inputs.position_bias
-    if check_finite is not None and not (check_finite(scaled) and (scaled is scores or check_finite(scores))):
-        raise AttentionOverflow()
-    if inputs.mask is not None:
-        # exp(-inf) = 0, so blocked cells get weight exactly 0 in rows with a free key.
-        if _inplace_ok("scaled_scores" in wanted):
-            masked = scaled.masked_fill_(inputs.mask, float("-inf"))
-        else:
-            masked = scaled.masked_fill(inputs.mask, float("-inf"))
-        weights = torch.softmax(masked, dim=-1)
-        del masked
-        if inputs.blocked_rows is not None:
-            # softmax over an all -inf row is NaN; such a query attends to nothing. Out of place
-            # under autograd: softmax's backward reads its own output.
-            rows = inputs.blocked_rows[:, None]
-            weights = weights.masked_fill_(rows, 0.0) if _inplace_ok(False) else weights.masked_fill(rows, 0.0)
-    else:
-        # No mask, no extra pass: this branch is the bare softmax(QKᵀ·s)·V.
-        weights = torch.softmax(scaled, dim=-1)
-    if group > 1:
-        head_out = (weights.view(kv_heads, group * n, -1) @ v).view(heads, n, -1)
-    else:
-        head_out = weights @ v
-    t.update(scores=scores, scaled_scores=scaled, weights=weights, head_outputs=head_out,
-             output=combine_heads(head_out, inputs))
+    observe = None
+    if check_finite is not None:
+        seen = {}
+
+        def observe(stage, tensor):
+            if stage == "scores":
+                seen["scores"] = tensor
+            elif stage == "scaled_scores":
+                scores = seen["scores"]
+                if not (check_finite(tensor) and (tensor is scores or check_finite(scores))):
+                    raise AttentionOverflow()
+
+    block = attention_block(t["Q"], t["K"], t["V"], factor=inputs.factor, bias=inputs.position_bias,
+                            mask=inputs.mask, blocked_rows=inputs.blocked_rows, keep=wanted, observe=observe)
+    t.update(scores=block.scores, scaled_scores=block.scaled_scores, weights=block.weights,
+             head_outputs=block.output, output=combine_heads(block.output, inputs))
     return t
 
 

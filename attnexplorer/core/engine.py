@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .attention import INTERMEDIATES, STAGE_INTERMEDIATES, AttentionInputs, AttentionOverflow, attend, split_projections
+from .attention import (INTERMEDIATES, STAGE_INTERMEDIATES, AttentionInputs, AttentionOverflow, attend, kv_head_map,
+                        split_projections)
 from .device_inputs import cannot_overflow, device_tensor, projection_weights
 from .stage_inputs import positions_array, stage_bound, stage_tensors
 from .errors import EngineError
@@ -326,26 +327,35 @@ def carries(session: Session, name: str) -> bool:
     return name in _KEEPABLE
 
 
-def attention_inputs(session: Session, tdtype, dev, masks=None, linear=None) -> AttentionInputs:
+def attention_inputs(session: Session, tdtype, dev, masks=None, linear=None, whole: bool = True) -> AttentionInputs:
     """What ``attend`` reads for ``session``: cached device copies of its arrays and stages.
+    The one builder of ``AttentionInputs`` from a session.
 
     ``compute`` calls it under inference mode; fitting calls it too (and swaps in trainable
-    W_q, W_k and biases), so the window and the fit feed the engine the same tensors. Under
-    inference mode the cached tensors are inference tensors: a caller with autograd on must
-    clone them. ``masks``: ``mask_and_blocked_rows(session)`` when the caller has it;
-    ``linear``: ``AttentionInputs.linear`` (compute's reuse of the previous product; the fit
-    leaves it None, as its weights change every step).
+    W_q, W_k and biases), so the window and the fit feed the engine the same tensors; the
+    streamed path for long inputs calls it with ``whole=False``: then neither the n × n_k mask
+    nor ALiBi's H × n × n bias is made (the streamed path makes them a block at a time, from
+    the session's mask and ``positions.slopes_for``). Under inference mode the cached tensors
+    are inference tensors: a caller with autograd on must clone them. ``masks``:
+    ``mask_and_blocked_rows(session)`` when the caller has it; ``linear``:
+    ``AttentionInputs.linear`` (compute's reuse of the previous product; the fit leaves it
+    None, as its weights change every step).
     """
     torch = _torch()
-    mask_np, blocked_rows_np, any_blocked = mask_and_blocked_rows(session) if masks is None else masks
-    stages = stage_tensors(session, tdtype, dev) if uses_stages(session) else {}
+    stages = stage_tensors(session, tdtype, dev, dense_bias=whole) if uses_stages(session) else {}
+    stages.pop("alibi_slopes", None)
+    mask = blocked_rows = None
+    if whole:
+        mask_np, blocked_rows_np, any_blocked = mask_and_blocked_rows(session) if masks is None else masks
+        if any_blocked:
+            mask = torch.tensor(mask_np, device=dev)
+            blocked_rows = torch.tensor(blocked_rows_np, device=dev) if blocked_rows_np.any() else None
     return AttentionInputs(
         x=device_tensor(session.embeddings, tdtype, dev),
         # With a source, only the queries are made from X: stage_tensors has W_q alone.
         w_qkv=stages.pop("w_q") if "w_q" in stages else projection_weights(session, tdtype, dev),
         heads=session.heads, d_k=session.d_k, d_v=session.d_v, factor=session.scale.factor(session.d_k),
-        mask=torch.tensor(mask_np, device=dev) if any_blocked else None,
-        blocked_rows=torch.tensor(blocked_rows_np, device=dev) if any_blocked and blocked_rows_np.any() else None,
+        mask=mask, blocked_rows=blocked_rows,
         w_out=None if session.w_out is None else device_tensor(session.w_out, tdtype, dev),
         linear=linear, **stages)
 
@@ -356,14 +366,6 @@ def uses_stages(session: Session) -> bool:
     return not (session.b_query is None and session.b_key is None and session.b_value is None and session.b_out is None
                 and session.norm is None and session.positions is None and session.source is None
                 and session.kv_heads == session.heads)
-
-
-@functools.lru_cache(maxsize=32)
-def kv_head_map(heads: int, kv_heads: int) -> np.ndarray:
-    """The K/V head each of ``heads`` query heads reads (H,), read-only and shared."""
-    a = np.arange(heads) // (heads // kv_heads)
-    a.flags.writeable = False
-    return a
 
 
 def stages_to_host(session: Session, wanted, t: dict, inputs, to_host) -> dict:

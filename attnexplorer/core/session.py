@@ -23,6 +23,7 @@ from typing import Any, Literal, Mapping
 
 import numpy as np
 
+from .attention import kv_head_map
 from .errors import SessionError
 from .limits import MAX_DIM, MAX_HEADS, MAX_TOKEN_CHARS, MAX_TOKENS
 from .mask import Mask
@@ -298,8 +299,8 @@ class Session:
 
     @property
     def kv_head_of(self) -> np.ndarray:
-        """Query head h uses K/V head h // (H / H_kv): (H,) ints."""
-        return np.arange(self.heads) // (self.heads // self.kv_heads)
+        """Query head h uses K/V head h // (H / H_kv): (H,) ints, read-only."""
+        return kv_head_map(self.heads, self.kv_heads)
 
     @property
     def n_keys(self) -> int:

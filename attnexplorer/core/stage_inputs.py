@@ -19,9 +19,10 @@ import numpy as np
 
 from collections import OrderedDict
 
+from .attention import alibi_bias, rope_cos_sin
 from .device_inputs import _cached, _max_abs, _max_row_sum, device_tensor
 from .session import Session
-from .stages import rope_angles, sinusoidal_table
+from .stages import sinusoidal_table
 
 # Arrays keyed by id with weak references (as device_inputs does); stage values and sizes by
 # a key that holds the stage itself, so its id cannot be reused while the entry lives.
@@ -80,7 +81,8 @@ def stage_tensors(session: Session, tdtype, dev, dense_bias: bool = True) -> dic
     """``AttentionInputs`` keyword arguments for the session's stages (empty when none).
 
     ``dense_bias=False`` (the streamed path for long inputs) gives ALiBi's slopes as
-    ``alibi_slopes`` instead of the H × n × n ``position_bias`` (see ``alibi_block``).
+    ``alibi_slopes`` instead of the H × n × n ``position_bias`` (``attention.alibi_bias`` makes
+    any block of it).
     """
     torch = _torch()
     out: dict = {}
@@ -122,8 +124,8 @@ def stage_tensors(session: Session, tdtype, dev, dense_bias: bool = True) -> dic
         def rope():
             # Angles in float64 on the host: a position times a frequency must not round
             # before its cosine is taken, even at large offsets.
-            angles = rope_angles(session.n, dims, p.theta, p.offset)
-            return tensor(np.cos(angles)), tensor(np.sin(angles)), dims, p.layout
+            cos, sin = rope_cos_sin(session.n, dims, p.theta, tdtype, dev, offset=p.offset)
+            return cos, sin, dims, p.layout
 
         out["rope"] = _kept(p, (session.n, dims, dev, tdtype), rope)
     elif not dense_bias:
@@ -138,18 +140,7 @@ def stage_tensors(session: Session, tdtype, dev, dense_bias: bool = True) -> dic
 def alibi_tensor(slopes: np.ndarray, n: int, tdtype, dev):
     """position_bias[h, i, j] = −slope_h·|i − j| made on the device (H, n, n): at 4,096 tokens
     a host copy would be larger than everything else the engine sends."""
-    return alibi_block(slopes, slice(0, n), slice(0, n), tdtype, dev)
-
-
-def alibi_block(slopes: np.ndarray, rows: slice, cols: slice, tdtype, dev):
-    """The rectangle ``[:, rows, cols]`` of ``alibi_tensor``: the streamed path for long inputs
-    adds ALiBi a block at a time instead of holding H × n × n."""
-    torch = _torch()
-    i = torch.arange(rows.start, rows.stop, device=dev, dtype=torch.float64)
-    j = torch.arange(cols.start, cols.stop, device=dev, dtype=torch.float64)
-    distance = (i[:, None] - j[None, :]).abs()
-    # 0 − x, not −x: the diagonal is +0, not −0 (which exports would write as "-0.0").
-    return (0.0 - torch.tensor(slopes, dtype=torch.float64, device=dev)[:, None, None] * distance).to(tdtype)
+    return alibi_bias(slopes, slice(0, n), slice(0, n), tdtype, dev)
 
 
 def _largest_input_row(session: Session) -> float:

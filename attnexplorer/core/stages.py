@@ -267,12 +267,6 @@ def alibi_slopes(heads: int) -> np.ndarray:
     return np.array(slopes, dtype=np.float64)
 
 
-def alibi_bias(slopes: np.ndarray, n: int) -> np.ndarray:
-    """position_bias[h, i, j] = −slope_h · |i − j|, (H, n, n)."""
-    i = np.arange(n)
-    return 0.0 - np.asarray(slopes, dtype=np.float64)[:, None, None] * np.abs(i[:, None] - i[None, :])[None]
-
-
 def rope_pairs(dims: int, layout: str) -> tuple[np.ndarray, np.ndarray]:
     """The rotated pairs (a[i], b[i]), i < dims/2: (i, i + dims/2) for ``half``, (2i, 2i+1)
     for ``interleaved``. Pair i turns by angle position · theta^(−2i/dims)."""

@@ -17,7 +17,8 @@ from attnexplorer.core.engine import compute
 from attnexplorer.core.errors import EngineError
 from attnexplorer.core.long import Cancelled, stream
 from attnexplorer.core.session import Mask, Session
-from attnexplorer.core.stage_inputs import alibi_block, alibi_tensor
+from attnexplorer.core.attention import alibi_bias
+from attnexplorer.core.stage_inputs import alibi_tensor
 
 TOL = {"float32": 1e-6, "float64": 1e-12}
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -129,7 +130,7 @@ def test_an_alibi_block_is_the_rectangle_of_the_whole_bias():
 
     slopes = np.array([0.5, 0.25, 0.125])
     whole = alibi_tensor(slopes, 7, torch.float32, torch.device("cpu"))
-    block = alibi_block(slopes, slice(2, 5), slice(1, 7), torch.float32, torch.device("cpu"))
+    block = alibi_bias(slopes, slice(2, 5), slice(1, 7), torch.float32, torch.device("cpu"))
     assert torch.equal(block, whole[:, 2:5, 1:7])
 
 

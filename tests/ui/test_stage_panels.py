@@ -14,7 +14,8 @@ import pytest
 from attnexplorer.core.presets import build_preset
 from attnexplorer.core.presets.rope import query_and_key
 from attnexplorer.core.session import Mask, Session
-from attnexplorer.core.stages import Norm, Positions, Source, alibi_bias, norm_statistics, sinusoidal_table
+from attnexplorer.core.attention import alibi_bias
+from attnexplorer.core.stages import Norm, Positions, Source, norm_statistics, sinusoidal_table
 from attnexplorer.ui import figures
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels import AlibiPanel, InputPanel, QKVPanel, QueryPanel, RopePanel
@@ -115,7 +116,7 @@ def test_alibi_panel_shows_each_heads_bias_and_slope_and_selects_heads(make_doc,
     session = alibi_gqa_session()
     doc = make_doc(session)
     panel = shown(qtbot, AlibiPanel(doc), (420, 380))
-    want = alibi_bias(session.positions.slopes_for(4), 5)
+    want = alibi_bias(session.positions.slopes_for(4), slice(0, 5), slice(0, 5)).numpy()
     for head in range(4):
         doc.selection.set(head=head)
         np.testing.assert_allclose(panel.view.data, want[head], rtol=1e-6)
@@ -242,7 +243,7 @@ def test_alibi_panel_draws_a_window_around_the_query_when_the_result_has_no_bias
     try:
         doc.compute._publish(small)
         doc.selection.set(head=1, query=6, key=5)
-        want = alibi_bias(session.positions.slopes_for(4), 8)[1, 4:8, 4:8]
+        want = alibi_bias(session.positions.slopes_for(4), slice(0, 8), slice(0, 8)).numpy()[1, 4:8, 4:8]
         np.testing.assert_allclose(panel.view.data, want)
         assert panel.view.getAxis("left").labels == tuple("efgh")
         assert "(tokens 4–7 of 8)" in panel.heading.text

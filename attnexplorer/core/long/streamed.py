@@ -19,13 +19,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..attention import AttentionInputs, combine_heads, queries_keys_values
-from ..device_inputs import cannot_overflow, device_tensor, projection_weights
-from ..engine import all_finite, kv_head_map, overflow_error, resolve, stages_to_host, uses_stages
+from ..attention import AttentionInputs, alibi_bias, attention_block, combine_heads, kv_head_map, queries_keys_values
+from ..device_inputs import cannot_overflow
+from ..engine import all_finite, attention_inputs, overflow_error, resolve, stages_to_host, uses_stages
 from ..errors import EngineError
 from ..blocked_cells import any_blocked
 from ..session import Session
-from ..stage_inputs import alibi_block, stage_bound, stage_tensors
+from ..stage_inputs import stage_bound
 from .pooling import POOLED, POOLS, Pooled, pool_rows
 
 # Bytes of one (heads × rows × keys) buffer of a block: the pass holds a few of them at once.
@@ -172,11 +172,10 @@ class StreamedResult:
         rows, cols = slice(query, query + 1), slice(0, self.n_keys)
         torch = _torch()
         with torch.inference_mode():
-            scores = _block(p, rows, cols, heads=slice(head, head + 1), what="scores")
-            scaled = _block(p, rows, cols, heads=slice(head, head + 1), what="scaled_scores")
-            weights = _block(p, rows, cols, heads=slice(head, head + 1), what="weights",
-                             row_max=self.row_max, row_scale=self.row_scale, blocked_rows=self.blocked_rows)
-            output = weights[0] @ p.v[p.kv_head_of[head]]
+            block = _block(p, rows, cols, heads=slice(head, head + 1), what="output", row_max=self.row_max,
+                           row_scale=self.row_scale, blocked_rows=self.blocked_rows,
+                           keep=("scores", "scaled_scores"))
+            scores, scaled, weights, output = block.scores, block.scaled_scores, block.weights, block.output[0]
             bias = None if p.slopes is None else _block(p, rows, cols, heads=slice(head, head + 1),
                                                          what="position_bias")
         blocked = p.mask_block(rows, cols)
@@ -271,17 +270,12 @@ class _Prepared:
 
 def _prepare(session: Session, dev, tdtype, block_bytes: int) -> tuple[_Prepared, dict]:
     """X, Q, K and V by the dense engine's own ``queries_keys_values``, and what the blocks need."""
-    staged = uses_stages(session)
-    stages = stage_tensors(session, tdtype, dev, dense_bias=False) if staged else {}
-    slopes = stages.pop("alibi_slopes", None)
-    if slopes is not None:
-        slopes = np.array(slopes, dtype=np.float64)
+    inputs = attention_inputs(session, tdtype, dev, whole=False)
+    p = session.positions
+    slopes = None
+    if p is not None and p.kind == "alibi":
+        slopes = np.array(p.slopes_for(session.heads), dtype=np.float64)
         slopes.flags.writeable = False
-    inputs = AttentionInputs(
-        x=device_tensor(session.embeddings, tdtype, dev),
-        w_qkv=stages.pop("w_q") if "w_q" in stages else projection_weights(session, tdtype, dev),
-        heads=session.heads, d_k=session.d_k, d_v=session.d_v, factor=session.scale.factor(session.d_k),
-        w_out=None if session.w_out is None else device_tensor(session.w_out, tdtype, dev), **stages)
     t = queries_keys_values(inputs)
     prepared = _Prepared(session=session, dev=dev, tdtype=tdtype, q=t["Q"].contiguous(), k=t["K"].contiguous(),
                          v=t["V"].contiguous(), factor=inputs.factor,
@@ -290,9 +284,15 @@ def _prepare(session: Session, dev, tdtype, block_bytes: int) -> tuple[_Prepared
     return prepared, t
 
 
+def _bias(p: _Prepared, heads: range, rows: slice, cols: slice):
+    return None if p.slopes is None else alibi_bias(p.slopes[heads.start:heads.stop], rows, cols, p.tdtype, p.dev)
+
+
 def _block(p: _Prepared, rows: slice, cols: slice, heads: slice, what: str,
-           row_max=None, row_scale=None, blocked_rows=None, buffer=None):
-    """Matrix ``what`` over ``[heads, rows, cols]`` as a torch tensor (heads × rows × cols).
+           row_max=None, row_scale=None, blocked_rows=None, buffer=None, keep=()):
+    """Matrix ``what`` over ``[heads, rows, cols]`` as a torch tensor (heads × rows × cols),
+    by ``attention_block``; for ``what`` "output", its whole ``AttentionBlock`` (the stages
+    named in ``keep`` intact).
 
     For weights, ``row_max``/``row_scale`` are the normalisers (host arrays) of the whole rows.
     ``buffer``, a flat tensor at least that large, is written into instead of a new
@@ -302,48 +302,21 @@ def _block(p: _Prepared, rows: slice, cols: slice, heads: slice, what: str,
     torch = _torch()
     hs = range(p.session.heads)[heads]
     if what == "position_bias":
-        return alibi_block(p.slopes[hs.start:hs.stop], rows, cols, p.tdtype, p.dev)
-    q = p.q[hs.start:hs.stop, rows]
+        return _bias(p, hs, rows, cols)
     kv = p.kv_head_of[hs.start:hs.stop]
     first, last = int(kv[0]), int(kv[-1]) + 1
-    k = p.k[first:last, cols]
-    group = len(hs) // (last - first)
-    c, width = q.shape[1], k.shape[1]
-    # Grouped-query: the query heads of one K/V head in one product, as the dense engine.
-    q = q.reshape(last - first, group * c, q.shape[-1]) if group > 1 else q
-    if buffer is None:
-        scores = q @ k.mT
-    else:
-        scores = torch.bmm(q, k.mT, out=buffer[: len(hs) * c * width].view(q.shape[0], q.shape[1], width))
-    scores = scores.view(len(hs), c, width)
-    if what == "scores":
-        return scores
-    scaled = scores.mul_(p.factor)
-    if p.slopes is not None:
-        scaled.add_(alibi_block(p.slopes[hs.start:hs.stop], rows, cols, p.tdtype, p.dev))
-    if what == "scaled_scores":
-        return scaled
-    blocked = p.mask_tensor(rows, cols)
-    if blocked is not None:
-        scaled.masked_fill_(blocked, float("-inf"))
-    m = torch.tensor(row_max[hs.start:hs.stop, rows], dtype=p.tdtype, device=p.dev)[..., None]
-    scale = torch.tensor(row_scale[hs.start:hs.stop, rows], dtype=p.tdtype, device=p.dev)[..., None]
-    weights = scaled.sub_(torch.where(torch.isfinite(m), m, torch.zeros_like(m))).exp_().mul_(scale)
-    dead = blocked_rows[rows]
-    if dead.any():
-        weights.masked_fill_(torch.tensor(dead, device=p.dev)[None, :, None], 0.0)
-    return weights
-
-
-def _softmax(x, out):
-    """softmax over the last axis written into ``out``: a fresh block-sized result would cost
-    as much in page faults as the softmax itself. ``torch._softmax`` is the out= form of
-    ``torch.softmax`` (the same kernel); where a torch build lacks it, the plain call."""
-    torch = _torch()
-    try:
-        return torch._softmax(x, -1, False, out=out)
-    except (AttributeError, TypeError, RuntimeError):
-        return torch.softmax(x, dim=-1)
+    normalisers = dead = None
+    if what in ("weights", "output"):
+        normalisers = tuple(torch.tensor(a[hs.start:hs.stop, rows], dtype=p.tdtype, device=p.dev)[..., None]
+                            for a in (row_max, row_scale))
+        if blocked_rows[rows].any():
+            dead = torch.tensor(blocked_rows[rows], device=p.dev)
+    v = p.v[first:last, cols] if what == "output" else None
+    block = attention_block(p.q[hs.start:hs.stop, rows], p.k[first:last, cols], v, factor=p.factor,
+                            bias=_bias(p, hs, rows, cols), mask=p.mask_tensor(rows, cols), blocked_rows=dead,
+                            normalisers=normalisers, until=what, keep=keep,
+                            out=None if buffer is None else {"scores": buffer})
+    return block if what == "output" else getattr(block, what)
 
 
 def _rows_per_block(p: _Prepared, fy: int = 1) -> int:
@@ -402,52 +375,45 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
     blocked_rows = np.zeros(n, dtype=bool)
     pooled = {what: _empty_pooled(heads, n, n_k, fy, fx, host) for what in overviews}
     head_out = torch.empty((heads, n, session.d_v), dtype=tdtype, device=dev) if outputs else None
-    group = heads // session.kv_heads
     step = _rows_per_block(p, fy)
-    buffer = torch.empty(heads * min(step, n) * n_k, dtype=tdtype, device=dev)
-    weights_buffer = torch.empty(heads * min(step, n) * n_k, dtype=tdtype, device=dev)
+    buffers = {name: torch.empty(heads * min(step, n) * n_k, dtype=tdtype, device=dev) for name in ("scores", "weights")}
     for r0 in range(0, n, step):
         if cancelled is not None and cancelled():
             raise Cancelled()
         rows = slice(r0, min(n, r0 + step))
-        c = rows.stop - rows.start
         out_rows = slice(r0 // fy, -(-rows.stop // fy))
-        scores = _block(p, rows, slice(0, n_k), slice(None), "scores", buffer=buffer)
-        if not checked and not all_finite(scores):
-            raise overflow_error(dtype, device)
-        if "scores" in pooled:
-            pooled["scores"][:, out_rows] = _to_host(pool_rows(scores, None, fy, fx, "scores", pool))
-        # scaled = scores × factor + bias, in the scores' buffer once they are pooled.
-        scaled = scores.mul_(p.factor)
-        if p.slopes is not None:
-            scaled.add_(alibi_block(p.slopes, rows, slice(0, n_k), tdtype, dev))
-        if not checked and not all_finite(scaled):
-            raise overflow_error(dtype, device)
         blocked = p.mask_tensor(rows)
-        if "scaled_scores" in pooled:
-            pooled["scaled_scores"][:, out_rows] = _to_host(pool_rows(scaled, blocked, fy, fx, "scaled_scores", pool))
+        dead = None
         if blocked is not None:
-            scaled.masked_fill_(blocked, float("-inf"))
             dead = blocked.all(dim=-1)
             blocked_rows[rows] = dead.cpu().numpy()
-        m = scaled.amax(dim=-1, keepdim=True)
-        weights = _softmax(scaled, weights_buffer[: scaled.numel()].view(scaled.shape))
-        if blocked is not None and blocked_rows[rows].any():
-            # softmax of an all −inf row is NaN; such a query attends to nothing (as dense).
-            weights.masked_fill_(torch.tensor(blocked_rows[rows], device=dev)[None, :, None], 0.0)
+            dead = dead if blocked_rows[rows].any() else None
+        found = {}
+
+        def observe(stage, values):
+            # Each stage is looked at before the next overwrites it in the same buffer.
+            if stage == "masked":
+                found["max"] = values.amax(dim=-1)
+                return
+            if not checked and not all_finite(values):
+                raise overflow_error(dtype, device)
+            if stage in pooled:
+                pooled[stage][:, out_rows] = _to_host(pool_rows(values, None if stage == "scores" else blocked,
+                                                                fy, fx, stage, pool))
+
+        block = attention_block(p.q[:, rows], p.k, p.v if outputs else None, factor=p.factor,
+                                bias=_bias(p, range(heads), rows, slice(0, n_k)), mask=blocked, blocked_rows=dead,
+                                until="output" if outputs else "weights", observe=observe, out=buffers)
+        weights = block.weights
         # The weight of a row's largest score is exp(0) · (1 / Σ): the very factor softmax
         # multiplied the row by, so tiles made later with it repeat its arithmetic.
-        row_max[:, rows] = _to_host(m[..., 0])
+        row_max[:, rows] = _to_host(found["max"])
         row_scale[:, rows] = _to_host(weights.amax(dim=-1))
         if "weights" in pooled:
             pooled["weights"][:, out_rows] = _to_host(pool_rows(weights, blocked, fy, fx, "weights", pool))
         if outputs:
-            if group > 1:
-                kv = session.kv_heads
-                head_out[:, rows] = (weights.view(kv, group * c, -1) @ p.v).view(heads, c, -1)
-            else:
-                head_out[:, rows] = weights @ p.v
-        del scores, scaled, weights
+            head_out[:, rows] = block.output
+        del block, weights
         if progress is not None:
             progress(rows.stop, n, {w: Pooled(w, pool, fy, fx, n, a, rows.stop) for w, a in pooled.items()})
     output = None
