@@ -26,7 +26,9 @@ for the layer inputs, which opening any layer needs.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, NamedTuple
+from collections import ChainMap
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -39,6 +41,26 @@ class Forward(NamedTuple):
     thumbnails: torch.Tensor | None = None   # (layers, H, t, t) max-pooled weights when not kept
     log_sum_exp: torch.Tensor | None = None  # (layers, H, n) log Σ_j exp(scaled score) when not kept
     output_rows: torch.Tensor | None = None  # the query rows attention_outputs holds when not kept (else all)
+    final: torch.Tensor | None = None        # (n, d) the residual stream after the last layer, before any final norm
+
+
+@dataclass(frozen=True)
+class LayerChange:
+    """What an intervention changes in one layer, in the forward's own terms.
+
+    ``weights``: tensors by the model's names (``h.3.attn.c_attn.weight``…) that replace the
+    model's for this layer; ``residual``: the residual stream entering the layer, replacing the
+    one the earlier layers made (an edited layer input); ``blocked`` (n × n, True = blocked) and
+    ``scaling``: a mask and a score factor replacing the model's; ``heads(context)``: the
+    concatenated heads' outputs (n × H·d_v) before the output projection, returned changed
+    (ablations). ``models.interventions`` builds these from sessions and ablations.
+    """
+
+    weights: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    residual: torch.Tensor | None = None
+    blocked: torch.Tensor | None = None
+    scaling: float | None = None
+    heads: Callable[[torch.Tensor], torch.Tensor] | None = None
 
 
 # The side of a long text's pooled thumbnails, in cells: the model view draws them at 36-120 px.
@@ -66,11 +88,12 @@ def _heads(x: torch.Tensor, count: int, size: int) -> torch.Tensor:
     return x.view(x.shape[0], count, size).transpose(0, 1)
 
 
-def _attend(q, k, v, scaling: float, causal: bool):
+def _attend(q, k, v, scaling: float, causal: bool, blocked: torch.Tensor | None = None):
     scores = torch.matmul(q, k.transpose(-1, -2)) * scaling
-    if causal:
+    if blocked is None and causal:
         n = scores.shape[-1]
         blocked = torch.ones(n, n, dtype=torch.bool).triu(1)
+    if blocked is not None:
         scores = scores.masked_fill(blocked, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32)
     context = torch.matmul(weights, v).transpose(0, 1)
@@ -84,11 +107,20 @@ class _Layers:
     Otherwise ``_Blocks`` does the attention. ``progress(layer, layers)`` is called as each layer
     starts (and with ``layers, layers`` at the end); ``cancelled()`` is asked then and between
     blocks, and ``Cancelled`` raised when it says True.
+
+    ``changes`` (layer → ``LayerChange``) are an intervention's; ``record`` False (a run that
+    only wants the output, as an intervention's does) keeps no weights, outputs or thumbnails;
+    ``capture`` names layers whose heads' outputs (n × H·d_v, before the output projection)
+    are kept in ``contexts`` (the source of a patch).
     """
 
-    def __init__(self, layers: int, keep: bool, progress=None, cancelled=None):
-        self.layers, self.keep = layers, keep
+    def __init__(self, layers: int, keep: bool, progress=None, cancelled=None, *, changes=None,
+                 record: bool = True, capture=()):
+        self.layers, self.keep, self.record = layers, keep, record
         self.progress, self.cancelled = progress, cancelled
+        self.changes: Mapping[int, LayerChange] = changes or {}
+        self.capture = frozenset(capture)
+        self.contexts: dict[int, torch.Tensor] = {}
         self.cells, self.block_bytes, self.output_rows = THUMBNAIL_CELLS, BLOCK_BYTES, OUTPUT_ROWS
         self.rows = None
         self.weights: list[torch.Tensor] = []
@@ -97,7 +129,7 @@ class _Layers:
 
     def start(self, layer: int) -> None:
         self.check()
-        if not self.keep and layer:
+        if not self.keep and self.record and layer:
             from .loading import _return_free_memory
 
             _return_free_memory()   # the last layer's blocks, before this one's MLP and blocks
@@ -112,13 +144,31 @@ class _Layers:
 
     def attend(self, layer: int, q, k, v, scaling: float, causal: bool):
         """(n, H·d_v) context of one layer's heads (q: H × n × d_k, k and v already per query head)."""
-        if self.keep:
-            weights, context = _attend(q, k, v, scaling, causal)
-            self.weights.append(weights)
+        change = self.changes.get(layer)
+        blocked = None
+        if change is not None:
+            scaling = scaling if change.scaling is None else change.scaling
+            blocked = change.blocked
+        if self.keep or (not self.record and (blocked is not None or q.shape[0] * q.shape[1] ** 2 * 4 <= self.block_bytes)):
+            weights, context = _attend(q, k, v, scaling, causal, blocked)
+            if self.record:
+                self.weights.append(weights)
             return context
         return self._blocks(layer, q, k, v, scaling, causal)
 
+    def heads(self, layer: int, context: torch.Tensor) -> torch.Tensor:
+        """The heads' concatenated outputs as the output projection will read them: an
+        intervention's change applied, and kept when the layer is captured."""
+        change = self.changes.get(layer)
+        if change is not None and change.heads is not None:
+            context = change.heads(context)
+        if layer in self.capture:
+            self.contexts[layer] = context
+        return context
+
     def output(self, layer: int, out: torch.Tensor) -> None:
+        if not self.record:
+            return
         # One (layers, n, d) tensor filled layer by layer: stacking a list at the end would hold
         # every output twice.
         if self.outputs is None:
@@ -162,69 +212,117 @@ class _Layers:
         context = context.transpose(0, 1)
         return context.reshape(context.shape[0], -1)
 
-    def result(self, inputs: list[torch.Tensor]) -> Forward:
+    def result(self, inputs: list[torch.Tensor], final: torch.Tensor) -> Forward:
         if self.progress is not None:
             self.progress(self.layers, self.layers)
         attentions = torch.stack(self.weights) if self.keep else None
-        return Forward(attentions, inputs, self.outputs, self.thumbnails, self.log_sum_exp, self.rows)
+        return Forward(attentions, inputs, self.outputs, self.thumbnails, self.log_sum_exp, self.rows, final)
 
 
-def _bert(config: Any, w: Mapping[str, torch.Tensor], ids: torch.Tensor, run: _Layers) -> Forward:
-    n, H = len(ids), int(config.num_attention_heads)
-    dk = int(config.hidden_size) // H
-    eps, act = float(config.layer_norm_eps), ACT[config.hidden_act]
+class _Family:
+    """One family's forward, step by step: ``embed`` the ids, one ``layer`` at a time (reading
+    its tensors through the layer's change, when there is one), then ``final_norm`` and
+    ``unembed`` (the LM head). Splitting it so lets an intervention start at any layer from the
+    cached residual stream instead of from the embeddings."""
 
-    def ln(x, name):
-        return F.layer_norm(x, (x.shape[-1],), w[name + ".weight"], w[name + ".bias"], eps)
+    def __init__(self, config: Any, weights: Mapping[str, torch.Tensor]):
+        self.config, self.weights = config, weights
+        self.layers = int(config.num_hidden_layers)
 
-    x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.token_type_embeddings.weight"][0]
-    x = ln(x + w["embeddings.position_embeddings.weight"][:n], "embeddings.LayerNorm")
-    inputs = []
-    for layer in range(int(config.num_hidden_layers)):
-        p = f"encoder.layer.{layer}."
-        run.start(layer)
-        inputs.append(x)
-        q, k, v = (_heads(F.linear(x, w[f"{p}attention.self.{m}.weight"], w.get(f"{p}attention.self.{m}.bias")), H, dk)
-                   for m in ("query", "key", "value"))
-        context = run.attend(layer, q, k, v, dk ** -0.5, causal=False)
+    def tensors(self, run: "_Layers", layer: int) -> Mapping[str, torch.Tensor]:
+        change = run.changes.get(layer)
+        return ChainMap(dict(change.weights), self.weights) if change is not None and change.weights else self.weights
+
+    def lm_head(self) -> tuple[torch.Tensor, torch.Tensor | None] | str:
+        """(unembedding V × d, its bias or None), or why the weights hold no head."""
+        raise NotImplementedError
+
+
+class _Bert(_Family):
+    def __init__(self, config, weights):
+        super().__init__(config, weights)
+        self.H = int(config.num_attention_heads)
+        self.dk = int(config.hidden_size) // self.H
+        self.eps, self.act = float(config.layer_norm_eps), ACT[config.hidden_act]
+
+    def ln(self, x, w, name):
+        return F.layer_norm(x, (x.shape[-1],), w[name + ".weight"], w[name + ".bias"], self.eps)
+
+    def embed(self, ids, w=None):
+        w = self.weights if w is None else w
+        x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.token_type_embeddings.weight"][0]
+        return self.ln(x + w["embeddings.position_embeddings.weight"][:len(ids)], w, "embeddings.LayerNorm")
+
+    def layer(self, layer, x, run):
+        w, p = self.tensors(run, layer), f"encoder.layer.{layer}."
+        q, k, v = (_heads(F.linear(x, w[f"{p}attention.self.{m}.weight"], w.get(f"{p}attention.self.{m}.bias")),
+                          self.H, self.dk) for m in ("query", "key", "value"))
+        context = run.heads(layer, run.attend(layer, q, k, v, self.dk ** -0.5, causal=False))
         out = F.linear(context, w[p + "attention.output.dense.weight"], w.get(p + "attention.output.dense.bias"))
         run.output(layer, out)
-        x = ln(out + x, p + "attention.output.LayerNorm")
-        hidden = act(F.linear(x, w[p + "intermediate.dense.weight"], w.get(p + "intermediate.dense.bias")))
-        x = ln(F.linear(hidden, w[p + "output.dense.weight"], w.get(p + "output.dense.bias")) + x, p + "output.LayerNorm")
-    return run.result(inputs)
+        x = self.ln(out + x, w, p + "attention.output.LayerNorm")
+        hidden = self.act(F.linear(x, w[p + "intermediate.dense.weight"], w.get(p + "intermediate.dense.bias")))
+        out = F.linear(hidden, w[p + "output.dense.weight"], w.get(p + "output.dense.bias"))
+        return self.ln(out + x, w, p + "output.LayerNorm")
+
+    def final_norm(self, x):
+        """BertForMaskedLM's prediction transform (dense, activation, LayerNorm): BERT is post-LN,
+        so the stream is already normalised and the head's own transform comes before the decoder."""
+        w, t = self.weights, "cls.predictions.transform."
+        h = self.act(F.linear(x, w[t + "dense.weight"], w.get(t + "dense.bias")))
+        return F.layer_norm(h, (h.shape[-1],), w[t + "LayerNorm.weight"], w[t + "LayerNorm.bias"], self.eps)
+
+    def lm_head(self):
+        w = self.weights
+        if "cls.predictions.transform.dense.weight" not in w:
+            return ("it is a BERT encoder without a masked-LM head (cls.predictions): it predicts no tokens, "
+                    "so its output is compared as a mean-pooled embedding")
+        bias = w.get("cls.predictions.bias", w.get("cls.predictions.decoder.bias"))
+        return w.get("cls.predictions.decoder.weight", w["embeddings.word_embeddings.weight"]), bias
 
 
 def _conv1d(x, w, name):
     return torch.addmm(w[name + ".bias"], x, w[name + ".weight"])   # GPT-2's Conv1D stores in × out
 
 
-def _gpt2(config: Any, w: Mapping[str, torch.Tensor], ids: torch.Tensor, run: _Layers) -> Forward:
-    n, d, H = len(ids), int(config.hidden_size), int(config.num_attention_heads)
-    dk = d // H
-    eps, act = float(config.layer_norm_epsilon), ACT[config.activation_function]
+class _Gpt2(_Family):
+    def __init__(self, config, weights):
+        super().__init__(config, weights)
+        self.d, self.H = int(config.hidden_size), int(config.num_attention_heads)
+        self.dk = self.d // self.H
+        self.eps, self.act = float(config.layer_norm_epsilon), ACT[config.activation_function]
 
-    def ln(x, name):
-        return F.layer_norm(x, (d,), w[name + ".weight"], w[name + ".bias"], eps)
+    def ln(self, x, w, name):
+        return F.layer_norm(x, (self.d,), w[name + ".weight"], w[name + ".bias"], self.eps)
 
-    x = w["wte.weight"][ids] + w["wpe.weight"][:n]
-    inputs = []
-    layers = int(config.num_hidden_layers)
-    for layer in range(layers):
-        p = f"h.{layer}."
-        run.start(layer)
-        inputs.append(x)
-        q, k, v = (_heads(t, H, dk) for t in _conv1d(ln(x, p + "ln_1"), w, p + "attn.c_attn").split(d, dim=-1))
-        scaling = dk ** -0.5 if config.scale_attn_weights else 1.0
+    def embed(self, ids, w=None):
+        w = self.weights if w is None else w
+        return w["wte.weight"][ids] + w["wpe.weight"][:len(ids)]
+
+    def layer(self, layer, x, run):
+        w, p, config = self.tensors(run, layer), f"h.{layer}.", self.config
+        q, k, v = (_heads(t, self.H, self.dk) for t in _conv1d(self.ln(x, w, p + "ln_1"), w, p + "attn.c_attn")
+                   .split(self.d, dim=-1))
+        scaling = self.dk ** -0.5 if config.scale_attn_weights else 1.0
         if config.scale_attn_by_inverse_layer_idx:
             scaling /= float(layer + 1)
-        context = run.attend(layer, q, k, v, scaling, causal=True)
+        context = run.heads(layer, run.attend(layer, q, k, v, scaling, causal=True))
         out = _conv1d(context, w, p + "attn.c_proj")
         run.output(layer, out)
         x = x + out
-        if layer + 1 < layers:
-            x = x + _conv1d(act(_conv1d(ln(x, p + "ln_2"), w, p + "mlp.c_fc")), w, p + "mlp.c_proj")
-    return run.result(inputs)
+        return x + _conv1d(self.act(_conv1d(self.ln(x, w, p + "ln_2"), w, p + "mlp.c_fc")), w, p + "mlp.c_proj")
+
+    def final_norm(self, x):
+        return self.ln(x, self.weights, "ln_f")
+
+    def lm_head(self):
+        if "ln_f.weight" not in self.weights:
+            return "the weights hold no final LayerNorm (ln_f)"
+        if "lm_head.weight" in self.weights:
+            return self.weights["lm_head.weight"], None
+        if getattr(self.config, "tie_word_embeddings", True):
+            return self.weights["wte.weight"], None
+        return "the weights hold no LM head (lm_head.weight) and the config does not tie it to the embeddings"
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -237,45 +335,69 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def _llama(config: Any, w: Mapping[str, torch.Tensor], ids: torch.Tensor, run: _Layers) -> Forward:
-    from .families import head_dim, rope_theta
+class _Llama(_Family):
+    def __init__(self, config, weights):
+        from .families import head_dim, rope_theta
 
-    n, H = len(ids), int(config.num_attention_heads)
-    Hkv = int(getattr(config, "num_key_value_heads", None) or H)
-    hd = head_dim(config)
-    eps, act = float(config.rms_norm_eps), ACT[config.hidden_act]
-    inv_freq = 1.0 / (rope_theta(config) ** (torch.arange(0, hd, 2, dtype=torch.float) / hd))
-    freqs = torch.arange(n, dtype=torch.float)[:, None] * inv_freq
-    emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos(), emb.sin()
+        super().__init__(config, weights)
+        self.H = int(config.num_attention_heads)
+        self.Hkv = int(getattr(config, "num_key_value_heads", None) or self.H)
+        self.hd = head_dim(config)
+        self.eps, self.act = float(config.rms_norm_eps), ACT[config.hidden_act]
+        self.inv_freq = 1.0 / (rope_theta(config) ** (torch.arange(0, self.hd, 2, dtype=torch.float) / self.hd))
+        self._rope: tuple[int, torch.Tensor, torch.Tensor] | None = None
 
-    def lin(x, name):
-        return F.linear(x, w[name + ".weight"], w.get(name + ".bias"))
+    def rope(self, n: int):
+        if self._rope is None or self._rope[0] != n:
+            freqs = torch.arange(n, dtype=torch.float)[:, None] * self.inv_freq
+            emb = torch.cat((freqs, freqs), dim=-1)
+            self._rope = (n, emb.cos(), emb.sin())
+        return self._rope[1:]
 
-    x = w["embed_tokens.weight"][ids]
-    inputs = []
-    layers = int(config.num_hidden_layers)
-    for layer in range(layers):
-        p = f"layers.{layer}."
-        run.start(layer)
-        inputs.append(x)
-        h = _rms(x, w[p + "input_layernorm.weight"], eps)
+    def embed(self, ids, w=None):
+        w = self.weights if w is None else w
+        return w["embed_tokens.weight"][ids]
+
+    def layer(self, layer, x, run):
+        w, p, H, Hkv, hd = self.tensors(run, layer), f"layers.{layer}.", self.H, self.Hkv, self.hd
+
+        def lin(x, name):
+            return F.linear(x, w[name + ".weight"], w.get(name + ".bias"))
+
+        cos, sin = self.rope(x.shape[0])
+        h = _rms(x, w[p + "input_layernorm.weight"], self.eps)
         q = _heads(lin(h, p + "self_attn.q_proj"), H, hd)
         k = _heads(lin(h, p + "self_attn.k_proj"), Hkv, hd)
         v = _heads(lin(h, p + "self_attn.v_proj"), Hkv, hd)
         q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
         k, v = k.repeat_interleave(H // Hkv, dim=0), v.repeat_interleave(H // Hkv, dim=0)
-        context = run.attend(layer, q, k, v, hd ** -0.5, causal=True)
+        context = run.heads(layer, run.attend(layer, q, k, v, hd ** -0.5, causal=True))
         out = lin(context, p + "self_attn.o_proj")
         run.output(layer, out)
         x = x + out
-        if layer + 1 < layers:
-            h = _rms(x, w[p + "post_attention_layernorm.weight"], eps)
-            x = x + lin(act(lin(h, p + "mlp.gate_proj")) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
-    return run.result(inputs)
+        h = _rms(x, w[p + "post_attention_layernorm.weight"], self.eps)
+        return x + lin(self.act(lin(h, p + "mlp.gate_proj")) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
+
+    def final_norm(self, x):
+        if "norm.weight" not in self.weights:
+            return None
+        return _rms(x, self.weights["norm.weight"], self.eps)
+
+    def lm_head(self):
+        if "norm.weight" not in self.weights:
+            return "the weights hold no final norm (norm.weight)"
+        if "lm_head.weight" in self.weights:
+            return self.weights["lm_head.weight"], None
+        if getattr(self.config, "tie_word_embeddings", False):
+            return self.weights["embed_tokens.weight"], None
+        return "the weights hold no LM head (lm_head.weight) and the config does not tie it to the embeddings"
 
 
-FORWARDS = {"bert": _bert, "gpt2": _gpt2, "llama": _llama}
+FAMILIES = {"bert": _Bert, "gpt2": _Gpt2, "llama": _Llama}
+
+
+def family(kind: str, config: Any, weights: Mapping[str, torch.Tensor]) -> _Family:
+    return FAMILIES[kind](config, weights)
 
 
 # Up to this many tokens the forward runs on one thread: its kernels are then small enough that
@@ -285,21 +407,84 @@ FORWARDS = {"bert": _bert, "gpt2": _gpt2, "llama": _llama}
 ONE_THREAD_TOKENS = 64
 
 
+def _threads(tokens: int):
+    """One thread for a short text (see ``ONE_THREAD_TOKENS``); returns what to put back."""
+    threads = torch.get_num_threads()
+    if tokens <= ONE_THREAD_TOKENS and threads > 1:
+        torch.set_num_threads(1)
+        return threads
+    return None
+
+
 def forward(kind: str, config: Any, weights: Mapping[str, torch.Tensor], ids: list[int], *,
             keep_attentions: bool = True, progress=None, cancelled=None) -> Forward:
     """Run the model on one sequence of token ids (no batch), without gradients.
 
     ``keep_attentions=False`` (a long text) keeps pooled thumbnails and log Σ exp per query
     instead of every n × n; ``progress(layer, layers)`` and ``cancelled()`` as for ``_Layers``.
+    The result's ``final`` is the residual stream after the last layer (every layer's MLP
+    included), from which ``logits`` makes the model's prediction.
     """
-    threads = torch.get_num_threads()
-    single = len(ids) <= ONE_THREAD_TOKENS and threads > 1
-    if single:
-        torch.set_num_threads(1)
+    threads = _threads(len(ids))
     try:
         with torch.no_grad():
-            run = _Layers(int(config.num_hidden_layers), keep_attentions, progress, cancelled)
-            return FORWARDS[kind](config, weights, torch.tensor(ids, dtype=torch.long), run)
+            model = family(kind, config, weights)
+            run = _Layers(model.layers, keep_attentions, progress, cancelled)
+            x = model.embed(torch.tensor(ids, dtype=torch.long))
+            inputs = []
+            for layer in range(model.layers):
+                run.start(layer)
+                inputs.append(x)
+                x = model.layer(layer, x, run)
+            return run.result(inputs, x)
     finally:
-        if single:
+        if threads is not None:
             torch.set_num_threads(threads)
+
+
+def forward_from(kind: str, config: Any, weights: Mapping[str, torch.Tensor], start: int, x: torch.Tensor, *,
+                 changes: Mapping[int, LayerChange] | None = None, capture=(), cancelled=None,
+                 ) -> tuple[list[torch.Tensor], dict[int, torch.Tensor]]:
+    """Run layers ``start…`` from ``x``, the residual stream entering layer ``start`` (a cached
+    run's), with ``changes`` applied: what an intervention recomputes. Returns the residual
+    stream after each of those layers (the last is the final one) and the captured layers'
+    heads' outputs (``_Layers.capture``). Nothing n × n is kept."""
+    changes = dict(changes or {})
+    threads = _threads(x.shape[0])
+    try:
+        with torch.no_grad():
+            model = family(kind, config, weights)
+            run = _Layers(model.layers, False, None, cancelled, changes=changes, record=False, capture=capture)
+            after = []
+            for layer in range(start, model.layers):
+                run.start(layer)
+                change = changes.get(layer)
+                if change is not None and change.residual is not None:
+                    x = change.residual
+                x = model.layer(layer, x, run)
+                after.append(x)
+            return after, run.contexts
+    finally:
+        if threads is not None:
+            torch.set_num_threads(threads)
+
+
+def head_problem(kind: str, config: Any, weights: Mapping[str, torch.Tensor]) -> str | None:
+    """Why these weights cannot predict tokens (no LM head, a BERT without ``cls.predictions``), or None."""
+    found = family(kind, config, weights).lm_head()
+    return found if isinstance(found, str) else None
+
+
+def logits(kind: str, config: Any, weights: Mapping[str, torch.Tensor], residual: torch.Tensor) -> torch.Tensor:
+    """The model's logits (rows × vocabulary) for residual-stream rows (… × d): the final norm
+    (BERT: its masked-LM transform) and the unembedding, as the task model applies them.
+    A residual after an earlier layer gives that layer's logit lens."""
+    model = family(kind, config, weights)
+    head = model.lm_head()
+    if isinstance(head, str):
+        from .sources import ModelError
+
+        raise ModelError(head)
+    unembed, bias = head
+    with torch.no_grad():
+        return F.linear(model.final_norm(residual), unembed, bias)

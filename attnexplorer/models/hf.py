@@ -76,6 +76,12 @@ class TransformersTokenizer:
         ids = list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
         return ids, list(self.tokenizer.convert_ids_to_tokens(ids))
 
+    def encode_plain(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def piece(self, token_id: int) -> str:
+        return self.tokenizer.convert_ids_to_tokens(int(token_id)) or ""
+
 
 def load_tokenizer(folder: Path, gguf: str | None, label: str) -> TransformersTokenizer:
     transformers = transformers_module()
@@ -96,21 +102,33 @@ def load_config(folder: Path, gguf: str | None, label: str):
         raise ModelError(f"{label}: cannot read the model's configuration: {first_line(err)}") from None
 
 
-def load_model(folder: Path, gguf: str | None, label: str, say: Progress, check: Callable[[], None]):
-    """The transformers model in float32 with eager attention (dequantising a GGUF file)."""
+def load_model(folder: Path, gguf: str | None, label: str, say: Progress, check: Callable[[], None],
+               decoder: bool = False):
+    """(the base model in float32 with eager attention, its LM head's tensors by name), a GGUF
+    file dequantised. A decoder is read as the causal-LM model so that an untied LM head
+    (``lm_head.weight``) comes with it; a tied one is the embeddings, and a head the checkpoint
+    does not hold (transformers would initialise it at random) is left out."""
     transformers = transformers_module()
     import torch
 
+    auto = transformers.AutoModelForCausalLM if decoder else transformers.AutoModel
     try:
         with offline(), _gguf_progress(say, check, 0.2, 0.7):
-            model = transformers.AutoModel.from_pretrained(
-                str(folder), gguf_file=gguf, local_files_only=True, attn_implementation="eager", dtype=torch.float32)
+            model, info = auto.from_pretrained(
+                str(folder), gguf_file=gguf, local_files_only=True, attn_implementation="eager", dtype=torch.float32,
+                output_loading_info=True)
     except (ModelError, Cancelled):
         raise
     except Exception as err:
         raise ModelError(f"{label}: cannot load the weights: {first_line(err)}") from None
     model.eval()
-    return model
+    head = {}
+    if decoder:
+        missing = " ".join(info.get("missing_keys", ()) if isinstance(info, dict) else ())
+        if not getattr(model.config, "tie_word_embeddings", False) and "lm_head" not in missing:
+            head["lm_head.weight"] = model.get_output_embeddings().weight.detach()
+        model = model.base_model
+    return model, head
 
 
 def forward_with(model, family) -> Callable[[list[int]], Forward]:
@@ -134,10 +152,16 @@ def forward_with(model, family) -> Callable[[list[int]], Forward]:
                 outputs[i] = (out[0] if isinstance(out, tuple) else out).detach()[0]
             return hook
 
+        final: list[Any] = [None]
+
+        def grab_final(_module, _args, out):
+            final[0] = (out[0] if isinstance(out, tuple) else out).detach()[0]
+
         try:
             for i, block in enumerate(layers):
                 handles.append(block.register_forward_pre_hook(grab_input(i), with_kwargs=True))
                 handles.append(family.hook_module(block).register_forward_hook(grab_output(i)))
+            handles.append(layers[-1].register_forward_hook(grab_final))
             with torch.no_grad():
                 kwargs = {"use_cache": False} if family.decoder else {}
                 result = model(input_ids=torch.tensor([ids]), output_attentions=True, **kwargs)
@@ -147,7 +171,7 @@ def forward_with(model, family) -> Callable[[list[int]], Forward]:
         attentions = getattr(result, "attentions", None)
         if not attentions or any(a is None for a in attentions) or any(x is None for x in inputs + outputs):
             raise ModelError("the model did not report its attention weights")
-        return Forward(torch.stack([a[0].float() for a in attentions]), inputs, outputs)
+        return Forward(torch.stack([a[0].float() for a in attentions]), inputs, outputs, final=final[0])
 
     return run
 
@@ -183,7 +207,8 @@ def _gguf_progress(say: Progress, check: Callable[[], None], start: float, end: 
         gguf_utils.tqdm = original
 
 
-def write_cache(model, tokenizer: TransformersTokenizer, source: ModelSource, target: Path, done_marker: str) -> None:
+def write_cache(model, tokenizer: TransformersTokenizer, source: ModelSource, target: Path, done_marker: str,
+                head: dict | None = None) -> None:
     """config.json + model.safetensors + tokenizer files, written aside and moved in whole."""
     from safetensors.torch import save_file
 
@@ -194,6 +219,7 @@ def write_cache(model, tokenizer: TransformersTokenizer, source: ModelSource, ta
         config.pop("quantization_config", None)
         (staging / "config.json").write_text(json.dumps(config, indent=1))
         state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+        state.update({k: v.detach().clone().contiguous() for k, v in (head or {}).items()})
         save_file(state, str(staging / "model.safetensors"), metadata={"format": "pt"})
         tokenizer.tokenizer.save_pretrained(str(staging))
         (staging / done_marker).write_text(str(source.path) + "\n")

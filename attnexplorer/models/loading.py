@@ -72,6 +72,11 @@ class ModelRun:
     thumbnails: np.ndarray | None = None      # (layers, H, t, t) what the model view draws
     log_sum_exp: np.ndarray | None = None     # (layers, H, n) for a long run
     output_rows: np.ndarray | None = None     # the queries attention_outputs holds for a long run
+    final: np.ndarray | None = None           # (n × d) the residual stream after the last layer
+
+    def residual(self, layer: int) -> np.ndarray:
+        """The residual stream entering ``layer`` (``layer == layers``: after the last one)."""
+        return self.final if layer == len(self.layer_inputs) else self.layer_inputs[layer]
 
     @property
     def long(self) -> bool:
@@ -188,6 +193,7 @@ class LoadedModel:
             thumbnails=attentions if attentions is not None else result.thumbnails.numpy(),
             log_sum_exp=None if result.log_sum_exp is None else result.log_sum_exp.numpy(),
             output_rows=None if result.output_rows is None else result.output_rows.numpy(),
+            final=None if result.final is None else result.final.float().numpy(),
         )
 
     def _check_own_forward(self, tokens: int) -> None:
@@ -305,16 +311,16 @@ def _load_with_transformers(source, folder, gguf, from_cache, notes, say, check)
     family = family_for(config)
     check()
     say(0.2, f"dequantising {source.label} (about half a minute, once)" if gguf else f"loading {source.label}'s weights")
-    model = hf.load_model(folder, gguf, source.label, say, check)
+    model, head = hf.load_model(folder, gguf, source.label, say, check, family.decoder)
     check()
     say(0.75, f"loading {source.label}'s tokenizer")
     tokenizer = hf.load_tokenizer(folder, gguf, source.label)
-    loaded = LoadedModel(source, family, model.config, dict(model.state_dict()), tokenizer,
+    loaded = LoadedModel(source, family, model.config, {**model.state_dict(), **head}, tokenizer,
                          hf.forward_with(model, family), TRANSFORMERS, from_cache, notes)
     if gguf:
         say(0.9, "caching the dequantised weights")
         try:
-            hf.write_cache(model, tokenizer, source, gguf_cache_folder(source), CACHE_DONE)
+            hf.write_cache(model, tokenizer, source, gguf_cache_folder(source), CACHE_DONE, head)
         except OSError as err:   # a read-only cache costs speed next time, not correctness
             loaded.notes.append(f"could not cache the dequantised weights: {err.strerror or err}")
     say(1.0, f"{source.label} ready")

@@ -32,12 +32,13 @@ class NotNative(Exception):
 # BertConfig(), GPT2Config(), LlamaConfig() of transformers 5.24).
 DEFAULTS = {
     "bert": {"hidden_act": "gelu", "layer_norm_eps": 1e-12, "max_position_embeddings": 512, "is_decoder": False,
-             "add_cross_attention": False, "type_vocab_size": 2},
+             "add_cross_attention": False, "type_vocab_size": 2, "tie_word_embeddings": True},
     "gpt2": {"activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "scale_attn_weights": True,
              "scale_attn_by_inverse_layer_idx": False, "reorder_and_upcast_attn": False, "n_inner": None,
-             "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12, "add_cross_attention": False},
+             "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12, "add_cross_attention": False,
+             "tie_word_embeddings": True},
     "llama": {"hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 2048, "attention_bias": False,
-              "mlp_bias": False, "rope_theta": 10000.0},
+              "mlp_bias": False, "rope_theta": 10000.0, "tie_word_embeddings": False},
 }
 # GPT-2's config names its sizes n_*; transformers reads them under the common names too.
 ALIASES = {"gpt2": {"hidden_size": "n_embd", "num_attention_heads": "n_head", "num_hidden_layers": "n_layer",
@@ -46,6 +47,8 @@ ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
 
 # Where each family's base model starts in a checkpoint (a task model prefixes it: bert., model.…)
 MARKERS = {"bert": "embeddings.word_embeddings.weight", "gpt2": "wte.weight", "llama": "embed_tokens.weight"}
+# A task model's head, kept under these names beside the base model: the prediction needs it.
+HEADS = ("lm_head.", "cls.predictions.")
 
 
 class ModelConfig:
@@ -98,7 +101,9 @@ def _weight_files(folder: Path) -> list[Path]:
 
 
 def read_weights(folder: Path, kind: str) -> dict[str, Any]:
-    """The base model's tensors by transformers' names, float32; memory-mapped where they are float32 already."""
+    """The base model's tensors by transformers' names, float32; memory-mapped where they are float32
+    already. A task model's LM head (``lm_head.weight``, BERT's ``cls.predictions.*``) is kept under
+    its own name; any other task head (a pooler of another prefix, a classifier) is left out."""
     from safetensors import SafetensorError, safe_open
 
     files = _weight_files(folder)
@@ -119,9 +124,12 @@ def read_weights(folder: Path, kind: str) -> dict[str, Any]:
     prefix = min(prefixes, key=len)
     out = {}
     for key, value in tensors.items():
-        if not key.startswith(prefix):
-            continue   # a task head (lm_head, cls., pooler of another prefix): not the base model
-        name = key[len(prefix):]
+        if key.startswith(HEADS):
+            name = key
+        elif not key.startswith(prefix):
+            continue   # another task head (a classifier, a pooler of another prefix): not the base model
+        else:
+            name = key[len(prefix):]
         if kind == "bert" and "LayerNorm." in name:   # old BERT checkpoints say gamma/beta
             name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
         out[name] = value if not value.is_floating_point() else value.float()
@@ -158,6 +166,13 @@ class NativeTokenizer:
     def encode(self, text: str) -> tuple[list[int], list[str]]:
         ids = self._tokenizer.encode(text, add_special_tokens=True).ids
         return list(ids), [self._tokenizer.id_to_token(i) for i in ids]
+
+    def encode_plain(self, text: str) -> list[int]:
+        """The ids of ``text`` alone, no [CLS]/BOS added: how a picked target token is read."""
+        return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def piece(self, token_id: int) -> str:
+        return self._tokenizer.id_to_token(int(token_id)) or ""
 
 
 def _tokenizer_config(folder: Path) -> dict:

@@ -129,3 +129,53 @@ def smollm2(model_cache):
     from attnexplorer.models import load_model
 
     return load_model("smollm2")
+
+
+# The same three families with their heads (an LM head, a masked-LM head), for the prediction
+# tests: transformers' AutoModelForCausalLM / AutoModelForMaskedLM is the reference there.
+
+@pytest.fixture(scope="session")
+def tiny_gpt2_lm(tmp_path_factory):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    folder = tmp_path_factory.mktemp("tiny-gpt2-lm")
+    tokenizer = _bytelevel_tokenizer("<|endoftext|>")
+    config = GPT2Config(vocab_size=len(tokenizer), n_embd=24, n_layer=3, n_head=4, n_positions=32)
+    model = GPT2LMHeadModel(config)   # the LM head tied to wte, as GPT-2's is
+    _randomise(model, 4)
+    return _save(folder, model, tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_lm(tmp_path_factory):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    folder = tmp_path_factory.mktemp("tiny-llama-lm")
+    tokenizer = _bytelevel_tokenizer("<s>")
+    # an untied LM head, so reading it from lm_head.weight (not the embeddings) is what is checked
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                         num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64,
+                         attention_bias=True, rope_theta=500.0, tie_word_embeddings=False)
+    model = LlamaForCausalLM(config)
+    _randomise(model, 5)
+    import torch
+
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.input_layernorm.weight.add_(1.0)
+        model.model.norm.weight.add_(1.0)
+    return _save(folder, model, tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_mlm(tmp_path_factory):
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("tiny-bert-mlm")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(WORDS) - {"fetched"}) + ["fetch", "##ed"]
+    tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    config = BertConfig(vocab_size=len(vocab), hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                        intermediate_size=40, max_position_embeddings=20)
+    model = BertForMaskedLM(config)
+    _randomise(model, 6)
+    return _save(folder, model, tokenizer)

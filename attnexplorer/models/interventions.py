@@ -1,0 +1,382 @@
+"""From attention to behaviour: a real model's prediction, unedited and with the user's
+interventions (edited layers and head ablations), Qt-free.
+
+- ``Ablation(layer, head, kind)``: ``zero`` (the head's output is 0), ``mean`` (its output at
+  every position replaced by its mean over the text's positions, in the same run) or ``patch``
+  (its output taken from the unedited model's run on a second text of the same token length:
+  activation patching). "The head's output" is its slice of the concatenated heads that the
+  output projection reads (transformers' ``o_proj`` / ``c_proj`` / ``attention.output.dense``
+  input), so a zero-ablated head is exactly a hook zeroing that slice.
+- ``Interventions``: the ablations, the edited layers (layer → the tables' session, several kept
+  at once) and the patch text: an immutable value, one per undo step in the window.
+- ``Behaviour(loaded, run)``: the cached unedited run (its residual stream, layers × n × d; no
+  n × n weights are needed) and ``predict``: the top-k next tokens at a position, a picked token
+  or a pair as a logit difference, and the logit lens, unedited and intervened. An intervention
+  recomputes only the layers from the first one it touches (``forward.forward_from``).
+
+A model without an LM head (MiniLM's sentence encoder) has no tokens to predict: ``predict``
+says why and compares the mean-pooled embedding (cosine similarity to the unedited one).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from .sources import ModelError
+
+ABLATIONS = ("zero", "mean", "patch")
+
+
+@dataclass(frozen=True, order=True)
+class Ablation:
+    layer: int
+    head: int
+    kind: str = "zero"
+
+    def __post_init__(self):
+        if self.kind not in ABLATIONS:
+            raise ModelError(f"unknown ablation {self.kind!r}: zero, mean or patch")
+
+    def describe(self) -> str:
+        return f"L{self.layer}H{self.head} {self.kind}"
+
+
+@dataclass(frozen=True)
+class Interventions:
+    """What the user changed in the model. ``edits`` maps a layer to its edited session (a core
+    ``Session``), kept as a tuple of pairs so the value stays hashable and immutable."""
+
+    ablations: tuple[Ablation, ...] = ()
+    edits: tuple[tuple[int, Any], ...] = ()
+    patch_text: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.ablations and not self.edits
+
+    def first_layer(self) -> int | None:
+        layers = [a.layer for a in self.ablations] + [layer for layer, _ in self.edits]
+        return min(layers) if layers else None
+
+    def edit(self, layer: int):
+        return dict(self.edits).get(layer)
+
+    def with_edit(self, layer: int, session) -> "Interventions":
+        edits = dict(self.edits)
+        if session is None:
+            edits.pop(layer, None)
+        else:
+            edits[layer] = session
+        return replace(self, edits=tuple(sorted(edits.items(), key=lambda kv: kv[0])))
+
+    def ablation(self, layer: int, head: int) -> Ablation | None:
+        return next((a for a in self.ablations if (a.layer, a.head) == (layer, head)), None)
+
+    def with_ablation(self, layer: int, head: int, kind: str | None) -> "Interventions":
+        """``kind`` None removes the head's ablation; otherwise it is set (replacing another kind)."""
+        kept = [a for a in self.ablations if (a.layer, a.head) != (layer, head)]
+        if kind is not None:
+            kept.append(Ablation(layer, head, kind))
+        return replace(self, ablations=tuple(sorted(kept)))
+
+    def describe(self) -> list[str]:
+        return [f"layer {layer} edited" for layer, _ in self.edits] + [a.describe() for a in self.ablations]
+
+
+def parse_heads(text: str, layers: int, heads: int, label: str) -> list[tuple[int, int]]:
+    """``"3.1,17.4"`` → [(3, 1), (17, 4)], each checked against the model."""
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        layer, dot, head = part.partition(".")
+        if not dot or not layer.strip().isdigit() or not head.strip().isdigit():
+            raise ModelError(f"--ablate {part!r}: give heads as LAYER.HEAD, e.g. 3.1,17.4")
+        layer, head = int(layer), int(head)
+        if layer >= layers:
+            raise ModelError(f"--ablate {part}: layer {layer} is out of range: {label} has layers 0..{layers - 1}")
+        if head >= heads:
+            raise ModelError(f"--ablate {part}: head {head} is out of range: {label} has heads 0..{heads - 1}")
+        out.append((layer, head))
+    return out
+
+
+@dataclass
+class Behaviour:
+    """The unedited run of ``loaded`` on a text, cached, and predictions with interventions."""
+
+    loaded: Any
+    run: Any
+    _models: dict = field(default_factory=dict)    # layer → the model's own session of that layer
+    _patches: dict = field(default_factory=dict)   # patch text → (ids, {layer: heads' outputs})
+
+    def __post_init__(self):
+        from .forward import head_problem
+
+        self.kind = self.loaded.family.name
+        self.problem = head_problem(self.kind, self.loaded.config, self.loaded.weights)
+        if self.run.final is None:
+            raise ModelError("the run kept no final residual stream")
+
+    # ---- what the interventions change -----------------------------------------------------
+
+    def model_session(self, layer: int):
+        if layer not in self._models:
+            from ..io.session_file import session_from_dict
+
+            self._models[layer] = session_from_dict(self.loaded.layer_parts(self.run, layer),
+                                                    f"{self.loaded.source.label} layer {layer}")
+        return self._models[layer]
+
+    def layer_edit(self, layer: int, session):
+        from .layer_edits import layer_edit
+
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.loaded.num_layers:
+            raise ModelError(f"layer {layer} is out of range: {self.loaded.source.label} has layers "
+                             f"0..{self.loaded.num_layers - 1}")
+        return layer_edit(self.kind, self.loaded.config, self.loaded.weights, self.run, layer, session,
+                          self.model_session(layer), self.loaded.source.label)
+
+    def check(self, interventions: Interventions) -> None:
+        """ModelError for what cannot be applied to this model and text."""
+        L, H = self.loaded.num_layers, self.loaded.num_heads
+        for a in interventions.ablations:
+            if not 0 <= a.layer < L:
+                raise ModelError(f"layer {a.layer} is out of range: {self.loaded.source.label} has layers 0..{L - 1}")
+            if not 0 <= a.head < H:
+                raise ModelError(f"head {a.head} is out of range: {self.loaded.source.label} has heads 0..{H - 1}")
+        if any(a.kind == "patch" for a in interventions.ablations):
+            self._patch(interventions.patch_text)
+
+    def _patch(self, text: str | None):
+        """The heads' outputs of every layer on the unedited run of the patch text."""
+        if text is None or not str(text).strip():
+            raise ModelError("a patched head needs a second text to take its output from (--patch-text)")
+        if text not in self._patches:
+            import torch
+
+            from .forward import forward_from
+
+            ids, _pieces = self.loaded.tokenize(text)
+            n = len(self.run.ids)
+            if len(ids) != n:
+                raise ModelError(f"the patch text is {len(ids)} tokens long; the text is {n}: "
+                                 "a patched head needs a text of the same token length")
+            from .forward import family
+
+            with torch.no_grad():
+                x = family(self.kind, self.loaded.config, self.loaded.weights).embed(torch.tensor(ids))
+            _after, contexts = forward_from(self.kind, self.loaded.config, self.loaded.weights, 0, x,
+                                            capture=range(self.loaded.num_layers))
+            self._patches.clear()   # one patch text at a time: each is layers × n × d
+            self._patches[text] = contexts
+        return self._patches[text]
+
+    def changes(self, interventions: Interventions) -> dict:
+        from .forward import LayerChange
+
+        self.check(interventions)
+        changes = {layer: self.layer_edit(layer, session).change for layer, session in interventions.edits}
+        size = self.loaded.head_dim
+        by_layer: dict[int, list[Ablation]] = {}
+        for a in interventions.ablations:
+            by_layer.setdefault(a.layer, []).append(a)
+        patch = self._patch(interventions.patch_text) if any(a.kind == "patch" for a in interventions.ablations) else {}
+        for layer, ablations in by_layer.items():
+            cuts = [(slice(a.head * size, (a.head + 1) * size), a.kind) for a in ablations]
+            source = patch.get(layer)
+            base = changes.get(layer, LayerChange())
+            changes[layer] = replace(base, heads=_ablate(cuts, source))
+        return changes
+
+    # ---- runs ------------------------------------------------------------------------------
+
+    def residuals(self, interventions: Interventions, cancelled=None) -> list:
+        """The residual stream after each layer (layers × (n × d) torch), intervened; the
+        layers before the first intervention are the cached run's."""
+        import torch
+
+        from .forward import forward_from
+
+        layers = self.loaded.num_layers
+        cached = [torch.from_numpy(self.run.residual(layer + 1)) for layer in range(layers)]
+        first = interventions.first_layer()
+        if first is None:
+            return cached
+        changes = self.changes(interventions)   # checks the interventions first
+        start = torch.from_numpy(self.run.layer_inputs[first])
+        after, _ = forward_from(self.kind, self.loaded.config, self.loaded.weights, first, start,
+                                changes=changes, cancelled=cancelled)
+        return cached[:first] + after
+
+    def logits(self, residual):
+        from .forward import logits
+
+        return logits(self.kind, self.loaded.config, self.loaded.weights, residual)
+
+    # ---- the prediction --------------------------------------------------------------------
+
+    def default_position(self) -> int:
+        """The last token for a decoder; a masked-LM's first [MASK] (ModelError when there is none)."""
+        if self.kind != "bert" or self.problem:
+            return len(self.run.ids) - 1
+        masks = [i for i, piece in enumerate(self.run.pieces) if piece == "[MASK]"]
+        if not masks:
+            raise ModelError("the text has no [MASK] token for the masked-LM head to fill: put [MASK] in it, "
+                             "or give --position")
+        return masks[0]
+
+    def target_id(self, text: str, what: str = "--target") -> int:
+        ids = self.loaded.tokenizer.encode_plain(text)
+        if len(ids) != 1:
+            shown = " + ".join(repr(self.loaded.tokenizer.piece(i)) for i in ids) or "no token"
+            raise ModelError(f"{what} {text!r} is {len(ids)} tokens ({shown}), not one: "
+                             "pick a single token (a leading space is part of a word's token)")
+        return ids[0]
+
+    def token(self, token_id: int) -> str:
+        from .tokens import readable_pieces
+
+        return readable_pieces([self.loaded.tokenizer.piece(token_id)], self.kind == "bert")[0]
+
+    def predict(self, interventions: Interventions = Interventions(), position: int | None = None, top: int = 10,
+                target: str | None = None, versus: str | None = None, lens: bool = False, cancelled=None) -> dict:
+        """The prediction as ``attnexplorer predict --json`` prints it (see the README)."""
+        n = len(self.run.ids)
+        if self.problem:
+            return self._embedding_only(interventions, cancelled)
+        position = self.default_position() if position is None else position
+        if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < n:
+            raise ModelError(f"position {position} is out of range: the text has tokens 0..{n - 1}")
+        if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+            raise ModelError(f"--top {top}: give a whole number ≥ 1")
+        if versus is not None and target is None:
+            raise ModelError("--versus needs --target: the logit difference is target − versus")
+        picked = [self.target_id(target)] if target is not None else []
+        if versus is not None:
+            picked.append(self.target_id(versus, "--versus"))
+        after = self.residuals(interventions, cancelled) if not interventions.empty else None
+        base_layers = [np.asarray(self.run.residual(layer + 1)) for layer in range(self.loaded.num_layers)]
+        base = _scores(self.logits(_row(base_layers[-1], position)))
+        out: dict = {"tokens": list(self.run.tokens), "position": position,
+                     "baseline": {"top": self._top(base, top)}, "intervened": None, "target": None, "logit_lens": None}
+        edited = None
+        if after is not None:
+            edited = _scores(self.logits(after[-1][position]))
+            out["intervened"] = {"top": self._top(edited, top, base), "interventions": interventions.describe()}
+        if picked:
+            out["target"] = self._target(picked, base, edited, target, versus)
+        if lens:
+            out["logit_lens"] = self._lens(base_layers, after, position, picked[0] if picked else None, base, edited)
+        return out
+
+    def _top(self, scores, k: int, base=None) -> list[dict]:
+        logits, probs, ranks = scores
+        order = np.argsort(-logits, kind="stable")[:k]
+        rows = []
+        for i in order:
+            row = {"id": int(i), "token": self.token(int(i)), "logit": float(logits[i]), "prob": float(probs[i])}
+            if base is not None:
+                row["delta_logit"] = float(logits[i] - base[0][i])
+                row["delta_rank"] = int(ranks[i] - base[2][i])
+            rows.append(row)
+        return rows
+
+    def _one(self, scores, token_id: int) -> dict:
+        logits, probs, ranks = scores
+        return {"logit": float(logits[token_id]), "prob": float(probs[token_id]), "rank": int(ranks[token_id])}
+
+    def _target(self, picked, base, edited, target, versus) -> dict:
+        def side(token_id, text):
+            entry = {"id": token_id, "token": self.token(token_id), "text": text, "baseline": self._one(base, token_id),
+                     "intervened": None if edited is None else self._one(edited, token_id)}
+            if edited is not None:
+                entry["delta_logit"] = entry["intervened"]["logit"] - entry["baseline"]["logit"]
+            return entry
+
+        out = side(picked[0], target)
+        if len(picked) > 1:
+            out["versus"] = side(picked[1], versus)
+            out["logit_difference"] = {
+                "baseline": float(base[0][picked[0]] - base[0][picked[1]]),
+                "intervened": None if edited is None else float(edited[0][picked[0]] - edited[0][picked[1]])}
+        return out
+
+    def _lens(self, base_layers, after, position: int, picked: int | None, base_scores, edited_scores) -> list[dict]:
+        """Each layer's residual through the final norm and the unembedding; the last layer's is
+        the prediction's own row (one batched product for the others would round differently)."""
+        import torch
+
+        rows = []
+        stack = torch.from_numpy(np.stack([b[position] for b in base_layers[:-1]]))
+        base = torch.cat([self.logits(stack).double(), torch.from_numpy(base_scores[0])[None]])
+        edited = None
+        if after is not None:
+            edited = torch.cat([self.logits(torch.stack([a[position] for a in after[:-1]])).double(),
+                                torch.from_numpy(edited_scores[0])[None]])
+        for layer in range(len(base_layers)):
+            entry = {"layer": layer, "baseline": self._lens_entry(base[layer], picked),
+                     "intervened": None if edited is None else self._lens_entry(edited[layer], picked)}
+            rows.append(entry)
+        return rows
+
+    def _lens_entry(self, logits, picked: int | None) -> dict:
+        import torch
+
+        probs = torch.softmax(logits, dim=-1)
+        best = int(torch.argmax(logits))
+        return {"top": {"id": best, "token": self.token(best), "prob": float(probs[best])},
+                "target_prob": None if picked is None else float(probs[picked])}
+
+    def _embedding_only(self, interventions: Interventions, cancelled) -> dict:
+        """A model without an LM head: the mean-pooled final embedding, compared by cosine."""
+        base = np.asarray(self.run.final, dtype=np.float64).mean(0)
+        out = {"tokens": list(self.run.tokens), "position": None, "baseline": None, "intervened": None,
+               "target": None, "logit_lens": None,
+               "embedding": {"why": f"no tokens to predict: {self.problem}", "cosine": None,
+                             "norm": float(np.linalg.norm(base))}}
+        if not interventions.empty:
+            edited = self.residuals(interventions, cancelled)[-1].double().numpy().mean(0)
+            denominator = float(np.linalg.norm(base) * np.linalg.norm(edited))
+            out["embedding"]["cosine"] = float(base @ edited / denominator) if denominator else math.nan
+            out["intervened"] = {"interventions": interventions.describe()}
+        return out
+
+
+def _row(residual: np.ndarray, position: int):
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(residual[position]))
+
+
+def _scores(logits):
+    """(logits, probabilities, 1-based ranks) of one row, in float64."""
+    import torch
+
+    logits = logits.double()
+    probs = torch.softmax(logits, dim=-1).numpy()
+    values = logits.numpy()
+    ranks = np.empty(len(values), dtype=np.int64)
+    ranks[np.argsort(-values, kind="stable")] = np.arange(1, len(values) + 1)
+    return values, probs, ranks
+
+
+def _ablate(cuts, source):
+    """The heads' change of one layer: each cut (a head's columns) zeroed, averaged over the
+    positions, or taken from the patch run's same columns."""
+
+    def change(context):
+        context = context.clone()
+        for columns, kind in cuts:
+            if kind == "zero":
+                context[:, columns] = 0.0
+            elif kind == "mean":
+                context[:, columns] = context[:, columns].mean(dim=0, keepdim=True)
+            else:
+                context[:, columns] = source[:, columns]
+        return context
+
+    return change
