@@ -237,6 +237,16 @@ class _Family:
         """(unembedding V × d, its bias or None), or why the weights hold no head."""
         raise NotImplementedError
 
+    def _decoder_head(self, norm: str, embeddings: str, tied_by_default: bool):
+        """A decoder's head: ``lm_head.weight``, else the embeddings when the config ties them."""
+        if norm not in self.weights:
+            return f"the weights hold no final norm ({norm})"
+        if "lm_head.weight" in self.weights:
+            return self.weights["lm_head.weight"], None
+        if getattr(self.config, "tie_word_embeddings", tied_by_default):
+            return self.weights[embeddings], None
+        return "the weights hold no LM head (lm_head.weight) and the config does not tie it to the embeddings"
+
 
 class _Bert(_Family):
     def __init__(self, config, weights):
@@ -316,13 +326,7 @@ class _Gpt2(_Family):
         return self.ln(x, self.weights, "ln_f")
 
     def lm_head(self):
-        if "ln_f.weight" not in self.weights:
-            return "the weights hold no final LayerNorm (ln_f)"
-        if "lm_head.weight" in self.weights:
-            return self.weights["lm_head.weight"], None
-        if getattr(self.config, "tie_word_embeddings", True):
-            return self.weights["wte.weight"], None
-        return "the weights hold no LM head (lm_head.weight) and the config does not tie it to the embeddings"
+        return self._decoder_head("ln_f.weight", "wte.weight", True)
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -379,18 +383,10 @@ class _Llama(_Family):
         return x + lin(self.act(lin(h, p + "mlp.gate_proj")) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
 
     def final_norm(self, x):
-        if "norm.weight" not in self.weights:
-            return None
         return _rms(x, self.weights["norm.weight"], self.eps)
 
     def lm_head(self):
-        if "norm.weight" not in self.weights:
-            return "the weights hold no final norm (norm.weight)"
-        if "lm_head.weight" in self.weights:
-            return self.weights["lm_head.weight"], None
-        if getattr(self.config, "tie_word_embeddings", False):
-            return self.weights["embed_tokens.weight"], None
-        return "the weights hold no LM head (lm_head.weight) and the config does not tie it to the embeddings"
+        return self._decoder_head("norm.weight", "embed_tokens.weight", False)
 
 
 FAMILIES = {"bert": _Bert, "gpt2": _Gpt2, "llama": _Llama}

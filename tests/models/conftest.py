@@ -59,15 +59,20 @@ def _save(folder, model, tokenizer):
 
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory):
-    from transformers import BertConfig, BertModel, BertTokenizerFast
+    from transformers import BertModel
 
-    folder = tmp_path_factory.mktemp("tiny-bert")
+    return _bert(tmp_path_factory.mktemp("tiny-bert"), BertModel, 1)
+
+
+def _bert(folder, model_class, seed):
+    from transformers import BertConfig, BertTokenizerFast
+
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(WORDS) - {"fetched"}) + ["fetch", "##ed"]
     tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
     config = BertConfig(vocab_size=len(vocab), hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
                         intermediate_size=40, max_position_embeddings=20)
-    model = BertModel(config)
-    _randomise(model, 1)
+    model = model_class(config)
+    _randomise(model, seed)
     return _save(folder, model, tokenizer)
 
 
@@ -87,20 +92,26 @@ def tiny_gpt2(tmp_path_factory):
 def tiny_llama(tmp_path_factory):
     from transformers import LlamaConfig, LlamaModel
 
-    folder = tmp_path_factory.mktemp("tiny-llama")
+    return _llama(tmp_path_factory.mktemp("tiny-llama"), LlamaModel, 3, LlamaConfig, num_hidden_layers=2)
+
+
+def _llama(folder, model_class, seed, config_class, **extra):
     tokenizer = _bytelevel_tokenizer("<s>")
     # 4 query heads sharing 2 K/V heads, biases on, θ away from the default: every Llama part shows.
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64,
-                         attention_bias=True, rope_theta=500.0)
-    model = LlamaModel(config)
-    _randomise(model, 3)
+    config = config_class(vocab_size=len(tokenizer), hidden_size=32, num_attention_heads=4,
+                          num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64,
+                          attention_bias=True, rope_theta=500.0, **extra)
+    model = model_class(config)
+    _randomise(model, seed)
     # the RMSNorm weights near 1 keep the random stream in float32's comfortable range
     import torch
 
+    base = getattr(model, "model", model)
     with torch.no_grad():
-        for layer in model.layers:
+        for layer in base.layers:
             layer.input_layernorm.weight.add_(1.0)
+        if base is not model:
+            base.norm.weight.add_(1.0)
     return _save(folder, model, tokenizer)
 
 
@@ -150,32 +161,13 @@ def tiny_gpt2_lm(tmp_path_factory):
 def tiny_llama_lm(tmp_path_factory):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    folder = tmp_path_factory.mktemp("tiny-llama-lm")
-    tokenizer = _bytelevel_tokenizer("<s>")
     # an untied LM head, so reading it from lm_head.weight (not the embeddings) is what is checked
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                         num_key_value_heads=2, intermediate_size=48, max_position_embeddings=64,
-                         attention_bias=True, rope_theta=500.0, tie_word_embeddings=False)
-    model = LlamaForCausalLM(config)
-    _randomise(model, 5)
-    import torch
-
-    with torch.no_grad():
-        for layer in model.model.layers:
-            layer.input_layernorm.weight.add_(1.0)
-        model.model.norm.weight.add_(1.0)
-    return _save(folder, model, tokenizer)
+    return _llama(tmp_path_factory.mktemp("tiny-llama-lm"), LlamaForCausalLM, 5, LlamaConfig, num_hidden_layers=3,
+                  tie_word_embeddings=False)
 
 
 @pytest.fixture(scope="session")
 def tiny_bert_mlm(tmp_path_factory):
-    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+    from transformers import BertForMaskedLM
 
-    folder = tmp_path_factory.mktemp("tiny-bert-mlm")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(WORDS) - {"fetched"}) + ["fetch", "##ed"]
-    tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
-    config = BertConfig(vocab_size=len(vocab), hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
-                        intermediate_size=40, max_position_embeddings=20)
-    model = BertForMaskedLM(config)
-    _randomise(model, 6)
-    return _save(folder, model, tokenizer)
+    return _bert(tmp_path_factory.mktemp("tiny-bert-mlm"), BertForMaskedLM, 6)
