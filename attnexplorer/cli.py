@@ -1,149 +1,21 @@
 """Command line: ``attnexplorer [SESSION | --preset NAME]``, ``export``, ``fit``, ``presets``, ``bench``,
 ``import-model``.
 
-Only argparse is imported at module level so that ``attnexplorer --help`` is instant; each
-command imports what it needs (torch, Qt) when it runs. Every user-facing problem is an
+The parsers are ``commands/arguments.py``. Only argparse is imported at module level so that
+``attnexplorer --help`` is instant; each command imports what it needs (torch, Qt) when it
+runs. Every user-facing problem is an
 ``AttnExplorerError``: it becomes one plain line on stderr and exit status 2, never a
 traceback.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from . import __version__
+from .commands.arguments import (UsageError, build_bench_parser, build_export_parser, build_fit_parser,
+                                build_import_model_parser, build_parser, build_presets_parser)
 
 SUBCOMMANDS = ("export", "fit", "presets", "bench", "import-model")
-
-
-class UsageError(Exception):
-    """A command line argparse could not parse; ``main`` prints it as one line, exit 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line like every other error (argparse prints the
-    whole usage first, five lines for ``export``), naming where to read the usage."""
-
-    def error(self, message: str):
-        raise UsageError(f"{message} (see `{self.prog} --help`)")
-
-
-def _add_source_args(p: argparse.ArgumentParser, required: bool) -> None:
-    src = p.add_mutually_exclusive_group(required=required)
-    src.add_argument("--preset", metavar="NAME", help="start from a preset (see `attnexplorer presets`)")
-    src.add_argument("--session", metavar="FILE", help="a session file (.json)")
-    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="params",
-                   help="a preset parameter, e.g. --set tau=0.02 (repeatable)")
-
-
-def _add_compute_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mask", metavar="MASK",
-                   help="override the mask: none, causal, window:W, padding:J,K,... ")
-    p.add_argument("--scale", metavar="SCALE",
-                   help="override the scale: inv_sqrt_dk, none, temperature:T")
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda or mps when available")
-    p.add_argument("--dtype", default="float32", help="float32 (default), float64, float16, bfloat16")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The launcher's parser (no subcommand: open the window)."""
-    p = _Parser(
-        prog="attnexplorer",
-        description="Explore transformer self-attention by hand. Commands: "
-        "export (write matrices and figures with no window), fit (learn W_q, W_k toward a target pattern), "
-        "presets (list presets), bench (measure speed), import-model (a real model's layer as a session). "
-        "Run `attnexplorer COMMAND --help` for each.",
-    )
-    p.add_argument("session_file", nargs="?", metavar="SESSION", help="a session file to open")
-    p.add_argument("--preset", metavar="NAME", help="open a preset, e.g. pronoun, dessert, sine, random, rope, translate")
-    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="params",
-                   help="a preset parameter (repeatable)")
-    p.add_argument("--self-test", action="store_true",
-                   help="check headlessly that this install works (presets, compute, panels, exports)")
-    p.add_argument("--version", action="version", version=f"attnexplorer {__version__}")
-    return p
-
-
-def build_export_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="attnexplorer export",
-        description="Compute a preset or a session with no window and write its matrices "
-        "(and figures) to a folder.",
-    )
-    _add_source_args(p, required=True)
-    p.add_argument("--out", required=True, metavar="DIR", help="the folder to write into (created if missing)")
-    p.add_argument("--matrices", default="npz,json", metavar="FORMATS",
-                   help="comma-separated: npz, npy, csv, json, tex, md (default: npz,json)")
-    p.add_argument("--figures", default="", metavar="FORMATS",
-                   help="comma-separated: png, svg, pdf (default: none)")
-    p.add_argument("--selection", action="store_true",
-                   help="draw the selected query and key in the figures (orange row box, dashed key "
-                        "column); by default figures show the data alone")
-    part = p.add_argument_group(
-        "part of the attention matrices (for long inputs; a long session always writes them this way)")
-    part.add_argument("--head", metavar="H", help="only head H (default: all)")
-    part.add_argument("--rows", metavar="START:STOP",
-                      help="only query rows START..STOP-1, e.g. 8000:8064 (figures: zoomed to them)")
-    part.add_argument("--selected-rows", metavar="ROWS", nargs="?", const="selected",
-                      help="only these query rows, e.g. 5,9,12; alone: the session's selected query")
-    part.add_argument("--overview", metavar="POOL",
-                      help="the pooled overview instead of rows: max or mean (about 1,024 cells a side)")
-    part.add_argument("--cols", metavar="START:STOP",
-                      help="figures only: the key columns the heatmaps zoom to (with or without --rows)")
-    part.add_argument("--attention", metavar="NAMES",
-                      help="which n×n matrices: weights (default), scores, scaled_scores, comma-separated")
-    _add_compute_args(p)
-    return p
-
-
-def build_fit_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="attnexplorer fit",
-        description="Learn W_q and W_k of a head toward a target attention pattern (gradient descent "
-        "on the mean KL(target || weights) over query rows) and write the fitted session.",
-    )
-    _add_source_args(p, required=True)
-    p.add_argument("--target", required=True, metavar="TARGET",
-                   help="previous-token, first-token, self, uniform, window:W, head:H, or a .npy/.csv n×n matrix")
-    p.add_argument("--head", metavar="H", help="the head to fit, or 'all' for one target per head "
-                   "(default: the head the session was saved with selected, else 0)")
-    p.add_argument("--train", default="q,k", metavar="WHAT", help="comma-separated: q, k, biases (default: q,k)")
-    p.add_argument("--optimizer", default="adam", help="adam (default) or sgd")
-    p.add_argument("--lr", default=None, metavar="X",
-                   help="learning rate (default: 0.05 for adam, 1.0 for sgd)")
-    p.add_argument("--steps", default="500", metavar="N", help="the most steps (default 500)")
-    p.add_argument("--out", required=True, metavar="FITTED.json", help="the fitted session file to write")
-    _add_compute_args(p)
-    return p
-
-
-def build_presets_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="attnexplorer presets", description="List the presets and their parameters.")
-    return p
-
-
-def build_bench_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="attnexplorer bench",
-                                description="Measure engine, redraw and start-up speed headlessly.")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON")
-    p.add_argument("--quick", action="store_true", help="fewer sizes and repeats (for tests)")
-    p.add_argument("--device", default=None, help="only this device (default: cpu and cuda when present)")
-    return p
-
-
-def build_import_model_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="attnexplorer import-model",
-        description="Run a real model on a text and write one layer's attention as a session file "
-        "(version 2), exact to the model's own numbers. Nothing is downloaded.",
-    )
-    p.add_argument("model", metavar="MODEL",
-                   help="minilm, smollm2, a folder in Hugging Face layout or a .gguf file")
-    p.add_argument("--text", required=True, help="the text the model reads")
-    p.add_argument("--layer", type=int, default=0, help="the layer to import (default 0)")
-    p.add_argument("--out", required=True, metavar="FILE.json", help="the session file to write")
-    return p
 
 
 def _fail(message: str) -> int:

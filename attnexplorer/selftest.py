@@ -305,7 +305,7 @@ def _check_exports(report: _Report, built_ok: list) -> None:
     with tempfile.TemporaryDirectory(prefix="attnexplorer-selftest-") as tmp:
         written: list[Path] = []
         with report.check("export figures") as c:
-            from .ui.figures import export_figures
+            from .ui.figure_batch import export_figures
 
             if not built_ok:
                 raise CheckFailed("no preset computed, nothing to export")

@@ -200,7 +200,7 @@ def test_failure_while_writing_leaves_out_unchanged(tmp_path, session_file, monk
 
 
 def test_missing_figure_support_is_one_clear_line(tmp_path, session_file, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "attnexplorer.ui.figures", None)  # import fails as without PySide6
+    monkeypatch.setitem(sys.modules, "attnexplorer.ui.figure_batch", None)  # import fails as without PySide6
     out = tmp_path / "out"
     assert main(["export", "--session", str(session_file), "--out", str(out), "--figures", "png"]) == 2
     err = capsys.readouterr().err

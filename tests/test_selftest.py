@@ -141,9 +141,9 @@ def fakes(monkeypatch, qapp):
             written.append(path)
         return written
 
-    figures_module = types.ModuleType("attnexplorer.ui.figures")
+    figures_module = types.ModuleType("attnexplorer.ui.figure_batch")
     figures_module.export_figures = export_figures
-    monkeypatch.setitem(sys.modules, "attnexplorer.ui.figures", figures_module)
+    monkeypatch.setitem(sys.modules, "attnexplorer.ui.figure_batch", figures_module)
     return f
 
 
@@ -203,7 +203,7 @@ def test_a_format_the_exporter_skipped_is_caught(fakes):
 
 
 def test_a_missing_figure_module_is_a_fail_line_not_a_crash(fakes, monkeypatch):
-    monkeypatch.setitem(sys.modules, "attnexplorer.ui.figures", None)  # import now fails
+    monkeypatch.setitem(sys.modules, "attnexplorer.ui.figure_batch", None)  # import now fails
     code, lines = _run()
     assert code == 1
     assert any(line.startswith("FAIL export figures: ModuleNotFoundError") for line in lines), lines

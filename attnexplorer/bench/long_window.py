@@ -48,7 +48,7 @@ def window_probe(n: int, heads: int) -> None:
     from PySide6.QtCore import Qt, QTimer
     from PySide6.QtWidgets import QApplication
 
-    from ..cli import build_parser
+    from ..commands.arguments import build_parser
     from ..ui.app import open_window
     from .harness import table_scroll_ms
 

@@ -21,7 +21,7 @@ def first_paint(argv: list[str]) -> int:
     first paint, and quit; the exit status of ``attnexplorer ARGV`` for a bad start."""
     from PySide6.QtCore import QEvent, QObject, QTimer
 
-    from ..cli import build_parser
+    from ..commands.arguments import build_parser
     from ..ui.app import open_window
 
     opened = open_window(build_parser().parse_args(argv))

@@ -4,5 +4,6 @@
 draws figures with ``ui`` from the same result; ``import-model`` opens a real model
 (``models``) and writes a layer as a session (``io``); ``fit`` trains a head with ``core.fit``
 on a session or preset read by ``io`` and writes the fitted session. Nothing below this floor
-imports it (the layer test in ``tests/test_layers.py`` checks every import).
+imports it (pyproject's import-linter contracts, run by ``tests/test_layers.py``). ``arguments.py``
+holds the command line's parsers, which ``cli.py`` dispatches.
 """

@@ -25,7 +25,7 @@ from ..io.export_command import (
 def _figure_exporter():
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     try:
-        from ..ui.figures import export_figures
+        from ..ui.figure_batch import export_figures
     except ImportError as err:
         raise AttnExplorerError(f"figure export needs PySide6 and pyqtgraph: {err}") from None
     return export_figures

@@ -87,10 +87,12 @@ class Scale:
 class PresetRef:
     """Where a session came from: a preset's name and the parameters it was built with.
 
-    For a preset this attnexplorer knows, every parameter must be one of its own and within
-    its bounds (the window shows them in its sliders; ``presets.check_params``), and is
-    stored as the checked number. Another name is kept as a label, with its parameters as
-    given (a session file still requires them to be plain JSON).
+    This checks the shape only (a name, string keys). Where a record comes in from outside,
+    it is made with ``presets.preset_ref``, which checks a known preset's parameters against
+    their bounds (the window shows them in its sliders): ``build_preset`` and the session
+    file reader do so. Another name is kept as a label, with its parameters as given (a
+    session file still requires them to be plain JSON). The presets import this module, so
+    the check lives with them, not here.
     """
 
     name: str
@@ -105,9 +107,6 @@ class PresetRef:
         for key in self.params:
             if not isinstance(key, str):
                 raise SessionError(f"has a key {key!r} that is not a string", "preset.params")
-        from .presets import check_params  # presets import this module
-
-        object.__setattr__(self, "params", check_params(self.name, self.params))
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")

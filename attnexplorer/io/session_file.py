@@ -48,6 +48,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..core.errors import SessionError
+from ..core.presets import preset_ref
 from ..core.session import MAX_TOKENS, Mask, PresetRef, Scale, Session
 from .atomic import atomic_write_text
 from .session_checks import (NonFinite, check_plain, checked_matrix, checked_number, checked_text, checked_tokens,
@@ -117,7 +118,7 @@ def _preset(value: Any, source: str) -> PresetRef | None:
         fail(source, "preset.params", f"is {describe(params)}, expected an object")
     check_plain(params, source, "preset.params")
     try:  # a known preset's parameters are checked against its sliders' bounds
-        return PresetRef(name, dict(params))
+        return preset_ref(name, dict(params))
     except SessionError as err:
         fail(source, err.where, str(err).removeprefix(f"{err.where}: "))
 
@@ -311,6 +312,15 @@ def dumps_session(session: Session) -> str:
             check_plain(value, "session", where)
         except SessionError as err:
             refusal = SessionError(f"cannot save: {str(err).removeprefix('session: ')}")
+            refusal.where = err.where
+            raise refusal from None
+    if session.preset is not None:
+        # A record made by hand (the API) is checked here as on load, so that what is saved
+        # opens again.
+        try:
+            preset_ref(session.preset.name, session.preset.params)
+        except SessionError as err:
+            refusal = SessionError(f"cannot save: {err}")
             refusal.where = err.where
             raise refusal from None
     obj = session_to_dict(session)

@@ -25,7 +25,7 @@ used. What callers may rely on:
   temporary file and a rename, so a failed export leaves no partial file and an old file of
   the same name intact.
 
-File names written by ``export_figures``: ``figures/<kind>.<fmt>`` per panel (e.g.
+File names written by ``figure_batch.export_figures``: ``figures/<kind>.<fmt>`` per panel (e.g.
 ``figures/weights.png``) and ``figures/dashboard.<fmt>``.
 """
 
@@ -138,7 +138,3 @@ def session_title(session) -> str:
     name = session.preset.name if session.preset is not None else "session"
     heads = f"{session.heads} head" + ("s" if session.heads != 1 else "")
     return f"attnexplorer — {name}: {session.n} tokens, d = {session.d}, {heads}"
-
-
-
-from .figure_batch import export_figures  # noqa: E402,F401  (after the names it imports from here)

@@ -9,7 +9,7 @@ import pytest
 
 from attnexplorer.core.engine import compute
 from attnexplorer.core.errors import AttnExplorerError, EngineError
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.presets import build_preset, preset_ref
 from attnexplorer.core.session import Mask, PresetRef, Scale, Session
 from attnexplorer.io.session_file import dumps_session, load_session, loads_session, save_session, session_to_dict
 
@@ -75,6 +75,19 @@ def test_good_preset_parameters_load_as_checked_numbers():
     assert s.preset == PresetRef("mine", {"x": [1, "y"]})
 
 
+def test_a_preset_record_made_by_hand_is_checked_where_it_leaves():
+    # PresetRef checks its shape only (core/session cannot import the presets that import it);
+    # a known preset's parameters out of bounds are no preset's curves, and cannot be saved.
+    from attnexplorer.core.presets import reference_curves
+
+    s = small(preset=PresetRef("sine", {"N": 5}))
+    assert s.preset.params == {"N": 5}
+    assert dict(reference_curves(s)) == {}
+    with pytest.raises(AttnExplorerError, match=r"^cannot save: preset\.params\.N: 5 is outside 8\.\.4096$"):
+        dumps_session(s)
+    assert preset_ref("sine", {"N": 64.0}).params == {"N": 64}
+
+
 # -- item 9: the Python API raises only AttnExplorerError ------------------------------------
 
 @pytest.mark.parametrize("make", [
@@ -91,7 +104,8 @@ def test_good_preset_parameters_load_as_checked_numbers():
     lambda: PresetRef("", {}),
     lambda: PresetRef("sine", {1: 2}),
     lambda: PresetRef("sine", [("N", 8)]),
-    lambda: PresetRef("sine", {"N": 5}),
+    lambda: preset_ref("sine", {"N": 5}),
+    lambda: preset_ref("sine", {1: 2}),
     lambda: small(extra={1: "x"}),
     lambda: small(tokens=("a", "b\x00", "c")),
     lambda: small(tokens=("a", "\x1b[31m", "c")),

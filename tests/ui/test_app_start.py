@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from attnexplorer.cli import build_parser
+from attnexplorer.commands.arguments import build_parser
 from attnexplorer.core.errors import PresetError, SessionError
 from attnexplorer.core.presets import build_preset, reference_curves
 from attnexplorer.io.session_file import save_session

@@ -19,7 +19,7 @@ from PySide6.QtGui import QImage
 
 from attnexplorer.core.errors import AttnExplorerError
 from attnexplorer.core.session import Session
-from attnexplorer.ui import figures
+from attnexplorer.ui import figure_batch, figures
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels.base import Panel
 from ui_helpers import shown
@@ -310,7 +310,7 @@ def run_export_figures(tmp_path, preset, formats):
 
     built = build_preset(preset)
     result = compute(built.session)
-    written = figures.export_figures(result, tmp_path, formats)
+    written = figure_batch.export_figures(result, tmp_path, formats)
     return built, written
 
 
@@ -353,7 +353,7 @@ def test_export_figures_refuses_an_unknown_format_before_writing(qtbot, tmp_path
     with pytest.raises(figures.FigureError, match="'tiff'"):
         from attnexplorer.core.engine import compute
 
-        figures.export_figures(compute(make_session()), tmp_path, ["png", "tiff"])
+        figure_batch.export_figures(compute(make_session()), tmp_path, ["png", "tiff"])
     assert list(tmp_path.iterdir()) == []
 
 

@@ -137,7 +137,7 @@ def build_preset(name: str, params: Mapping[str, Any] | None = None) -> BuiltPre
     for key, value in (params or {}).items():
         values[key] = preset.param(key).parse(value)
     built = preset.build(dict(values))
-    session = built.session.replace(preset=PresetRef(name, dict(values)))
+    session = built.session.replace(preset=preset_ref(name, values))
     return BuiltPreset(session=session)
 
 
@@ -179,6 +179,14 @@ def _curves(name: str, params: tuple, tokens: tuple[str, ...]) -> Mapping[str, n
         array.flags.writeable = False
         out[key] = array
     return types.MappingProxyType(out)
+
+
+def preset_ref(name: str, params: Mapping[str, Any]) -> PresetRef:
+    """The record of preset ``name`` built with ``params``, its parameters checked
+    (``check_params``): how a record that comes from outside (a file, the API) is made.
+    Raises ``SessionError``."""
+    ref = PresetRef(name, params)  # the shape first: a name, a mapping with string keys
+    return PresetRef(ref.name, check_params(ref.name, ref.params))
 
 
 def check_params(name: str, params: Mapping[str, Any]) -> dict:
