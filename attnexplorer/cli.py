@@ -1,5 +1,5 @@
 """Command line: ``attnexplorer [SESSION | --preset NAME]``, ``export``, ``fit``, ``presets``, ``bench``,
-``import-model``.
+``import-model``, ``predict``, ``export-model``.
 
 The parsers are ``commands/arguments.py``. Only argparse is imported at module level so that
 ``attnexplorer --help`` is instant; each command imports what it needs (torch, Qt) when it
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import sys
 
-from .commands.arguments import (UsageError, build_bench_parser, build_export_parser, build_fit_parser,
-                                build_import_model_parser, build_parser, build_presets_parser)
+from .commands.arguments import (UsageError, build_bench_parser, build_export_model_parser, build_export_parser,
+                                build_fit_parser, build_import_model_parser, build_parser, build_predict_parser,
+                                build_presets_parser)
 
-SUBCOMMANDS = ("export", "fit", "presets", "bench", "import-model")
+SUBCOMMANDS = ("export", "fit", "presets", "bench", "import-model", "predict", "export-model")
 
 
 def _fail(message: str) -> int:
@@ -48,6 +49,14 @@ def main(argv: list[str] | None = None) -> int:
                 from .commands.import_model import run_import_model
 
                 return run_import_model(build_import_model_parser().parse_args(rest))
+            if command == "predict":
+                from .commands.predict import run_predict
+
+                return run_predict(build_predict_parser().parse_args(rest))
+            if command == "export-model":
+                from .commands.predict import run_export_model
+
+                return run_export_model(build_export_model_parser().parse_args(rest))
             if command == "bench":
                 from .bench.run import run_bench
 

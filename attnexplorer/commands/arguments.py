@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="attnexplorer",
         description="Explore transformer self-attention by hand. Commands: "
         "export (write matrices and figures with no window), fit (learn W_q, W_k toward a target pattern), "
-        "presets (list presets), bench (measure speed), import-model (a real model's layer as a session). "
+        "presets (list presets), bench (measure speed), import-model (a real model's layer as a session), "
+        "predict (a real model's prediction with ablations and edits), export-model (save the edited model). "
         "Run `attnexplorer COMMAND --help` for each.",
     )
     p.add_argument("session_file", nargs="?", metavar="SESSION", help="a session file to open")
@@ -140,4 +141,44 @@ def build_import_model_parser() -> argparse.ArgumentParser:
     p.add_argument("--text", required=True, help="the text the model reads")
     p.add_argument("--layer", type=int, default=0, help="the layer to import (default 0)")
     p.add_argument("--out", required=True, metavar="FILE.json", help="the session file to write")
+    return p
+
+
+def _add_intervention_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL",
+                   help="minilm, smollm2, a folder in Hugging Face layout or a .gguf file")
+    p.add_argument("--ablate", metavar="L.H[,L.H…]", help="heads to ablate, e.g. 0.0,17.4 (layer.head)")
+    p.add_argument("--ablation", choices=("zero", "mean", "patch"), default="zero",
+                   help="zero (the head's output is 0, default), mean (its mean over the text's positions) or "
+                        "patch (its output on --patch-text)")
+    p.add_argument("--patch-text", metavar="TEXT2", help="the second text, of the same token length, for --ablation patch")
+    p.add_argument("--layer", type=int, action="append", metavar="L",
+                   help="the layer --session edits (repeatable, one per --session)")
+    p.add_argument("--session", action="append", metavar="EDITED.json",
+                   help="an edited layer session (from import-model or the window) to put in place of layer L")
+
+
+def build_predict_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="attnexplorer predict",
+               description="A real model's next-token prediction on a text, unedited and with head ablations and "
+               "edited layers, side by side; optionally a picked token, a logit difference and the logit lens.")
+    _add_intervention_args(p)
+    p.add_argument("--text", required=True, help="the text the model reads")
+    p.add_argument("--position", type=int, metavar="P",
+                   help="the token position to predict from (default: the last; a masked LM's first [MASK])")
+    p.add_argument("--top", type=int, default=10, metavar="K", help="how many top tokens (default 10)")
+    p.add_argument("--target", metavar="TOKEN", help='a token to follow, e.g. " Mary" (one token, its space included)')
+    p.add_argument("--versus", metavar="TOKEN", help='a second token: the logit difference target − versus, e.g. " John"')
+    p.add_argument("--logit-lens", action="store_true", help="every layer's residual through the final norm and unembedding")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    return p
+
+
+def build_export_model_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="attnexplorer export-model",
+               description="Save the model with edited layers and zero-ablated heads folded into its weights, as a "
+               "Hugging Face folder that transformers loads (config.json, model.safetensors, the tokenizer files).")
+    _add_intervention_args(p)
+    p.add_argument("--text", help="the text the sessions' layers were read from (default: the one the session file names)")
+    p.add_argument("--out", required=True, metavar="FOLDER", help="the new folder to write")
     return p

@@ -217,6 +217,9 @@ class LoadedModel:
         session.update(self.family.parts(self.weights, self.config, run, layer))
         session["source"] = None
         session["preset"] = None
+        # Which model, layer and text the session was read from: what `predict --session` and
+        # `export-model` check an edited file against, and the text they rerun the model on.
+        session["model"] = {"name": self.source.label, "layer": layer, "text": run.text}
         return session
 
     def layer_session(self, run: ModelRun, layer: int) -> dict:
