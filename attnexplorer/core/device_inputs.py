@@ -74,12 +74,15 @@ def device_tensor(array: np.ndarray, tdtype, dev):
                    lambda: _torch().tensor(array, dtype=tdtype, device=dev))
 
 
-def projection_weights(session: Session, tdtype, dev):
+def projection_weights(session: Session, tdtype, dev, reading: bool = False):
     """W_q, W_k and W_v of every head side by side as one (d, H·d_k + H·d_k + H·d_v) matrix.
 
     ``x @ joined`` then makes every projection of every head in one plain matrix product: at
     teaching sizes a matmul costs mostly its fixed dispatch, and one 2-D product is also
     cheaper than a batched one. Rebuilt only when one of the three arrays is replaced.
+
+    ``reading=True``: the caller is about to make products from it and calls ``done_reading``
+    when they are made; until then no edit writes into it (see ``_READERS``).
     """
     arrays = (session.w_query, session.w_key, session.w_value)
 
@@ -94,16 +97,32 @@ def projection_weights(session: Session, tdtype, dev):
     with _JOIN_LOCK:  # the window's worker and an export on the GUI thread may both get here
         joined = _cached(_TENSOR_CACHE, _TENSOR_CACHE_SIZE, arrays, (*map(id, arrays), dev, tdtype, "qkv"), build)
         _LAST_JOINED[(dev, tdtype)] = (tuple(weakref.ref(a) for a in arrays), joined)
+        if reading:
+            _READERS[id(joined)] = _READERS.get(id(joined), 0) + 1
     return joined
+
+
+def done_reading(joined) -> None:
+    """Say that the compute ``projection_weights`` gave ``joined`` to has made its products:
+    from now on an edit may write into it in place again."""
+    with _JOIN_LOCK:
+        count = _READERS.get(id(joined), 0) - 1
+        if count > 0:
+            _READERS[id(joined)] = count
+        else:
+            _READERS.pop(id(joined), None)
 
 
 # The joined tensor made last for each (device, dtype), with weak references to the arrays it
 # holds: an edit made with ``session_arrays.with_values`` is written into it in place (a few cells)
-# instead of converting and joining every weight again. The document runs its computes one
-# at a time; the one exception, an export computing the current session on the GUI thread
-# while the worker still computes an older one, can only disturb that older result, which
-# the document drops as stale.
+# instead of converting and joining every weight again. Two computes may run at once (the
+# window's worker and an export on the GUI thread), so a joined tensor is written in place
+# only while no compute reads it: ``projection_weights`` counts its readers in ``_READERS``
+# (id → count) and ``done_reading`` lets one go, both under ``_JOIN_LOCK``, the lock the
+# patch itself holds; a tensor being read is left alone and the edit's weights are joined
+# anew instead (what an edit of unrelated arrays costs anyway).
 _LAST_JOINED: dict = {}
+_READERS: dict = {}
 _JOIN_LOCK = threading.Lock()
 
 
@@ -114,6 +133,8 @@ def _patched_projection(arrays: tuple, tdtype, dev):
     if last is None:
         return None
     refs, joined = last
+    if _READERS.get(id(joined)):
+        return None  # another compute is reading it: writing into it would change its numbers
     # Where each array's columns start in the join: W_k and W_v may have fewer (K/V) heads.
     w_query, w_key, _ = arrays
     offsets = (0, w_query.shape[0] * w_query.shape[2], w_query.shape[0] * w_query.shape[2] + w_key.shape[0] * w_key.shape[2])

@@ -14,6 +14,7 @@ torch is imported lazily so that ``attnexplorer --help`` and the file tools stay
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
@@ -23,7 +24,7 @@ import numpy as np
 
 from .attention import (INTERMEDIATES, STAGE_INTERMEDIATES, AttentionInputs, AttentionOverflow, attend, kv_head_map,
                         split_projections)
-from .device_inputs import cannot_overflow, device_tensor, projection_weights
+from .device_inputs import cannot_overflow, device_tensor, done_reading, projection_weights
 from .stage_inputs import positions_array, stage_bound, stage_tensors
 from .errors import EngineError
 from .blocked_cells import mask_and_blocked_rows
@@ -224,18 +225,27 @@ class AttentionResult:
         return bool(self.blocked_rows.any())
 
 
-def _host_view(t):
-    """A read-only numpy view of the CPU tensor ``t``: it shares the tensor's memory, no copy."""
-    a = t.numpy()  # made under inference_mode: never part of an autograd graph
+def to_host(t) -> np.ndarray:
+    """A read-only host numpy array of the tensor ``t``, the one device→host conversion of the
+    engines: a view of a CPU tensor's own memory (no copy), else a copy from its device;
+    float16/bfloat16 are widened to float32 (numpy has no bfloat16). ``t`` is made without
+    autograd (inference mode), so it is never part of a graph."""
+    if t.dtype.itemsize == 2:
+        t = t.float()
+    a = t.numpy() if t.device.type == "cpu" else t.cpu().numpy()
     a.flags.writeable = False
     return a
 
 
-def _host(t):
-    """A read-only host numpy array of ``t``, copied from its device; float32 for half types."""
-    if t.dtype.itemsize == 2:  # float16 / bfloat16: numpy has no bfloat16, widen both alike
-        t = t.float()
-    return _host_view(t.cpu())
+@contextlib.contextmanager
+def engine_failures(device: str, dtype: str):
+    """Turn a failure of the device itself (out of memory, a missing kernel) inside the block
+    into the one-line ``EngineError`` a user sees, naming the device and dtype."""
+    try:
+        yield
+    except (RuntimeError, NotImplementedError, MemoryError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise EngineError(f"the engine failed on {device} ({dtype}): {first}") from None
 
 
 def all_finite(t) -> bool:
@@ -279,33 +289,28 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     staged = uses_stages(session)
     checked = cannot_overflow(session, factor, info.max, info.eps, stage_bound if staged else None)
     start = time.perf_counter()
-    try:
-        with torch.inference_mode():
-            inputs = attention_inputs(session, tdtype, dev, (mask_np, blocked_rows_np, any_blocked),
-                                      linear=reuse_linear)
+    with engine_failures(device, dtype), torch.inference_mode():
+        with attention_inputs(session, tdtype, dev, (mask_np, blocked_rows_np, any_blocked),
+                              linear=reuse_linear) as inputs:
             try:
                 # Unless the bound rules overflow out, the scores are looked at before masking.
                 t = attend(inputs, wanted, check_finite=None if checked else all_finite)
             except AttentionOverflow:
                 raise overflow_error(dtype, device) from None
-            joined, scores, scaled, weights = t["joined"], t["scores"], t["scaled_scores"], t["weights"]
-            head_out, output = t["head_outputs"], t["output"]
-            # Past the scores, an overflow (in V, or a NaN weight row from +inf scores) always
-            # reaches the small head outputs, so checking them and the output suffices.
-            finite = checked or (all_finite(head_out) and (output is None or all_finite(output)))
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            elapsed = (time.perf_counter() - start) * 1000.0
-            if not finite:
-                raise overflow_error(dtype, device)
-            fields = _to_host(session, wanted, dev, tdtype, joined, scores, scaled, weights, head_out, output,
-                              qkv=(t["Q"], t["K"], t["V"]) if staged else None)
-            if staged:
-                fields.update(stages_to_host(session, wanted, t, inputs, to_host=_host_view if dev.type == "cpu"
-                                              and tdtype.itemsize != 2 else _host))
-    except (RuntimeError, NotImplementedError, MemoryError) as err:  # e.g. out of memory, a missing kernel
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise EngineError(f"the engine failed on {device} ({dtype}): {first}") from None
+        joined, scores, scaled, weights = t["joined"], t["scores"], t["scaled_scores"], t["weights"]
+        head_out, output = t["head_outputs"], t["output"]
+        # Past the scores, an overflow (in V, or a NaN weight row from +inf scores) always
+        # reaches the small head outputs, so checking them and the output suffices.
+        finite = checked or (all_finite(head_out) and (output is None or all_finite(output)))
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        elapsed = (time.perf_counter() - start) * 1000.0
+        if not finite:
+            raise overflow_error(dtype, device)
+        fields = _results_to_host(session, wanted, joined, scores, scaled, weights, head_out, output,
+                                  qkv=(t["Q"], t["K"], t["V"]) if staged else None)
+        if staged:
+            fields.update(stages_to_host(session, wanted, t, inputs))
     if not staged:  # E is X, and the rest are absent: nothing to make
         fields.update(E=session.embeddings, X=session.embeddings, kv_head_of=kv_head_map(session.heads, session.heads))
     return AttentionResult(session=session, scale_factor=factor, mask=mask_np, blocked_rows=blocked_rows_np,
@@ -327,9 +332,13 @@ def carries(session: Session, name: str) -> bool:
     return name in _KEEPABLE
 
 
-def attention_inputs(session: Session, tdtype, dev, masks=None, linear=None, whole: bool = True) -> AttentionInputs:
-    """What ``attend`` reads for ``session``: cached device copies of its arrays and stages.
-    The one builder of ``AttentionInputs`` from a session.
+@contextlib.contextmanager
+def attention_inputs(session: Session, tdtype, dev, masks=None, linear=None, whole: bool = True):
+    """``with attention_inputs(session, tdtype, dev) as inputs:`` what ``attend`` reads for
+    ``session``, cached device copies of its arrays and stages: the one builder of
+    ``AttentionInputs`` from a session. Make the products from them inside the block: the
+    joined projection weights are shared with other computes and an edit may write into them
+    in place once no block reads them (``device_inputs.done_reading``).
 
     ``compute`` calls it under inference mode; fitting calls it too (and swaps in trainable
     W_q, W_k and biases), so the window and the fit feed the engine the same tensors; the
@@ -350,14 +359,19 @@ def attention_inputs(session: Session, tdtype, dev, masks=None, linear=None, who
         if any_blocked:
             mask = torch.tensor(mask_np, device=dev)
             blocked_rows = torch.tensor(blocked_rows_np, device=dev) if blocked_rows_np.any() else None
-    return AttentionInputs(
-        x=device_tensor(session.embeddings, tdtype, dev),
-        # With a source, only the queries are made from X: stage_tensors has W_q alone.
-        w_qkv=stages.pop("w_q") if "w_q" in stages else projection_weights(session, tdtype, dev),
-        heads=session.heads, d_k=session.d_k, d_v=session.d_v, factor=session.scale.factor(session.d_k),
-        mask=mask, blocked_rows=blocked_rows,
-        w_out=None if session.w_out is None else device_tensor(session.w_out, tdtype, dev),
-        linear=linear, **stages)
+    joined = None if "w_q" in stages else projection_weights(session, tdtype, dev, reading=True)
+    try:
+        yield AttentionInputs(
+            x=device_tensor(session.embeddings, tdtype, dev),
+            # With a source, only the queries are made from X: stage_tensors has W_q alone.
+            w_qkv=stages.pop("w_q") if joined is None else joined,
+            heads=session.heads, d_k=session.d_k, d_v=session.d_v, factor=session.scale.factor(session.d_k),
+            mask=mask, blocked_rows=blocked_rows,
+            w_out=None if session.w_out is None else device_tensor(session.w_out, tdtype, dev),
+            linear=linear, **stages)
+    finally:
+        if joined is not None:
+            done_reading(joined)
 
 
 def uses_stages(session: Session) -> bool:
@@ -368,7 +382,7 @@ def uses_stages(session: Session) -> bool:
                 and session.kv_heads == session.heads)
 
 
-def stages_to_host(session: Session, wanted, t: dict, inputs, to_host) -> dict:
+def stages_to_host(session: Session, wanted, t: dict, inputs) -> dict:
     """The stage intermediates as host arrays (see AttentionResult), for a session with stages."""
     out = {"E": session.embeddings, "kv_head_of": kv_head_map(session.heads, session.kv_heads)}
     if session.source is not None:
@@ -401,7 +415,7 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _to_host(session, wanted, dev, tdtype, joined, scores, scaled, weights, head_out, output, qkv=None) -> dict:
+def _results_to_host(session, wanted, joined, scores, scaled, weights, head_out, output, qkv=None) -> dict:
     """The intermediates in ``wanted`` as read-only host arrays; None for the others.
 
     On the CPU a host array is a view of the tensor's memory; elsewhere, or for half types
@@ -410,7 +424,6 @@ def _to_host(session, wanted, dev, tdtype, joined, scores, scaled, weights, head
     no device transfer and no torch call. ``qkv``, when given, are the Q, K and V tensors to
     copy one by one (a session with stages: RoPE, grouped or cross-attention keys).
     """
-    to_host = _host_view if dev.type == "cpu" and tdtype.itemsize != 2 else _host
     host = dict.fromkeys(INTERMEDIATES)
     if qkv is not None:
         for name, t in zip(("Q", "K", "V"), qkv):

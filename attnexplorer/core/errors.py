@@ -27,3 +27,10 @@ class EngineError(AttnExplorerError):
 
 class PresetError(AttnExplorerError):
     """Unknown preset or a bad preset parameter."""
+
+
+class Cancelled(Exception):
+    """The caller's ``cancelled()`` said stop (a newer request supersedes the work): the one
+    cancellation of attnexplorer, raised by the streamed path between blocks and by model
+    loading and the model forward between steps. Not an ``AttnExplorerError``: nothing is
+    wrong, and nobody shows it to a user."""

@@ -16,15 +16,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.errors import AttnExplorerError
+from ..core.errors import AttnExplorerError, Cancelled  # noqa: F401 (Cancelled: the one of core, re-exported)
 
 
 class ModelError(AttnExplorerError):
     """A model cannot be opened or read as asked (missing, unsupported, bad text or layer)."""
-
-
-class Cancelled(Exception):
-    """The caller's ``cancelled()`` said stop between two loading steps."""
 
 
 # name -> (package, file or folder inside it, what it is, the pip command that installs it)

@@ -170,3 +170,29 @@ def test_a_cached_value_in_use_outlives_newer_entries():
         device_inputs._cached(cache, 4, (others[-1],), (id(others[-1]), "max"), lambda: 1.0)
     assert len(builds) == 1
     assert len(cache) == 4
+
+
+def test_a_joined_tensor_being_read_is_not_written_by_an_edit_computed_meanwhile():
+    # Regression: an export computing the current session on the GUI thread, while the worker
+    # still made the previous one's products, wrote the edit into the very tensor the worker
+    # was reading (the cache is process-global), so the worker's numbers mixed both sessions.
+    from attnexplorer.core import edits
+    from attnexplorer.core.engine import attention_inputs
+
+    rng = np.random.default_rng(8)
+    s = Session(tokens=tuple(f"t{i}" for i in range(4)), embeddings=rng.normal(size=(4, 5)),
+                w_query=rng.normal(size=(2, 5, 3)), w_key=rng.normal(size=(2, 5, 3)), w_value=rng.normal(size=(2, 5, 3)))
+    dev, tdtype = torch.device("cpu"), torch.float64
+    edited = edits.set_cell(s, "W_q", 1, 2, 7.0, head=1)
+    with torch.inference_mode(), attention_inputs(s, tdtype, dev) as inputs:
+        before = inputs.w_qkv.clone()
+        # Another compute of the edit, meanwhile: it must join anew, not write into ours.
+        other = device_inputs.projection_weights(edited, tdtype, dev)
+        assert other is not inputs.w_qkv and torch.equal(inputs.w_qkv, before)
+        np.testing.assert_array_equal(compute(edited, dtype="float64").output,
+                                      compute(edited.replace(w_query=np.array(edited.w_query)), dtype="float64").output)
+        assert torch.equal(inputs.w_qkv, before)
+    # Once nobody reads it, an edit is written into it in place again.
+    joined = device_inputs.projection_weights(s, tdtype, dev)
+    again = edits.set_cell(s, "W_k", 0, 1, -3.0, head=0)
+    assert device_inputs.projection_weights(again, tdtype, dev) is joined

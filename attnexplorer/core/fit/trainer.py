@@ -31,6 +31,7 @@ calls it (the window's worker, the CLI's loop). torch is imported lazily.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from typing import Mapping
@@ -84,9 +85,10 @@ class Fitter:
         # The engine's own inputs for this session, made as compute makes them (its device
         # caches then hold what they hold after a compute), and cloned: inference tensors,
         # which autograd cannot save, and never the caches' own tensors.
-        with torch.inference_mode():
-            base = attention_inputs(session, tdtype, dev)
-        plain = {f.name: _plain(getattr(base, f.name)) for f in dataclasses.fields(base)}
+        with contextlib.ExitStack() as held:
+            with torch.inference_mode():
+                base = held.enter_context(attention_inputs(session, tdtype, dev))
+            plain = {f.name: _plain(getattr(base, f.name)) for f in dataclasses.fields(base)}
         plain.update(w_out=None, b_out=None)  # W_o and b_o do not reach the weights
         self._base = AttentionInputs(**plain)
         self._cross = session.source is not None

@@ -21,8 +21,9 @@ import numpy as np
 
 from ..attention import AttentionInputs, alibi_bias, attention_block, combine_heads, kv_head_map, queries_keys_values
 from ..device_inputs import cannot_overflow
-from ..engine import all_finite, attention_inputs, overflow_error, resolve, stages_to_host, uses_stages
-from ..errors import EngineError
+from ..engine import (all_finite, attention_inputs, engine_failures, overflow_error, resolve, stages_to_host, to_host,
+                      uses_stages)
+from ..errors import Cancelled, EngineError
 from ..blocked_cells import any_blocked
 from ..session import Session
 from ..stage_inputs import stage_bound
@@ -35,10 +36,6 @@ BLOCK_BYTES = 64 * 1024**2
 MATRICES = tuple(POOLED)  # "scores", "scaled_scores", "weights"
 # What a tile or row can also be read as: ALiBi's −slope·|i − j|, made from the slopes.
 TILED = MATRICES + ("position_bias",)
-
-
-class Cancelled(Exception):
-    """The caller asked the streamed work to stop (a newer edit supersedes it)."""
 
 
 def _torch():
@@ -152,7 +149,7 @@ class StreamedResult:
         with _torch().inference_mode():
             values = _block(p, rows, cols, heads=slice(head, head + 1), what=what,
                             row_max=self.row_max, row_scale=self.row_scale, blocked_rows=self.blocked_rows)
-            return _to_host(values[0])
+            return to_host(values[0])
 
     def row(self, head: int, query: int) -> RowDetail:
         """Query ``query``'s whole row in ``head``, exact, with its output Σ weight · value."""
@@ -179,10 +176,10 @@ class StreamedResult:
             bias = None if p.slopes is None else _block(p, rows, cols, heads=slice(head, head + 1),
                                                          what="position_bias")
         blocked = p.mask_block(rows, cols)
-        return RowDetail(head=head, query=query, scores=_to_host(scores[0, 0]), scaled_scores=_to_host(scaled[0, 0]),
-                         weights=_to_host(weights[0, 0]),
+        return RowDetail(head=head, query=query, scores=to_host(scores[0, 0]), scaled_scores=to_host(scaled[0, 0]),
+                         weights=to_host(weights[0, 0]),
                          blocked=np.zeros(self.n_keys, dtype=bool) if blocked is None else blocked[0],
-                         output=_to_host(output[0]), position_bias=None if bias is None else _to_host(bias[0, 0]))
+                         output=to_host(output[0]), position_bias=None if bias is None else to_host(bias[0, 0]))
 
     def overview(self, what: str = "weights", fy: int = 1, fx: int = 1, pool: str = "max",
                  progress: Callable | None = None, cancelled: Callable[[], bool] | None = None) -> Pooled:
@@ -204,7 +201,7 @@ class StreamedResult:
                 values = _block(p, rows, slice(0, self.n_keys), heads=slice(None), what=what, row_max=self.row_max,
                                 row_scale=self.row_scale, blocked_rows=self.blocked_rows, buffer=buffer)
                 blocked = p.mask_tensor(rows)
-                out[:, r0 // fy: -(-rows.stop // fy)] = _to_host(pool_rows(values, blocked, fy, fx, what, pool))
+                out[:, r0 // fy: -(-rows.stop // fy)] = to_host(pool_rows(values, blocked, fy, fx, what, pool))
                 if progress is not None:
                     progress(Pooled(what, pool, fy, fx, self.n, out, rows.stop))
         out.flags.writeable = False
@@ -225,14 +222,6 @@ def _check_pool(what: str, pool: str) -> None:
 
 def _empty_pooled(heads: int, n: int, n_k: int, fy: int, fx: int, dtype) -> np.ndarray:
     return np.full((heads, -(-n // fy), -(-n_k // fx)), np.nan, dtype=dtype)
-
-
-def _to_host(t) -> np.ndarray:
-    if t.dtype.itemsize == 2:
-        t = t.float()
-    a = t.cpu().numpy()
-    a.flags.writeable = False
-    return a
 
 
 @dataclass(frozen=True, eq=False)
@@ -270,13 +259,13 @@ class _Prepared:
 
 def _prepare(session: Session, dev, tdtype, block_bytes: int) -> tuple[_Prepared, dict]:
     """X, Q, K and V by the dense engine's own ``queries_keys_values``, and what the blocks need."""
-    inputs = attention_inputs(session, tdtype, dev, whole=False)
     p = session.positions
     slopes = None
     if p is not None and p.kind == "alibi":
         slopes = np.array(p.slopes_for(session.heads), dtype=np.float64)
         slopes.flags.writeable = False
-    t = queries_keys_values(inputs)
+    with attention_inputs(session, tdtype, dev, whole=False) as inputs:
+        t = queries_keys_values(inputs)
     prepared = _Prepared(session=session, dev=dev, tdtype=tdtype, q=t["Q"].contiguous(), k=t["K"].contiguous(),
                          v=t["V"].contiguous(), factor=inputs.factor,
                          kv_head_of=kv_head_map(session.heads, session.kv_heads), slopes=slopes,
@@ -355,13 +344,9 @@ def stream(session: Session, device: str = "cpu", dtype: str = "float32", *, ove
     factor = session.scale.factor(session.d_k)
     checked = cannot_overflow(session, factor, info.max, info.eps,
                              stage_bound if uses_stages(session) else None)
-    try:
-        with torch.inference_mode():
-            return _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, progress, cancelled,
-                        checked, start, block_bytes)
-    except (RuntimeError, NotImplementedError, MemoryError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise EngineError(f"the engine failed on {device} ({dtype}): {first}") from None
+    with engine_failures(device, dtype), torch.inference_mode():
+        return _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, progress, cancelled,
+                    checked, start, block_bytes)
 
 
 def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, progress, cancelled, checked, start,
@@ -398,7 +383,7 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
             if not checked and not all_finite(values):
                 raise overflow_error(dtype, device)
             if stage in pooled:
-                pooled[stage][:, out_rows] = _to_host(pool_rows(values, None if stage == "scores" else blocked,
+                pooled[stage][:, out_rows] = to_host(pool_rows(values, None if stage == "scores" else blocked,
                                                                 fy, fx, stage, pool))
 
         block = attention_block(p.q[:, rows], p.k, p.v if outputs else None, factor=p.factor,
@@ -407,10 +392,10 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
         weights = block.weights
         # The weight of a row's largest score is exp(0) · (1 / Σ): the very factor softmax
         # multiplied the row by, so tiles made later with it repeat its arithmetic.
-        row_max[:, rows] = _to_host(found["max"])
-        row_scale[:, rows] = _to_host(weights.amax(dim=-1))
+        row_max[:, rows] = to_host(found["max"])
+        row_scale[:, rows] = to_host(weights.amax(dim=-1))
         if "weights" in pooled:
-            pooled["weights"][:, out_rows] = _to_host(pool_rows(weights, blocked, fy, fx, "weights", pool))
+            pooled["weights"][:, out_rows] = to_host(pool_rows(weights, blocked, fy, fx, "weights", pool))
         if outputs:
             head_out[:, rows] = block.output
         del block, weights
@@ -422,17 +407,17 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
         if not checked and not (all_finite(head_out) and (out is None or all_finite(out))):
             raise overflow_error(dtype, device)
         if out is None:
-            output = _to_host(head_out.transpose(0, 1).reshape(n, -1))
+            output = to_host(head_out.transpose(0, 1).reshape(n, -1))
         else:
-            output = _to_host(out)
-        head_out = _to_host(head_out)
+            output = to_host(out)
+        head_out = to_host(head_out)
     for a in (row_max, row_scale, blocked_rows, *pooled.values()):
         a.flags.writeable = False
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     return StreamedResult(
         session=session, device=str(dev), dtype=dtype, scale_factor=p.factor,
-        Q=_to_host(p.q), K=_to_host(p.k), V=_to_host(p.v), row_max=row_max, row_scale=row_scale,
+        Q=to_host(p.q), K=to_host(p.k), V=to_host(p.v), row_max=row_max, row_scale=row_scale,
         blocked_rows=blocked_rows, head_outputs=head_out, output=output,
         overviews={w: Pooled(w, pool, fy, fx, n, a, n) for w, a in pooled.items()},
         compute_ms=(time.perf_counter() - start) * 1000.0, stages=_stages(session, t, p), _prepared=p)
@@ -442,4 +427,4 @@ def _stages(session: Session, t: dict, p: _Prepared) -> dict:
     if not uses_stages(session):
         return {"E": session.embeddings, "X": session.embeddings, "kv_head_of": p.kv_head_of}
     wanted = {"P", "X", "Q_unrotated", "K_unrotated"}
-    return stages_to_host(session, wanted, t, p.inputs, to_host=_to_host)
+    return stagesto_host(session, wanted, t, p.inputs, to_host=_to_host)
