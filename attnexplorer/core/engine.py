@@ -224,6 +224,108 @@ class AttentionResult:
     def any_blocked_rows(self) -> bool:
         return bool(self.blocked_rows.any())
 
+    # -- one interface for dense and long results ---------------------------------------------
+    # A view, an export or an explanation reads the n × n_k matrices through these, whichever
+    # path computed the result: a dense result holds them as arrays, a long one (core/long)
+    # makes any part of them exactly from Q, K and the row normalisers.
+
+    @property
+    def tiled(self) -> bool:
+        """Whether the n × n_k matrices are read in parts (a long result), never whole."""
+        return self.streamed is not None
+
+    def matrix(self, name: str, head: int):
+        """Head ``head``'s (n, n_k) matrix ``name`` (one of ``MATRICES``): the array of a dense
+        result, a ``core.long.tiled.TiledMatrix`` of a long one (``StreamedResult.matrix``) (exact ``m[r0:r1, c0:c1]`` and
+        ``m[i, j]``, and a pooled ``overview``; never made whole). None when the result does
+        not carry it (not kept, or a stage the session does not use)."""
+        _check_matrix(name)
+        if self.streamed is not None:
+            return self.streamed.matrix(head, name)
+        values = getattr(self, name)
+        return None if values is None else values[head]
+
+    def row(self, name: str, head: int, query: int) -> np.ndarray | None:
+        """Query ``query``'s row of matrix ``name`` in ``head`` (n_k,), exact, the same way for
+        both kinds of result. A dense result computed without the matrix (a large session
+        keeps only what its panels show) makes the row from its Q and K with the engine's own
+        kernel (``attention.attention_block``) instead; None when it cannot (no Q and K, or
+        ALiBi's bias in a session without ALiBi)."""
+        _check_matrix(name)
+        if self.streamed is not None:
+            if name == "position_bias" and self.streamed.alibi_slopes is None:
+                return None
+            return getattr(self.streamed.row(head, query), name)
+        values = getattr(self, name)
+        if values is not None:
+            return values[head, query]
+        if name == "position_bias":
+            p = self.session.positions
+            if p is None or p.kind != "alibi":
+                return None
+            return to_host(_alibi_row(p.slopes_for(self.session.heads)[head:head + 1], query, self.session.n_keys,
+                                      self.Q.dtype if self.Q is not None else np.float64))
+        if self.Q is None or self.K is None:
+            return None
+        return _row_from_qk(self, name, head, query)
+
+    def rows(self, name: str, head: int, rows) -> np.ndarray:
+        """Rows ``rows`` (a step-1 slice or a list of indices) of matrix ``name`` in ``head``,
+        (len(rows), n_k), exact: a long result makes them from its tiles."""
+        if self.streamed is not None:
+            return self.streamed.rows(head, rows, name)
+        values = getattr(self, name)
+        if values is None:
+            raise EngineError(f"this result does not hold the {name.replace('_', ' ')}")
+        return np.asarray(values[head, rows])
+
+    @property
+    def pooled_by(self) -> str | None:
+        """How a long result's overviews pool their cells ("max" or "mean"); None for a dense
+        result (a view pools its arrays as it likes)."""
+        if self.streamed is None:
+            return None
+        return next((p.pool for p in self.streamed.overviews.values()), None)
+
+
+# The n × n_k matrices a result answers ``matrix``, ``row`` and ``rows`` for.
+MATRICES = ("scores", "scaled_scores", "weights", "position_bias")
+
+
+def _check_matrix(name: str) -> None:
+    if name not in MATRICES:
+        raise EngineError(f"unknown matrix {name!r}; choose one of {', '.join(MATRICES)}")
+
+
+def _alibi_row(slopes, query: int, n_keys: int, dtype):
+    from .attention import alibi_bias
+
+    torch = _torch()
+    return alibi_bias(slopes, slice(query, query + 1), slice(0, n_keys), getattr(torch, np.dtype(dtype).name))[0, 0]
+
+
+def _row_from_qk(result: "AttentionResult", name: str, head: int, query: int) -> np.ndarray:
+    """One row of a dense result that does not hold the matrix, made from its Q and K (and
+    the session's bias and mask) by ``attention_block``, in the result's dtype."""
+    from .attention import attention_block
+
+    torch = _torch()
+    session = result.session
+    g = head if result.kv_head_of is None else int(result.kv_head_of[head])
+    with torch.inference_mode():
+        q = torch.tensor(result.Q[head:head + 1, query:query + 1])
+        k = torch.tensor(result.K[g:g + 1])
+        bias = None
+        p = session.positions
+        if p is not None and p.kind == "alibi":
+            bias = _alibi_row(p.slopes_for(session.heads)[head:head + 1], query, session.n_keys, result.Q.dtype)
+        blocked = np.asarray(result.mask[query])
+        block = attention_block(q, k, factor=result.scale_factor, bias=bias,
+                                mask=torch.from_numpy(np.array(blocked)) if blocked.any() else None,
+                                blocked_rows=torch.tensor([bool(result.blocked_rows[query])]),
+                                until=name, keep=("scores", "scaled_scores"))
+        return to_host(getattr(block, name)[0, 0])
+
 
 def to_host(t) -> np.ndarray:
     """A read-only host numpy array of the tensor ``t``, the one device→host conversion of the

@@ -66,52 +66,18 @@ def _need(result: AttentionResult, *names: str) -> None:
 
 
 def query_row(result: AttentionResult, h: int, i: int):
-    """Raw scores, scaled scores and weights of query ``i`` (float64 rows of length n).
-
-    Read from the result when it carries the n×n matrices; otherwise worked out from Q and K
-    exactly as the engine does (scale, mask, stable softmax, a fully blocked row is 0). The
-    window keeps only what its visible panels need for big sessions, and one row costs n·d_k
-    where the matrices cost n² per head. With ALiBi the bias is added from the result's
-    ``position_bias`` or, when the result lacks it too, from its session. A long session's
-    result (``core.long``) gives the row as the engine makes it (``streamed.row``): the same
-    numbers as the dense engine's, at any length.
-    """
-    if result.streamed is not None and result.scores is None:
-        row = result.streamed.row(h, i)
-        return (np.asarray(row.scores, dtype=np.float64), np.asarray(row.scaled_scores, dtype=np.float64),
-                np.asarray(row.weights, dtype=np.float64))
-    if result.scores is not None:
-        scores = np.asarray(result.scores[h, i], dtype=np.float64)
-    else:
-        scores = np.asarray(result.K[_kv(result, h)], dtype=np.float64) @ np.asarray(result.Q[h, i], dtype=np.float64)
-    if result.scaled_scores is not None:
-        scaled = np.asarray(result.scaled_scores[h, i], dtype=np.float64)
-    else:
-        scaled = scores * float(result.scale_factor)
-        bias = _alibi_row(result, h, i)
-        if bias is not None:
-            scaled = scaled + bias
-    if result.weights is not None:
-        weights = np.asarray(result.weights[h, i], dtype=np.float64)
-    else:
-        free = ~np.asarray(result.mask[i])
-        weights = np.zeros_like(scaled)
-        if free.any():
-            e = np.exp(scaled[free] - scaled[free].max())
-            weights[free] = e / e.sum()
-    return scores, scaled, weights
+    """Raw scores, scaled scores and weights of query ``i`` (float64 rows of length n_k), as
+    the result gives them (``AttentionResult.row``: the rows of its matrices, of a long
+    result's exact rows, or made from Q and K by the engine's own kernel when the result does
+    not keep the matrices)."""
+    return tuple(np.asarray(result.row(name, h, i), dtype=np.float64)
+                 for name in ("scores", "scaled_scores", "weights"))
 
 
 def _alibi_row(result: AttentionResult, h: int, i: int) -> np.ndarray | None:
-    """ALiBi's bias row −slope_h·|i − j| of query i, or None without ALiBi (or not known)."""
-    if result.position_bias is not None:
-        return np.asarray(result.position_bias[h, i], dtype=np.float64)
-    if result.streamed is not None and result.streamed.alibi_slopes is not None:
-        return np.asarray(result.streamed.row(h, i).position_bias, dtype=np.float64)
-    p = result.session.positions
-    if p is None or p.kind != "alibi":
-        return None
-    return 0.0 - p.slopes_for(result.session.heads)[h] * np.abs(i - np.arange(result.n))
+    """ALiBi's bias row −slope_h·|i − j| of query i, or None without ALiBi."""
+    row = result.row("position_bias", h, i)
+    return None if row is None else np.asarray(row, dtype=np.float64)
 
 
 def _kv(result: AttentionResult, h: int) -> int:
@@ -296,10 +262,7 @@ def explain_output(result: AttentionResult, head: int, query: int, top: int | No
     if top is not None and (isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1):
         raise AttnExplorerError(f"top must be a whole number >= 1 or None, got {top!r}")
     qt = result.tokens[i]
-    if result.weights is not None:
-        weights = np.asarray(result.weights[h, i], dtype=np.float64)
-    else:
-        weights = query_row(result, h, i)[2]
+    weights = np.asarray(result.row("weights", h, i), dtype=np.float64)
     if result.head_outputs is not None:
         output = np.array(result.head_outputs[h, i], dtype=np.float64)
     else:

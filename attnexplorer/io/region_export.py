@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.errors import EngineError
 from .atomic import atomic_write_text
 from .export_choice import BLOCK_CELLS, SQUARE, ExportChoice
 from .matrix_bundles import labelled_matrices, result_arrays
@@ -37,46 +38,25 @@ from .matrix_tables import MatrixError, matrix_to_text
 
 
 def matrix_rows(result, what: str, head: int, rows) -> np.ndarray:
-    """Rows ``rows`` (a slice or a list of indices) of matrix ``what`` of ``head``, exact:
-    from a long result's tiles, or from a dense result's array."""
-    streamed = getattr(result, "streamed", None)
-    if streamed is not None:
-        if isinstance(rows, slice):
-            return streamed.tile(head, rows, slice(None), what)
-        return np.stack([streamed.tile(head, slice(r, r + 1), slice(None), what)[0] for r in rows])
-    values = getattr(result, what, None)
-    if values is None:
-        raise MatrixError(f"this result does not hold the {what.replace('_', ' ')}")
-    return np.asarray(values[head, rows])
+    """Rows ``rows`` (a slice or a list of indices) of matrix ``what`` of ``head``, exact
+    (``AttentionResult.rows``: a long result's tiles or a dense result's array)."""
+    try:
+        return result.rows(what, head, rows)
+    except EngineError as err:
+        raise MatrixError(str(err)) from None
 
 
 def overview_of(result, what: str, pool: str) -> tuple[np.ndarray, int, int]:
     """The pooled overview of matrix ``what`` of every head, ``(data, fy, fx)``: data is
     (H, ⌈n / fy⌉, ⌈n_k / fx⌉), each cell the max (or mean) of fy × fx cells, blocked cells
     left out (NaN where every one is). The grid is a long session's (about 1,024 cells a side)."""
-    from ..core.long.result import overview_grid
+    from ..core.long.result import overview_grid, pooled
 
-    session = result.session
-    fy, fx = overview_grid(session)
-    streamed = getattr(result, "streamed", None)
-    if streamed is not None:
-        kept = streamed.overviews.get(what)
-        if kept is not None and kept.pool == pool and (kept.fy, kept.fx) == (fy, fx) and kept.complete:
-            return np.asarray(kept.data), fy, fx
-        made = streamed.overview(what, fy, fx, pool)
-        return np.asarray(made.data), fy, fx
-    import torch
-
-    from ..core.long.pooling import pool_rows
-
-    values = getattr(result, what, None)
-    if values is None:
-        raise MatrixError(f"this result does not hold the {what.replace('_', ' ')}")
-    mask = np.asarray(result.mask)
-    blocked = torch.from_numpy(np.array(mask, dtype=bool)) if mask.any() else None
-    with torch.inference_mode():
-        pooled = pool_rows(torch.from_numpy(np.array(values)), blocked, fy, fx, what, pool)
-    return pooled.numpy(), fy, fx
+    fy, fx = overview_grid(result.session)
+    try:
+        return pooled(result, what, fy, fx, pool), fy, fx
+    except EngineError as err:
+        raise MatrixError(str(err)) from None
 
 
 def _row_parts(result, choice: ExportChoice):

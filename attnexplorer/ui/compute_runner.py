@@ -210,7 +210,7 @@ class ComputeRunner(QObject):
             if error is not None:
                 self.failed.emit(error)
             else:
-                if result.streamed is not None:
+                if result.tiled:
                     self.progress.emit(1.0)  # the last report said a few % short of it
                 self.finished.emit(result)
         if pending is not None and pending[0] == self._generation:
@@ -336,7 +336,7 @@ class DocumentCompute(QObject):
         result = self._result
         if result is None or result.session is not self._document.session:
             return  # the compute on its way (or the next one) uses the new needs
-        if result.streamed is not None:
+        if result.tiled:
             return  # a long input's result (core/long) holds the same whatever the needs
         wanted = INTERMEDIATES if new is None else new
         if any(getattr(result, name) is None and carries(result.session, name) for name in wanted):

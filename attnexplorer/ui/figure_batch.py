@@ -45,7 +45,7 @@ def export_figures(result, out_dir, formats: list[str], *, selection: bool = Fal
     that applies to ``result.session`` and has a plot, and ``out_dir/figures/dashboard.<fmt>``,
     for every format in ``formats``. Returns the paths written, in that order. ``result``
     should hold every intermediate (``compute`` without ``keep``): a panel draws what it
-    finds; a long result (``result.streamed``) draws its pooled overviews and exact tiles.
+    finds; a long result (``result.tiled``) draws its pooled overviews and exact tiles.
     ``selection`` draws the selected query and key's marks (off: a figure for a slide shows
     the data alone). ``rows``/``cols`` zoom the heatmaps to that region (``zoom_to``);
     ``head`` draws that head (default: the session's selected one).

@@ -70,7 +70,7 @@ def _current(document):
     (its n × n matrices are read in tiles); one still being computed is refused."""
     document.flush()
     result = document.compute.current_result()
-    if result is not None and result.streamed is not None:
+    if result is not None and result.tiled:
         return result
     if is_long_document(document):
         raise AttnExplorerError("this long session is still being computed; export it when the status bar says done")
@@ -82,7 +82,7 @@ def is_long_document(document) -> bool:
     compute = document.compute
     result = compute.current_result()
     if result is not None:
-        return result.streamed is not None
+        return result.tiled
     from ..core.long.result import is_long
 
     return is_long(document.session, compute.dtype, compute.device)
@@ -95,7 +95,7 @@ def matrices_by_name(document) -> dict:
 
     result = _current(document)
     matrices = labelled_matrices(result)
-    if result.streamed is not None:  # n × n: exported in part (export_part), never whole
+    if result.tiled:  # n × n: exported in part (export_part), never whole
         matrices = [m for m in matrices if m.name.split("_head")[0] not in SQUARE]
     return {m.name: m for m in matrices}
 
@@ -117,7 +117,7 @@ def export_matrices(document, choice: str, fmt: str, path) -> list[Path]:
     path = Path(path)
     result = _current(document)
     if choice == ALL:
-        if result.streamed is not None:  # a long session's n × n matrices: only ever in part
+        if result.tiled:  # a long session's n × n matrices: only ever in part
             return export_part(document, {}, fmt, path)
         from ..io.export_choice import ExportChoice, check_fits
 
@@ -169,7 +169,7 @@ def export_part(document, texts: dict, fmt: str, folder) -> list[Path]:
     long = is_long_document(document)
     held = document.compute.current_result()
     check_fits(session, choice, [fmt], folder, dtype=document.compute.dtype, long=long,
-               compute=held is None or (held.streamed is None and held.weights is None))
+               compute=held is None or (not held.tiled and held.weights is None))
     result = _current(document)
     folder = Path(folder)
     with atomic_directory(folder) as stage:

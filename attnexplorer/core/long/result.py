@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from ..engine import AttentionResult, compute
+from ..errors import EngineError
 from ..blocked_cells import MaskMatrix
 from ..memory import compute_bytes, memory_limit
 from ..session import Session
-from .pooling import pool_grid
+from .pooling import pool_grid, pool_rows
 from .streamed import MATRICES, stream
 
 # Dense computes up to this estimate (4,096 tokens × 4 heads, about 1.1 GB, stays dense, as
@@ -65,6 +68,23 @@ def compute_long(session: Session, device: str = "cpu", dtype: str = "float32", 
                            Q=s.Q, K=s.K, V=s.V, scores=None, scaled_scores=None, weights=None,
                            head_outputs=s.head_outputs, concat=concat, output=s.output, device=s.device,
                            dtype=dtype, compute_ms=s.compute_ms, streamed=s, **s.stages)
+
+
+def pooled(result: AttentionResult, name: str, fy: int, fx: int, pool: str = "max") -> np.ndarray:
+    """Matrix ``name`` of every head of ``result`` pooled by ``fy`` × ``fx`` cells (``pool``
+    "max" or "mean"; blocked cells left out, NaN where every one is), (H, ⌈n / fy⌉,
+    ⌈n_k / fx⌉), for a dense result as for a long one (its kept overview when it is that one)."""
+    if result.tiled:
+        return result.streamed.pooled(name, fy, fx, pool)
+    import torch
+
+    values = getattr(result, name)
+    if values is None:
+        raise EngineError(f"this result does not hold the {name.replace('_', ' ')}")
+    mask = np.asarray(result.mask)
+    blocked = torch.from_numpy(np.array(mask, dtype=bool)) if mask.any() else None
+    with torch.inference_mode():
+        return pool_rows(torch.from_numpy(np.array(values)), blocked, fy, fx, name, pool).numpy()
 
 
 def compute_any(session: Session, device: str = "cpu", dtype: str = "float32", keep=None, **long_options) -> AttentionResult:

@@ -28,14 +28,13 @@ from ..blocked_cells import any_blocked
 from ..session import Session
 from ..stage_inputs import stage_bound
 from .pooling import POOLED, POOLS, Pooled, pool_rows
+from .tiled import TILED, TiledMatrix
 
 # Bytes of one (heads × rows × keys) buffer of a block: the pass holds a few of them at once.
 # 64 MB is 256 query rows of 4 heads × 16,384 keys in float32: large enough that each matrix
 # product is efficient, small enough that the peak stays a few hundred MB at any n.
 BLOCK_BYTES = 64 * 1024**2
 MATRICES = tuple(POOLED)  # "scores", "scaled_scores", "weights"
-# What a tile or row can also be read as: ALiBi's −slope·|i − j|, made from the slopes.
-TILED = MATRICES + ("position_bias",)
 
 
 def _torch():
@@ -150,6 +149,27 @@ class StreamedResult:
             values = _block(p, rows, cols, heads=slice(head, head + 1), what=what,
                             row_max=self.row_max, row_scale=self.row_scale, blocked_rows=self.blocked_rows)
             return to_host(values[0])
+
+    def matrix(self, head: int, what: str) -> TiledMatrix | None:
+        """Head ``head``'s matrix ``what`` read like an array, in exact tiles, with its pooled
+        overview (``TiledMatrix``); None for "position_bias" without ALiBi."""
+        if what == "position_bias" and self.alibi_slopes is None:
+            return None
+        return TiledMatrix(self, head, what)
+
+    def rows(self, head: int, rows, what: str = "weights") -> np.ndarray:
+        """Rows ``rows`` (a step-1 slice or a list of query indices) of matrix ``what``."""
+        if isinstance(rows, slice):
+            return self.tile(head, rows, slice(None), what)
+        return np.stack([self.tile(head, slice(r, r + 1), slice(None), what)[0] for r in rows])
+
+    def pooled(self, what: str, fy: int, fx: int, pool: str) -> np.ndarray:
+        """Matrix ``what`` of every head pooled by fy × fx: the overview kept from the pass
+        when it is that one, else made now (``overview``)."""
+        kept = self.overviews.get(what)
+        if kept is not None and kept.pool == pool and (kept.fy, kept.fx) == (fy, fx) and kept.complete:
+            return np.asarray(kept.data)
+        return np.asarray(self.overview(what, fy, fx, pool).data)
 
     def row(self, head: int, query: int) -> RowDetail:
         """Query ``query``'s whole row in ``head``, exact, with its output Σ weight · value."""
@@ -427,4 +447,4 @@ def _stages(session: Session, t: dict, p: _Prepared) -> dict:
     if not uses_stages(session):
         return {"E": session.embeddings, "X": session.embeddings, "kv_head_of": p.kv_head_of}
     wanted = {"P", "X", "Q_unrotated", "K_unrotated"}
-    return stagesto_host(session, wanted, t, p.inputs, to_host=_to_host)
+    return stages_to_host(session, wanted, t, p.inputs)

@@ -12,23 +12,27 @@ import numpy as np
 
 from .pooling import POOLED, Pooled
 
+# What a tile or row can be read as: the pooled matrices and ALiBi's −slope·|i − j|.
+TILED = tuple(POOLED) + ("position_bias",)
+
 
 class TiledMatrix:
-    """Matrix ``what`` ("scores", "scaled_scores", "weights") of ``head`` of a
-    ``StreamedResult``: ``shape``, ``dtype``, ``m[r0:r1, c0:c1]`` and ``m[i, j]`` (exact),
-    and ``overview`` (the pooled overview of this head, a ``Pooled`` whose data is 2-D)."""
+    """Matrix ``what`` ("scores", "scaled_scores", "weights", or with ALiBi "position_bias")
+    of ``head`` of a ``StreamedResult``: ``shape``, ``dtype``, ``m[r0:r1, c0:c1]`` and
+    ``m[i, j]`` (exact), and ``overview`` (the pooled overview of this head, a ``Pooled``
+    whose data is 2-D; None when the pass made none of it)."""
 
     ndim = 2
 
     def __init__(self, streamed, head: int, what: str):
-        if what not in POOLED:
+        if what not in TILED:
             raise ValueError(f"unknown matrix {what!r}")
         self.streamed = streamed
         self.head = head
         self.what = what
         self.shape = (streamed.n, streamed.n_keys)
         self.dtype = streamed.Q.dtype
-        self.signed = POOLED[what][0]
+        self.signed = POOLED[what][0] if what in POOLED else True
 
     @property
     def overview(self) -> Pooled | None:

@@ -157,7 +157,7 @@ class Panel(QWidget):
         drawn = self._drawn_result
         if (self.draws_from is None or self._stale or drawn is None or result is None
                 or self._drawn_head != self.document.selection.current.head
-                or drawn.streamed is not None or result.streamed is not None):
+                or drawn.tiled or result.tiled):
             return False
         for name in self.needs or ():
             a, b = getattr(drawn, name, None), getattr(result, name, None)

@@ -38,15 +38,11 @@ def result_heads(result) -> int:
 
 
 def query_row(result, head: int, query: int):
-    """(scaled scores, weights) of ``query``'s row in ``head``, each (n_k,): rows of the dense
-    matrices, or for a long session (core/long) the exact row made on its own; None when the
-    result holds neither."""
-    if result.streamed is not None:
-        row = result.streamed.row(head, query)
-        return row.scaled_scores, row.weights
-    if result.scaled_scores is None or result.weights is None:
+    """(scaled scores, weights) of ``query``'s row in ``head``, each (n_k,), as the result
+    gives them (``AttentionResult.row``, dense or long); None when the result holds neither."""
+    if not result.tiled and (result.scaled_scores is None or result.weights is None):
         return None
-    return result.scaled_scores[head, query], result.weights[head, query]
+    return result.row("scaled_scores", head, query), result.row("weights", head, query)
 
 
 def clamp_selection(document, result):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.long.tiled import TiledMatrix
 from ...core.blocked_cells import MaskMatrix
 from . import theme
 from .common import FigurePanel, clamp_selection, feature_names
@@ -55,15 +54,13 @@ class _SingleMatrixPanel(FigurePanel):
 
     def redraw(self) -> None:
         result = self.document.result
-        data = None if result is None else getattr(result, self.field)
-        if data is None and (result is None or result.streamed is None
-                             or self.field not in result.streamed.overviews):
+        head, query, key = (0, 0, None) if result is None else clamp_selection(self.document, result)
+        # A long session's (core/long) is read in exact tiles and drawn from a pooled overview.
+        matrix = None if result is None else result.matrix(self.field, head)
+        if matrix is None or getattr(matrix, "overview", True) is None:
             self.view.clear_matrix()
             return
-        head, query, key = clamp_selection(self.document, result)
         heads = result.heads
-        # A long session (core/long): the matrix is read in exact tiles and a pooled overview.
-        matrix = data[head] if data is not None else TiledMatrix(result.streamed, head, self.field)
         blocked = result.mask if self.masked else None
         blocked_rows = result.blocked_rows if self.masked else None
         levels = None if self.signed else self.levels_for(matrix, blocked)

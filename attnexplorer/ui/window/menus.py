@@ -131,8 +131,7 @@ def apply_overview_pool(document, panels, pool: str) -> None:
         if hasattr(panel, "set_pool"):
             panel.set_pool(pool)
     result = document.result
-    if result is not None and result.streamed is not None and any(
-            p.pool != pool for p in result.streamed.overviews.values()):
+    if result is not None and result.pooled_by not in (None, pool):
         document.compute.request()
 
 
