@@ -11,7 +11,8 @@ import numpy as np
 from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import (
-    QFileDialog, QFormLayout, QHBoxLayout, QLabel, QMenu, QSpinBox, QSplitter, QToolButton, QWidget,
+    QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QMenu, QScrollArea, QSpinBox, QSplitter, QToolButton,
+    QWidget,
 )
 
 from ..core.errors import AttnExplorerError
@@ -149,3 +150,14 @@ def side_by_side(token_view, embedding_view) -> QSplitter:
     for a, b in ((token_view, embedding_view), (embedding_view, token_view)):
         a.verticalScrollBar().valueChanged.connect(b.verticalScrollBar().setValue)
     return tables
+
+
+def scrolling(widget) -> QScrollArea:
+    """``widget`` in a frameless scroll area that resizes it: a page taller (or wider) than
+    its room scrolls instead of pushing the window past a small screen."""
+    area = QScrollArea()
+    area.setObjectName(f"scroll-{widget.objectName() or type(widget).__name__}")
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setWidget(widget)
+    return area

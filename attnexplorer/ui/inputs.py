@@ -24,9 +24,10 @@ are synced from ``document.session_changed`` with their signals blocked.
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QSizePolicy, QTabWidget
+from PySide6.QtWidgets import QScrollArea, QSizePolicy, QTabWidget
 
 from .document import SessionDocument
+from .input_widgets import scrolling
 from .source_inputs import SourcePage
 from .stages_page import StagesPage
 from .tokens_page import TokensPage
@@ -43,13 +44,32 @@ class InputsPanel(QTabWidget):
         self.document = document
         self.tokens = TokensPage(document)
         self.weights = WeightsPage(document)
-        self.addTab(self.tokens, "Tokens")
-        self.addTab(self.weights, "Weights")
         self.stages = StagesPage(document)
         self.source = SourcePage(document)
-        self.addTab(self.stages, "Stages")
-        self.addTab(self.source, "Source")
+        # Each page scrolls under the tabs: when the whole tab widget scrolled, its tabs went
+        # out of view with the page.
+        for page, name in ((self.tokens, "Tokens"), (self.weights, "Weights"), (self.stages, "Stages"),
+                           (self.source, "Source")):
+            self.addTab(scrolling(page), name)
         self.setDocumentMode(True)
         # Below this the tables and their buttons clip; the window's dock cannot squeeze it further.
         self.setMinimumWidth(MIN_WIDTH)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
+
+    # The tabs hold each page's scroll area; callers name the pages.
+    def setCurrentWidget(self, page) -> None:
+        super().setCurrentWidget(self._area_of(page))
+
+    def currentWidget(self):
+        area = super().currentWidget()
+        return area.widget() if isinstance(area, QScrollArea) else area
+
+    def indexOf(self, page) -> int:
+        return super().indexOf(self._area_of(page))
+
+    def _area_of(self, page):
+        for i in range(self.count()):
+            area = self.widget(i)
+            if area is page or (isinstance(area, QScrollArea) and area.widget() is page):
+                return area
+        return page

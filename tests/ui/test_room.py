@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QApplication
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QSlider
 
 from attnexplorer.core.presets import build_preset
 from attnexplorer.ui.document import SessionDocument
@@ -137,3 +138,63 @@ def test_one_row_stage_tables_show_their_row_and_take_typing_at_1280x800(window_
     session = window.document.session
     assert session.positions.slopes[0] == 0.125
     assert session.norm.weight[0] == 2.0 and session.norm.bias[0] == 0.5
+
+
+def _wheel(widget, steps: int = -1) -> None:
+    """A wheel turn over the middle of ``widget`` (negative: towards the user, scrolling down)."""
+    from PySide6.QtCore import QPoint, QPointF
+    from PySide6.QtGui import QWheelEvent
+
+    centre = QPointF(widget.rect().center())
+    event = QWheelEvent(centre, QPointF(widget.mapToGlobal(centre.toPoint())), QPoint(0, 0), QPoint(0, 120 * steps),
+                        Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False)
+    QApplication.sendEvent(widget, event)
+
+
+def test_the_wheel_scrolls_the_inputs_unless_a_control_has_focus_and_the_tabs_stay(window_at, qtbot):
+    # A wheel turn meant to scroll the page changed the K/V heads (2 → 1, an undo step), and
+    # the dock's tabs scrolled out of view with the page.
+    window = window_at("random", (1260, 760))
+    import numpy as np
+
+    from attnexplorer.core.stages import Norm, Positions
+
+    tall = build_preset("random", {"heads": 4}).session.replace(
+        w_out=np.ones((12, 4)), norm=Norm(kind="layer"), positions=Positions(kind="alibi"))
+    window.document.set_session(tall)
+    inputs = window.inputs
+    stages = inputs.stages
+    inputs.setCurrentWidget(stages)
+    assert inputs.currentWidget() is stages
+    QApplication.processEvents()
+    spin = stages.kv_spin
+    area = stages.parentWidget().parentWidget()  # the page's scroll area (viewport, then area)
+    bar = area.verticalScrollBar()
+    assert bar.maximum() > 0, "the Stages page must be taller than the dock for this test"
+    spin.setFocus()
+    window.setFocus()  # the spin box has no focus
+    QApplication.processEvents()
+    area.ensureWidgetVisible(spin)
+    QApplication.processEvents()
+    tabs_at = inputs.tabBar().mapTo(window, inputs.tabBar().rect().topLeft())
+    before, steps, scrolled = spin.value(), window.document.undo_stack.count(), bar.value()
+    _wheel(spin, -1 if bar.value() < bar.maximum() else 1)
+    assert spin.value() == before and window.document.undo_stack.count() == steps
+    assert bar.value() != scrolled  # the page scrolled instead
+    assert inputs.tabBar().mapTo(window, inputs.tabBar().rect().topLeft()) == tabs_at
+    assert inputs.tabBar().isVisible()
+    # The combo boxes and the controls' sliders pass the wheel on too.
+    combo = stages.positions_combo
+    kind = combo.currentIndex()
+    _wheel(combo)
+    assert combo.currentIndex() == kind
+    slider = window.controls.findChild(QSlider)
+    position = slider.value()
+    _wheel(slider, 1)
+    assert slider.value() == position
+    # A control the user clicked into takes the wheel (W_o's width: 4 → 3).
+    width = stages.d_out_spin
+    width.setFocus()
+    qtbot.waitUntil(width.hasFocus)
+    _wheel(width, -1)
+    assert width.value() == 3 and window.document.session.d_out == 3

@@ -9,7 +9,10 @@ behind the first main panel unless its kind is named in one of the rows below.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QDockWidget, QFrame, QScrollArea
+from PySide6.QtWidgets import QDockWidget
+
+from ..input_widgets import scrolling
+from ..wheel_guard import guard_wheel
 
 # Where each result panel goes by default. The "main" pair sits side by side along the top and
 # the "detail" pair side by side beneath it, spanning the same width. A "context" panel (the
@@ -50,10 +53,14 @@ class DockLayout:
         self._auto_hidden: set[str] = set()
         self._started = False
         self._fronted: set[str] = set()  # FRONT_KINDS that applied at the last sync
-        # Tables and sliders scroll rather than push the window past a 1280×800 screen.
-        self._add("inputs", "Inputs", _scrolling(inputs))
-        self._add("controls", "Controls", _scrolling(controls))
-        self._add("fit", "Fit", _scrolling(fit))
+        # Tables and sliders scroll rather than push the window past a 1280×800 screen (the
+        # Inputs page by page, under its tabs); a wheel turn over them scrolls, it changes a
+        # control only once that has focus.
+        self._add("inputs", "Inputs", inputs)
+        self._add("controls", "Controls", scrolling(controls))
+        self._add("fit", "Fit", scrolling(fit))
+        for kind in ("inputs", "controls", "fit"):
+            guard_wheel(self.docks[kind].widget())
         self.docks["fit"].visibilityChanged.connect(self._on_fit_visibility)
         for panel in panels:
             # The tab shows the short title (long ones were cut to "Queries …"); the View menu
@@ -250,10 +257,3 @@ def panel_needs(panel) -> frozenset[str] | None:
     return None if needs is None else frozenset(needs)
 
 
-def _scrolling(widget) -> QScrollArea:
-    area = QScrollArea()
-    area.setObjectName(f"scroll-{widget.objectName() or type(widget).__name__}")
-    area.setWidgetResizable(True)
-    area.setFrameShape(QFrame.Shape.NoFrame)
-    area.setWidget(widget)
-    return area
