@@ -50,10 +50,10 @@ class InputsPanel(QTabWidget):
         # out of view with the page.
         for page, name in ((self.tokens, "Tokens"), (self.weights, "Weights"), (self.stages, "Stages"),
                            (self.source, "Source")):
+            # Below this the tables and their buttons clip: a narrower dock scrolls across.
+            page.setMinimumWidth(MIN_WIDTH)
             self.addTab(scrolling(page), name)
         self.setDocumentMode(True)
-        # Below this the tables and their buttons clip; the window's dock cannot squeeze it further.
-        self.setMinimumWidth(MIN_WIDTH)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Expanding)
 
     # The tabs hold each page's scroll area; callers name the pages.
