@@ -11,6 +11,10 @@ from PySide6.QtWidgets import QGraphicsItem
 
 from . import theme
 
+# Cell numbers are written only while at most this many cells are in view (16 × 16): more
+# would be too small to read.
+MAX_CELL_TEXTS = 256
+
 
 class CellNumbers(QGraphicsItem):
     """Every number written in the cells, painted by this one item in one ``paint()``.
@@ -44,6 +48,25 @@ class CellNumbers(QGraphicsItem):
     @property
     def font_px(self) -> int:
         return self._font_px
+
+    def write(self, cells, visible, lut, levels, number_format: str) -> None:
+        """Write the numbers of the cells in view when few enough are (``MAX_CELL_TEXTS``)
+        and they are big enough to read; else none. ``visible``: (row0, row1, col0, col1,
+        cell width px, cell height px) or None; ``cells(r0, r1, c0, c1)`` gives their values
+        as drawn (NaN where blocked); ``lut``/``levels`` the colours, for black or white text."""
+        if visible is not None:
+            r0, r1, c0, c1, cell_w, cell_h = visible
+            if 0 < (r1 - r0) * (c1 - c0) <= MAX_CELL_TEXTS and cell_h >= 10 and cell_w >= 16:
+                block = cells(r0, r1, c0, c1)
+                # The most precise style, at the largest font (12 px down to 8 px) it fits.
+                fonts = list(range(int(min(12, cell_h * 0.45)), 7, -1))
+                chars = [int((cell_w - 2) / (px * 0.6)) for px in fonts]
+                found = theme.cell_texts(block, chars, number_format) if fonts else None
+                if found is not None:
+                    texts, index = found
+                    self.set_block(r0, c0, c1 - c0, texts, theme.text_is_dark(block, lut, levels), fonts[index])
+                    return
+        self.clear()
 
     def clear(self) -> None:
         self.set_block(0, 0, 1, [], np.zeros(0, dtype=bool), self._font_px)

@@ -74,11 +74,6 @@ class PartialMatrix:
         raise TypeError("a long session's matrix is read in tiles, not as a whole array")
 
 
-def is_long(matrix) -> bool:
-    """Whether ``matrix`` is a long session's (read in tiles or not yet computed)."""
-    return isinstance(matrix, (TiledMatrix, PartialMatrix))
-
-
 def pooled_region(matrix: TiledMatrix, rows: tuple[int, int], cols: tuple[int, int], fy: int, fx: int, pool: str,
                   blocked=None, cancelled: Callable[[], bool] = lambda: False) -> np.ndarray | None:
     """The exact cells ``[r0:r1, c0:c1]`` of ``matrix`` pooled by ``fy`` × ``fx`` blocks (as

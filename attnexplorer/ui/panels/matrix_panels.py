@@ -11,7 +11,8 @@ import numpy as np
 from ...core.blocked_cells import MaskMatrix
 from . import theme
 from .common import FigurePanel, clamp_selection, feature_names
-from .long_matrix import PartialMatrix, is_long
+from .heatmaps import heatmap_for
+from .long_matrix import PartialMatrix
 from .matrix_view import MatrixView
 
 
@@ -181,15 +182,7 @@ class WeightsPanel(_SingleMatrixPanel):
     def levels_for(self, matrix, blocked) -> tuple[float, float]:
         if self.color_range == "unit":
             return (0.0, 1.0)
-        if is_long(matrix):
-            # The pooled overview holds each block's largest weight: its top is the matrix's
-            # (with mean pooling, the largest block mean: a lower bound).
-            top = float(np.nanmax(matrix.overview.data, initial=0.0))
-            return (0.0, min(1.0, theme.nice_bound(top)) if top > 0 else 1.0)
-        values = np.asarray(matrix, dtype=float)
-        if blocked is not None and blocked.any():
-            values = np.where(blocked, 0.0, values)
-        top = float(values.max()) if values.size else 1.0
+        top = heatmap_for(matrix, blocked, signed=False, pool="max").largest()
         return (0.0, min(1.0, theme.nice_bound(top)) if top > 0 else 1.0)
 
     def heading_text(self, head: int, heads: int) -> str:
