@@ -1,13 +1,15 @@
 """JSON written a piece at a time, numpy arrays included, so that other threads keep running.
 
-``json.dumps`` is one C call: while it encodes a 16,384 × 64 embedding table (about a second)
-it holds Python's interpreter lock, and every other Python thread, the window's included,
-waits for it. ``write_json`` writes the same JSON text a few thousand numbers at a time:
-between two pieces the lock can pass to a thread that wants it, so a background write of a
-big session costs the window at most a few milliseconds at a time.
+One call that encodes a whole 16,384 × 64 embedding table holds Python's interpreter lock
+throughout (``json.dumps``: about a second), and every other Python thread, the window's
+included, waits for it. ``write_json`` writes the same JSON a few thousand numbers at a time
+(``json_text``, orjson: about a millisecond a piece): between two pieces the lock can pass to
+a thread that wants it, so the autosave's write of a big session costs the window at most a
+millisecond or two at a time.
 
-Values: what ``json`` takes, plus numpy arrays (written as nested lists; floats exactly, as
-``json`` writes a Python float) and numpy scalars.
+Values: what ``json`` takes, plus numpy arrays (written as nested lists; each number the
+shortest text that reads back as the same float, as ``json`` writes a Python float) and numpy
+scalars.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-# Numbers encoded per piece: about 1-2 ms of C on this project's machine, so a thread waiting
-# for the lock waits about that long, far under the 50 ms a window may stall.
-PIECE_NUMBERS = 2048
+from .json_text import write_array
+
+# Numbers encoded per piece: about 1 ms of orjson on this project's machine, so a thread
+# waiting for the lock waits about that long, far under the 50 ms a window may stall.
+PIECE_NUMBERS = 16384
 
 
 def write_json(f: BinaryIO, value: Any, piece_numbers: int = PIECE_NUMBERS) -> None:
@@ -68,27 +72,7 @@ def _write(f: BinaryIO, value: Any, piece: int) -> None:
 def _write_array(f: BinaryIO, a: np.ndarray, piece: int) -> None:
     if a.dtype.kind not in "biuf":
         raise TypeError(f"cannot write a numpy array of {a.dtype} as JSON")
-    if a.ndim == 0 or a.size == 0:
-        f.write(json.dumps(a.tolist()).encode("utf-8"))
-        return
-    if a.ndim > 1 and a[0].size > piece:
-        # Rows longer than a piece (a 16,384-token custom mask): one row at a time, itself in pieces.
-        f.write(b"[")
-        for i in range(a.shape[0]):
-            if i:
-                f.write(b", ")
-            _write_array(f, a[i], piece)
-        f.write(b"]")
-        return
-    per_row = max(1, a[0].size if a.ndim > 1 else 1)
-    step = max(1, piece // per_row)
-    f.write(b"[")
-    for start in range(0, a.shape[0], step):
-        if start:
-            f.write(b", ")
-        # tolist() and dumps() are each one C call over at most ``piece`` numbers; sleep(0)
-        # then hands the lock to a thread waiting for it at once, rather than after the
-        # interpreter's 5 ms switch interval (which a busy machine stretches further).
-        f.write(json.dumps(a[start:start + step].tolist())[1:-1].encode("utf-8"))
-        time.sleep(0)
-    f.write(b"]")
+    # Each piece is one call of orjson over at most ``piece`` numbers; sleep(0) then hands the
+    # lock to a thread waiting for it at once, rather than after the interpreter's 5 ms switch
+    # interval (which a busy machine stretches further).
+    write_array(a, lambda text: (f.write(text.encode("ascii")), time.sleep(0)), piece)

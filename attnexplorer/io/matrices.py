@@ -30,7 +30,6 @@ from __future__ import annotations
 from .matrix_bundles import (
     LabelledMatrix,
     _check_savable,
-    _json_array,
     _write_arrays_json,
     arrays_to_json,
     labelled_matrices,
@@ -65,7 +64,6 @@ __all__ = [
     "MatrixError",
     "TABLE_FORMATS",
     "_check_savable",
-    "_json_array",
     "_write_arrays_json",
     "arrays_to_json",
     "check_shape",

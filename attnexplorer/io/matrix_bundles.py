@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .atomic import atomic_write_text, atomic_write_with
+from .json_text import write_array
 from .matrix_tables import _TABLE_WRITERS, TABLE_FORMATS, MatrixError, matrix_to_text
 
 
@@ -187,25 +188,11 @@ def write_npy_bundle(out_dir, arrays: dict[str, np.ndarray]) -> list[Path]:
     return paths
 
 
-def _json_array(a: np.ndarray, write) -> None:
-    """``json.dumps(a.tolist())``, handed to ``write`` one innermost row at a time: the whole
-    list of Python floats of a 4,096-token result is about ten times the array's size."""
-    if a.ndim <= 1:
-        write(json.dumps(a.tolist(), ensure_ascii=False, allow_nan=False))
-        return
-    write("[")
-    for i in range(a.shape[0]):
-        if i:
-            write(", ")
-        _json_array(a[i], write)
-    write("]")
-
-
 def _write_arrays_json(arrays: dict[str, np.ndarray], write) -> None:
     write("{\n")
     for i, (name, a) in enumerate(arrays.items()):
         write((",\n" if i else "") + f"  {json.dumps(name)}: ")
-        _json_array(np.asarray(a), write)
+        write_array(np.asarray(a), write)
     write("\n}\n")
 
 

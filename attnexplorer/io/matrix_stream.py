@@ -21,6 +21,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from .atomic import atomic_write_with
+from .json_text import array_json, write_array
 from .matrix_tables import csv_label, latex_escape, markdown_escape, rounded_text
 
 
@@ -79,9 +80,12 @@ def write_npz_streamed(path, arrays: dict) -> None:
 # -- JSON ----------------------------------------------------------------------------------
 
 def _json_rows(block: np.ndarray) -> str:
-    if block.dtype.kind == "f" and not np.isfinite(block).all():
+    """The rows of ``block`` as JSON lists, comma-separated; NaN (a pooled overview's block
+    with every cell blocked) as null."""
+    try:
+        return array_json(block, allow_nan=True)[1:-1]
+    except ValueError:  # an infinity: written as json writes it (Infinity), as it always was
         return ", ".join(json.dumps([None if math.isnan(v) else v for v in row]) for row in block.tolist())
-    return ", ".join(json.dumps(row, allow_nan=False) for row in block.tolist())
 
 
 def write_streamed_json_value(array, write) -> None:
@@ -99,9 +103,7 @@ def write_streamed_json_value(array, write) -> None:
         if a.dtype.kind == "f" and a.ndim == 1 and not np.isfinite(a).all():
             write("[" + _json_rows(a[None, :])[1:-1] + "]")
             return
-        from .matrix_bundles import _json_array
-
-        _json_array(a, write)
+        write_array(a, write)
         return
     if not array.squeeze:
         write("[")

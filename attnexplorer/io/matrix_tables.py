@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ..core.errors import AttnExplorerError
+from .json_text import array_json
 
 TABLE_FORMATS = ("csv", "tex", "md", "json")
 
@@ -169,8 +170,8 @@ def matrix_to_json(array, row_labels: Sequence[str] | None = None, col_labels: S
     a = _as_2d(array)
     rows = _labels(row_labels, a.shape[0], "row")
     cols = _labels(col_labels, a.shape[1], "column")
-    values = a.astype(int).tolist() if a.dtype == bool else a.tolist()
-    return json.dumps({"rows": rows, "columns": cols, "values": values}, ensure_ascii=False, allow_nan=False) + "\n"
+    values = array_json(a.astype(int) if a.dtype == bool else a)
+    return json.dumps({"rows": rows, "columns": cols}, ensure_ascii=False)[:-1] + f', "values": {values}}}\n'
 
 
 _TABLE_WRITERS = {"csv": matrix_to_csv, "tex": matrix_to_latex, "md": matrix_to_markdown, "json": matrix_to_json}

@@ -51,6 +51,7 @@ from ..core.errors import SessionError
 from ..core.presets import preset_ref
 from ..core.session import MAX_TOKENS, Mask, PresetRef, Scale, Session
 from .atomic import atomic_write_text
+from .json_text import array_json, parse_strict, rows_json
 from .session_checks import (NonFinite, check_plain, checked_matrix, checked_number, checked_text, checked_tokens,
                              checked_vector, checked_whole, describe, fail)
 from .session_checks import MAX_NESTING  # noqa: F401 (part of this module's surface: the limit a file may nest)
@@ -272,8 +273,13 @@ def _is_matrix(value: Any) -> bool:
 
 
 def _emit(value: Any, indent: str, parts: list[str]) -> None:
-    """Readable JSON: one key per line, one matrix row per line, short lists inline."""
-    if isinstance(value, dict) and value:
+    """Readable JSON: one key per line, one matrix row per line, short lists inline.
+
+    A numpy array is written by ``json_text`` (a compiled writer, each number exact), a
+    matrix one row per line as the lists are."""
+    if isinstance(value, np.ndarray):
+        parts.append(rows_json(value, indent) if value.ndim == 2 else array_json(value))
+    elif isinstance(value, dict) and value:
         inner = indent + "  "
         parts.append("{\n")
         for i, (k, v) in enumerate(value.items()):
@@ -323,7 +329,7 @@ def dumps_session(session: Session) -> str:
             refusal = SessionError(f"cannot save: {err}")
             refusal.where = err.where
             raise refusal from None
-    obj = session_to_dict(session)
+    obj = session_to_dict(session, arrays=True)
     for i, t in enumerate(session.tokens):
         try:
             t.encode("utf-8")
@@ -374,7 +380,8 @@ def parse_json(text: str | bytes, source: str, what: str = "session file") -> An
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_unique_keys)
+        return parse_strict(text, lambda t: json.loads(t, parse_constant=_reject_constant,
+                                                       object_pairs_hook=_unique_keys))
     except _DuplicateKey as err:
         fail(source, None, f"has the key {err.key[:40]!r} twice in one object; each key may appear once")
     except json.JSONDecodeError as err:
