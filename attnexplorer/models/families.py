@@ -156,22 +156,50 @@ def _gpt2_parts(w: Any, config: Any, run: Any, layer: int) -> dict:
 
 # ---- Llama ---------------------------------------------------------------------------------
 
+# What a plain-RoPE config may say about its rotation: anything else (a scaling type, its
+# factor, a partial rotation, a key this import does not know) changes the angles, so it is
+# refused by name rather than imported as plain RoPE (the numbers would be silently wrong).
+_PLAIN_ROPE_KEYS = {"rope_type", "type", "rope_theta"}
+
+
+def _rope_dicts(config: Any) -> list[tuple[str, dict]]:
+    found = []
+    for name in ("rope_parameters", "rope_scaling"):
+        value = getattr(config, name, None)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise ModelError(f"the model's config has {name} = {value!r}, not a table of RoPE settings")
+        found.append((name, value))
+    return found
+
+
 def rope_theta(config: Any) -> float:
-    params = getattr(config, "rope_parameters", None) or {}
-    scaling = getattr(config, "rope_scaling", None) or {}
-    kind = params.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
-    if kind != "default":
-        raise ModelError(f"this model scales RoPE ({kind}); only plain RoPE can be expressed")
+    """θ of a model with plain RoPE; ModelError naming any setting that makes it more than that."""
+    for name, values in _rope_dicts(config):
+        kind = values.get("rope_type") or values.get("type") or "default"
+        if kind != "default":
+            extra = ", ".join(f"{k} {v}" for k, v in values.items() if k not in _PLAIN_ROPE_KEYS)
+            raise ModelError(f"this model scales RoPE ({name}: {kind}{', ' + extra if extra else ''}); "
+                             "only plain RoPE can be expressed")
+        extra = sorted(set(values) - _PLAIN_ROPE_KEYS)
+        if extra:
+            raise ModelError(f"the model's RoPE sets {', '.join(f'{name}.{k}' for k in extra)}, which attnexplorer "
+                             "does not reproduce; only plain RoPE (rope_theta alone) can be expressed")
+    params = dict(getattr(config, "rope_parameters", None) or {})
     theta = params.get("rope_theta", getattr(config, "rope_theta", None))
     if theta is None:
         raise ModelError("the model's config gives no RoPE θ (rope_theta)")
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not math.isfinite(theta) or theta <= 1.0:
+        raise ModelError(f"the model's RoPE θ (rope_theta) is {theta!r}; it must be a finite number above 1")
     return float(theta)
 
 
 def _llama_check(config: Any) -> None:
     rope_theta(config)
     if float(getattr(config, "partial_rotary_factor", 1.0) or 1.0) != 1.0:
-        raise ModelError("this model rotates only part of each head; only full RoPE is supported")
+        raise ModelError(f"this model rotates only part of each head (partial_rotary_factor "
+                         f"{config.partial_rotary_factor}); only full RoPE is supported")
     if num_heads(config) % int(config.num_key_value_heads or num_heads(config)):
         raise ModelError("its key/value heads do not divide its query heads")
 

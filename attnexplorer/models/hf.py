@@ -121,6 +121,7 @@ def load_model(folder: Path, gguf: str | None, label: str, say: Progress, check:
         raise
     except Exception as err:
         raise ModelError(f"{label}: cannot load the weights: {first_line(err)}") from None
+    _check_loading(model, info, label)
     model.eval()
     head = {}
     if decoder:
@@ -129,6 +130,32 @@ def load_model(folder: Path, gguf: str | None, label: str, say: Progress, check:
             head["lm_head.weight"] = model.get_output_embeddings().weight.detach()
         model = model.base_model
     return model, head
+
+
+def _check_loading(model, info: dict, label: str) -> None:
+    """ModelError naming a base-model tensor transformers filled at random (missing from the
+    files) or left out (in the files, not in the model): either way the model would not be the
+    one on disk. A task head's tensors (``lm_head``, ``cls.…``: outside the base model) are not
+    checked here (``load_model`` leaves out a head the checkpoint does not hold)."""
+    base = model.base_model
+    own = {name.split(".", 1)[0] for name in base.state_dict()}
+    prefix = "" if base is model else f"{model.base_model_prefix}."
+
+    def base_names(keys) -> list[str]:
+        names = (str(k[0]) if isinstance(k, tuple) else str(k) for k in keys or ())
+        names = (k[len(prefix):] if prefix and k.startswith(prefix) else k for k in names)
+        return sorted(k for k in names if k.split(".", 1)[0] in own)
+
+    missing = base_names(info.get("missing_keys")) + base_names(info.get("mismatched_keys"))
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise ModelError(f"{label}: the weights lack {missing[0]}{more} (or give it the wrong shape); without it "
+                         "the model would run with random numbers")
+    unexpected = base_names(info.get("unexpected_keys"))
+    if unexpected:
+        more = f" and {len(unexpected) - 1} more" if len(unexpected) > 1 else ""
+        raise ModelError(f"{label}: the weights hold {unexpected[0]}{more}, which this model's config does not have "
+                         "(a layer or bias it does not use); refusing rather than guessing")
 
 
 def forward_with(model, family) -> Callable[[list[int]], Forward]:

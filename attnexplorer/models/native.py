@@ -9,8 +9,9 @@ by transformers' own parameter names (memory-mapped, float32), the tokenizer wit
 ``tokenizers`` library set up the way transformers sets it up for that tokenizer class.
 
 Whatever this module cannot vouch for (no safetensors, an activation or tokenizer class it does
-not know, a missing tensor) raises ``NotNative`` with the reason, and the caller opens the
-model through transformers instead: slower, never different. The tests check both routes
+not know) raises ``NotNative`` with the reason, and the caller opens the
+model through transformers instead: slower, never different. A missing or unexpected tensor is
+refused outright (``check_tensors``): transformers would fill it with random numbers. The tests check both routes
 against transformers' own ``output_attentions`` on every supported family.
 """
 
@@ -137,24 +138,71 @@ def read_weights(folder: Path, kind: str) -> dict[str, Any]:
 
 
 def required_weights(config: ModelConfig) -> list[str]:
-    """Every tensor the forward reads, so a missing one is found before running."""
+    """Every tensor the forward reads, so a missing one is found before running (a bias too:
+    transformers would fill a missing one with random numbers, different on every open)."""
     kind, layers = config.model_type, int(config.num_hidden_layers)
     if kind == "bert":
         names = ["embeddings.word_embeddings.weight", "embeddings.token_type_embeddings.weight",
                  "embeddings.position_embeddings.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias"]
-        per = ["attention.self.query.weight", "attention.self.key.weight", "attention.self.value.weight",
-               "attention.output.dense.weight", "attention.output.LayerNorm.weight", "attention.output.LayerNorm.bias",
-               "intermediate.dense.weight", "output.dense.weight", "output.LayerNorm.weight", "output.LayerNorm.bias"]
+        per = [f"{m}.{t}" for m in ("attention.self.query", "attention.self.key", "attention.self.value",
+                                    "attention.output.dense", "intermediate.dense", "output.dense")
+               for t in ("weight", "bias")]
+        per += ["attention.output.LayerNorm.weight", "attention.output.LayerNorm.bias",
+                "output.LayerNorm.weight", "output.LayerNorm.bias"]
         return names + [f"encoder.layer.{i}.{p}" for i in range(layers) for p in per]
     if kind == "gpt2":
         per = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
                "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
                "mlp.c_proj.weight", "mlp.c_proj.bias"]
         return ["wte.weight", "wpe.weight"] + [f"h.{i}.{p}" for i in range(layers) for p in per]
-    per = ["input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-           "self_attn.o_proj.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight",
-           "mlp.up_proj.weight", "mlp.down_proj.weight"]
+    attention = ("q_proj", "k_proj", "v_proj", "o_proj")
+    mlp = ("gate_proj", "up_proj", "down_proj")
+    per = ["input_layernorm.weight", "post_attention_layernorm.weight"]
+    per += [f"self_attn.{m}.weight" for m in attention] + [f"mlp.{m}.weight" for m in mlp]
+    if getattr(config, "attention_bias", False):
+        per += [f"self_attn.{m}.bias" for m in attention]
+    if getattr(config, "mlp_bias", False):
+        per += [f"mlp.{m}.bias" for m in mlp]
     return ["embed_tokens.weight"] + [f"layers.{i}.{p}" for i in range(layers) for p in per]
+
+
+# Tensors a base model may hold that its attention never reads: the pooler, the final norm,
+# buffers older checkpoints saved (position ids, GPT-2's causal mask, Llama's RoPE frequencies).
+_UNUSED = {
+    "bert": ("embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias"),
+    "gpt2": ("ln_f.weight", "ln_f.bias"),
+    "llama": ("norm.weight", "rotary_emb.inv_freq"),
+}
+_UNUSED_PER_LAYER = {"bert": (), "gpt2": ("attn.bias", "attn.masked_bias"), "llama": ("self_attn.rotary_emb.inv_freq",)}
+
+
+def _layer_part(kind: str, name: str) -> str | None:
+    head = {"bert": "encoder.layer.", "gpt2": "h.", "llama": "layers."}[kind]
+    if not name.startswith(head):
+        return None
+    number, _, rest = name[len(head):].partition(".")
+    return rest if number.isdigit() else None
+
+
+def check_tensors(config: ModelConfig, weights: dict, label: str) -> None:
+    """ModelError naming a tensor the model needs that the files lack, or one they hold that
+    this config does not have: either way the model would run with numbers nobody chose
+    (transformers fills a missing tensor at random; a stray bias would be added here and
+    ignored there)."""
+    kind = config.model_type
+    required = required_weights(config)
+    missing = [name for name in required if name not in weights]
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise ModelError(f"{label}: the weights lack {missing[0]}{more}; without it the model would run "
+                         "with random numbers")
+    known = set(required) | set(_UNUSED[kind])
+    unexpected = [name for name, value in weights.items() if name not in known and value.is_floating_point()
+                  and _layer_part(kind, name) not in _UNUSED_PER_LAYER[kind]]
+    if unexpected:
+        more = f" and {len(unexpected) - 1} more" if len(unexpected) > 1 else ""
+        raise ModelError(f"{label}: the weights hold {sorted(unexpected)[0]}{more}, which this {kind} model's "
+                         "config does not have (a layer or bias it does not use); refusing rather than guessing")
 
 
 class NativeTokenizer:
@@ -247,9 +295,7 @@ def open_folder(folder: Path) -> tuple[ModelConfig, dict[str, Any], NativeTokeni
         raise NotNative(f"model type {kind!r}")   # transformers then names what it is, or refuses it
     check_config(config)
     weights = read_weights(folder, kind)
-    missing = [name for name in required_weights(config) if name not in weights]
-    if missing:
-        raise NotNative(f"the weights lack {missing[0]}")
+    check_tensors(config, weights, folder.name)
     try:
         tokenizer = read_tokenizer(folder, kind)
     except NotNative:

@@ -1,0 +1,109 @@
+"""A model setting the import does not reproduce is refused by name (issue 27, item 1), on both
+routes (attnexplorer's own reader and transformers'): a scaled RoPE imported as plain RoPE put
+attention 0.22 away from the model's with exit 0."""
+
+import json
+import shutil
+
+import pytest
+
+from attnexplorer import cli
+from attnexplorer.models import load_model
+from attnexplorer.models.sources import ModelError
+
+TEXT = "The dog fetched the ball"
+
+
+def _variant(tiny_llama, tmp_path, name, **changes):
+    folder = tmp_path / name
+    shutil.copytree(tiny_llama, folder)
+    config = json.loads((folder / "config.json").read_text())
+    for key, value in changes.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+ROPE_VARIANTS = {
+    # transformers 5 writes rope_parameters; older files say rope_scaling, with "type" or "rope_type"
+    "linear": ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0}}, "linear"),
+    "old-linear": ({"rope_parameters": None, "rope_scaling": {"type": "linear", "factor": 2.0}, "rope_theta": 500.0},
+                   "linear"),
+    "llama3": ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0,
+                                    "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}, "llama3"),
+    "yarn": ({"rope_parameters": None, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}, "rope_theta": 500.0}, "yarn"),
+    "dynamic": ({"rope_parameters": None, "rope_scaling": {"type": "dynamic", "factor": 2.0}}, "dynamic"),
+    # rope_parameters says default but rope_scaling scales: transformers runs the scaling
+    "default-plus-scaling": ({"rope_parameters": {"rope_type": "default", "rope_theta": 500.0},
+                              "rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "linear"),
+    "partial-in-parameters": ({"rope_parameters": {"rope_type": "default", "rope_theta": 500.0,
+                                                   "partial_rotary_factor": 0.5}}, "partial_rotary_factor"),
+    "partial-top-level": ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"),
+    "theta-zero": ({"rope_parameters": {"rope_type": "default", "rope_theta": 0.0}}, "rope_theta"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROPE_VARIANTS))
+def test_a_rope_the_import_does_not_reproduce_is_refused_naming_it(tiny_llama, tmp_path, capsys, name):
+    changes, fragment = ROPE_VARIANTS[name]
+    folder = _variant(tiny_llama, tmp_path, name, **changes)
+    out = tmp_path / "s.json"
+    assert cli.main(["import-model", str(folder), "--text", TEXT, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert fragment in err and "\n" not in err, err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_the_transformers_route_refuses_a_scaled_rope_too(tiny_llama, tmp_path):
+    folder = _variant(tiny_llama, tmp_path, "linear", **ROPE_VARIANTS["linear"][0])
+    with pytest.raises(ModelError, match="linear"):
+        load_model(str(folder), engine="transformers")
+
+
+def test_plain_rope_with_theta_in_either_place_still_opens(tiny_llama, tmp_path):
+    folder = _variant(tiny_llama, tmp_path, "old-plain", rope_parameters=None, rope_theta=500.0,
+                      rope_scaling={"type": "default"})
+    model = load_model(str(folder))
+    assert model.layer_session(model.run(TEXT), 0)["positions"]["theta"] == 500.0
+
+
+def _tensors_changed(tiny_llama, tmp_path, name, drop=(), add=None, **config):
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    folder = _variant(tiny_llama, tmp_path, name, **config)
+    weights = load_file(str(folder / "model.safetensors"))
+    for key in drop:
+        weights.pop(key)
+    for key, shape in (add or {}).items():
+        weights[key] = torch.ones(shape)
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder
+
+
+TENSOR_CASES = {
+    "missing-q": ({"drop": ["layers.1.self_attn.q_proj.weight"]}, "layers.1.self_attn.q_proj.weight"),
+    "missing-bias": ({"drop": ["layers.0.self_attn.k_proj.bias"]}, "layers.0.self_attn.k_proj.bias"),
+    # biases in the file of a config without them: transformers would drop them, the own forward add them
+    "stray-bias": ({"attention_bias": False}, "self_attn."),
+    "extra-layer": ({"add": {"layers.7.self_attn.q_proj.weight": (32, 32)}}, "layers.7.self_attn.q_proj.weight"),
+}
+
+
+@pytest.mark.parametrize("engine", ["auto", "transformers"])
+@pytest.mark.parametrize("name", sorted(TENSOR_CASES))
+def test_missing_or_unexpected_tensors_are_refused_naming_them(tiny_llama, tmp_path, name, engine):
+    changes, fragment = TENSOR_CASES[name]
+    config = {k: v for k, v in changes.items() if k not in ("drop", "add")}
+    folder = _tensors_changed(tiny_llama, tmp_path, name, changes.get("drop", ()), changes.get("add"), **config)
+    with pytest.raises(ModelError, match="the weights (lack|hold)") as err:
+        load_model(str(folder), engine=engine)
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_packaged_minilm_has_exactly_its_tensors(minilm):
+    assert minilm.engine == "attnexplorer"   # its pooler and position ids are known, nothing refused
