@@ -108,6 +108,7 @@ class ProgressBar:
 def run_fit(args) -> int:
     """Run ``attnexplorer fit`` for parsed ``args``; 0 when fitted (any way it ended), 130 on Ctrl+C."""
     from ..core.fit import Fitter
+    from ..core.fit.settings import check_fit_memory
     from ..io.export_command import apply_overrides, load_source
     from ..io.session_file import save_session
 
@@ -116,6 +117,7 @@ def run_fit(args) -> int:
     session = load_source(args)
     session = apply_overrides(session, args)
     heads = parse_heads(args.head, session)
+    check_fit_memory(session, len(heads), args.dtype, args.device)   # before a target of n × n is made
     targets = read_targets(session, args.target, heads, args.device)
     for target in targets.values():
         for note in target.notes:

@@ -147,7 +147,7 @@ def _per_head(columns, heads: int):
     return columns.reshape(columns.shape[0], heads, -1).swapaxes(0, 1)
 
 
-def normalise(x, kind: str, weight=None, bias=None, eps: float = 1e-5):
+def normalise(x, kind: str, weight=None, bias=None, eps: float = 1e-5, cannot_overflow: bool = False):
     """LayerNorm (``kind`` "layer") or RMSNorm ("rms") of each row of x (…, d), the one norm
     of attnexplorer: the session's stage and the model forward both call it.
 
@@ -156,9 +156,18 @@ def normalise(x, kind: str, weight=None, bias=None, eps: float = 1e-5):
       back to x's dtype before the weight, as transformers' LlamaRMSNorm does
       (``weight * (x32 * rsqrt(x32.pow(2).mean(-1) + eps)).to(x.dtype)``); bias is ignored.
 
+    ``cannot_overflow`` (the session's stage; a model's forward keeps the model's own
+    arithmetic): a row with an entry above 1 in size is first divided by its largest |entry|
+    s, and eps by s², which leaves the norm unchanged while x² stays ≤ 1 (squared as it was, a
+    float32 row of 1e20 overflowed to inf and came out as zeros; float16 rows near 300 did),
+    and float16/bfloat16 rows are normalised in float32 (LayerNorm too), as models do. Rows
+    with no entry above 1 take exactly the plain path.
+
     ``weight``/``bias`` None mean ones/zeros. Differentiable.
     """
     torch = _torch()
+    if cannot_overflow:
+        return _normalise_scaled(x, kind, weight, bias, eps)
     if kind == "layer":
         return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
     wide = x.float() if x.dtype.itemsize < 4 else x
@@ -166,9 +175,30 @@ def normalise(x, kind: str, weight=None, bias=None, eps: float = 1e-5):
     return y if weight is None else y * weight
 
 
+def _normalise_scaled(x, kind: str, weight, bias, eps: float):
+    torch = _torch()
+    dtype = x.dtype
+    if dtype.itemsize < 4:
+        x = x.float()
+        weight = None if weight is None else weight.float()
+        bias = None if bias is None else bias.float()
+    s = x.detach().abs().amax(-1, keepdim=True)
+    if not bool((s > 1.0).any()):
+        return normalise(x, kind, weight, bias, eps).to(dtype)
+    s = s.clamp(min=1.0)
+    x = x / s
+    eps_rows = eps / s / s   # each row its own eps, so written out (nn.LayerNorm takes one)
+    if kind == "layer":
+        x = x - x.mean(-1, keepdim=True)
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps_rows)
+    x = x if weight is None else x * weight
+    x = x if bias is None or kind != "layer" else x + bias
+    return x.to(dtype)
+
+
 def _normalise(x, norm):
     kind, weight, bias, eps = norm
-    return normalise(x, kind, weight, bias, eps)
+    return normalise(x, kind, weight, bias, eps, cannot_overflow=True)
 
 
 def rope_cos_sin(n: int, dims: int, theta: float, dtype, device, offset: int = 0, float32_angles: bool = False):

@@ -21,6 +21,7 @@ from typing import Literal
 import numpy as np
 
 from .errors import SessionError
+from .limits import bound_problem
 
 NormKind = Literal["layer", "rms"]
 PositionsKind = Literal["sinusoidal", "learned", "rope", "alibi"]
@@ -37,6 +38,15 @@ def _positive(value, where: str) -> float:
     v = float(value)
     if not math.isfinite(v) or v <= 0:
         raise SessionError(f"must be a finite number > 0, got {value!r}", where)
+    return v
+
+
+def _bounded(value, where: str) -> float:
+    """A finite number within ``limits.BOUNDS[where]``, or SessionError saying the bound."""
+    v = _positive(value, where)
+    problem = bound_problem(where, v)
+    if problem:
+        raise SessionError(problem, where)
     return v
 
 
@@ -107,7 +117,7 @@ class Norm:
             if self.kind == "rms":
                 raise SessionError("RMSNorm has no bias", "norm.bias")
             object.__setattr__(self, "bias", _vector(self.bias, "norm.bias"))
-        object.__setattr__(self, "eps", _positive(self.eps, "norm.eps"))
+        object.__setattr__(self, "eps", _bounded(self.eps, "norm.eps"))
 
     def check(self, d: int) -> None:
         for name, v in (("weight", self.weight), ("bias", self.bias)):
@@ -152,8 +162,8 @@ class Positions:
         if self.kind not in ("sinusoidal", "learned", "rope", "alibi"):
             raise SessionError(f"unknown kind {self.kind!r}, expected \"sinusoidal\", \"learned\", \"rope\" or \"alibi\"",
                                "positions.kind")
-        object.__setattr__(self, "base", _positive(self.base, "positions.base"))
-        object.__setattr__(self, "theta", _positive(self.theta, "positions.theta"))
+        object.__setattr__(self, "base", _bounded(self.base, "positions.base"))
+        object.__setattr__(self, "theta", _bounded(self.theta, "positions.theta"))
         if self.kind == "learned":
             if self.table is None:
                 raise SessionError("learned positions need a table (one row per position)", "positions.table")
@@ -291,8 +301,13 @@ def norm_statistics(kind: str, rows, eps: float) -> tuple[np.ndarray | None, np.
     one number per row. The window's stage panel and the explanations read them from here.
     """
     x = np.asarray(rows, dtype=np.float64)
+    # Scaled by each row's largest |entry| first (the norm is the same on x / s with eps / s²),
+    # so that squaring a row of 1e200 cannot overflow: the engine's norm does the same.
+    s = np.maximum(np.abs(x).max(axis=1, initial=0.0), 1.0)
+    x = x / s[:, None]
+    eps_scaled = eps / s / s
     if kind == "layer":
         mean = x.mean(axis=1)
         var = ((x - mean[:, None]) ** 2).mean(axis=1)
-        return mean, 1.0 / np.sqrt(var + eps)
-    return None, 1.0 / np.sqrt((x * x).mean(axis=1) + eps)
+        return mean * s, 1.0 / np.sqrt(var + eps_scaled) / s
+    return None, 1.0 / np.sqrt((x * x).mean(axis=1) + eps_scaled) / s

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import SessionError
+from ..core.limits import bound_problem
 from ..core.session import MAX_DIM, MAX_TOKEN_CHARS, MAX_TOKENS, control_character
 
 # The deepest nesting allowed inside extra keys and preset parameters (view state is shallow).
@@ -269,4 +270,13 @@ def above_zero(value: Any, source: str, where: str) -> float:
     v = checked_number(value, source, where)
     if v <= 0:
         fail(source, where, f"is {v!r}, expected a number > 0")
+    return v
+
+
+def within_bounds(value: Any, source: str, where: str) -> float:
+    """A number within the session's documented bounds for ``where`` (``core.limits.BOUNDS``)."""
+    v = above_zero(value, source, where)
+    problem = bound_problem(where, v)
+    if problem:
+        fail(source, where, problem)
     return v

@@ -18,7 +18,7 @@ import numpy as np
 from ..core.errors import SessionError
 from ..core.session import MAX_DIM, MAX_HEADS, MAX_TOKENS, Session
 from ..core.stages import MAX_OFFSET, Norm, Positions, Source
-from .session_checks import (above_zero, checked_matrix, checked_number, checked_object, checked_tokens,
+from .session_checks import (checked_matrix, checked_object, checked_tokens, within_bounds,
                              checked_vector, checked_whole, describe, fail)
 
 
@@ -124,9 +124,7 @@ def read_norm(value: Any, d: int, source: str) -> Norm | None:
     weight = None if weight is None else checked_vector(weight, source, "norm.weight", d, "d")
     bias = obj.get("bias")
     bias = None if bias is None else checked_vector(bias, source, "norm.bias", d, "d")
-    eps = checked_number(obj.get("eps", 1e-5 if kind == "layer" else 1e-6), source, "norm.eps")
-    if eps <= 0:
-        fail(source, "norm.eps", f"is {eps!r}, expected a number > 0")
+    eps = within_bounds(obj.get("eps", 1e-5 if kind == "layer" else 1e-6), source, "norm.eps")
     return Norm(kind, weight, bias, eps)
 
 
@@ -143,7 +141,7 @@ def read_positions(value: Any, source: str, d_k: int) -> Positions | None:
     kind = value["kind"]
     obj = checked_object(value, source, "positions", ("kind",) + keys[kind], f"a {kind} positions object")
     if kind == "sinusoidal":
-        return Positions(kind, base=above_zero(obj.get("base", 10000), source, "positions.base"))
+        return Positions(kind, base=within_bounds(obj.get("base", 10000), source, "positions.base"))
     if kind == "learned":
         if "table" not in obj:
             fail(source, "positions", "has no \"table\" (one row of d numbers per position)")
@@ -157,7 +155,7 @@ def read_positions(value: Any, source: str, d_k: int) -> Positions | None:
         layout = obj.get("layout", "half")
         if layout not in ("half", "interleaved") or not isinstance(layout, str):
             fail(source, "positions.layout", f"is {describe(layout)}, expected \"half\" or \"interleaved\"")
-        return Positions(kind, theta=above_zero(obj.get("theta", 10000), source, "positions.theta"), dims=dims,
+        return Positions(kind, theta=within_bounds(obj.get("theta", 10000), source, "positions.theta"), dims=dims,
                          layout=layout, offset=checked_whole(obj.get("offset", 0), source, "positions.offset", 0, MAX_OFFSET))
     slopes = obj.get("slopes")
     return Positions(kind, slopes=None if slopes is None else checked_vector(slopes, source, "positions.slopes", None, ""))

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from ..core.errors import AttnExplorerError
 from ..core.fit import DEFAULT_LR, Fitter, blocked_cells, check_target, target_for
+from ..core.fit.settings import FitError, check_fit_memory
 from ..core.long.result import is_long
 from .fit_runner import FitRunner
 from .panels.matrix_view import MatrixView
@@ -261,6 +262,11 @@ class FitDock(QWidget):
         """Why a fit cannot run on this session (a long input), or None."""
         s = self.document.session
         if not is_long(s, self.document.compute.dtype, self.document.compute.device):
+            dtype = "float64" if self.document.compute.dtype == "float64" else "float32"
+            try:   # the same estimate as ``attnexplorer fit``'s, before a target is made
+                check_fit_memory(s, len(self.heads()), dtype, self.document.compute.device)
+            except FitError as err:
+                return str(err)
             return None
         return (f"fitting works on whole n × n matrices: {s.n:,} tokens × {s.heads} heads is a long input "
                 f"(computed in tiles); use fewer tokens or heads to fit")

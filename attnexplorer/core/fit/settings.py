@@ -39,6 +39,41 @@ class FitProgress:
         return self.status != "running"
 
 
+# What a fit holds per n × n_k attention matrix of the session, in the fit's dtype: the forward's
+# scores, scaled, masked scores and weights kept for the backward pass, their gradients, and
+# the softmax backward's temporaries (SQUARE_BUFFERS × 3 in all); and per fitted head, in float64
+# on the host while the target is built and checked, about six copies (the matrix as given, it
+# normalised, its reachable part, the masked cells' share, temporaries), plus two on the device.
+FIT_COPIES = 3
+TARGET_COPIES = 6
+
+
+def fit_bytes(session: Session, heads: int, dtype: str = "float32", device: str = "cpu") -> int:
+    """An upper estimate of the memory a fit of ``heads`` heads of ``session`` holds at its peak."""
+    from ..memory import _ITEM_BYTES, compute_bytes
+
+    alibi = session.positions is not None and session.positions.kind == "alibi"
+    engine = compute_bytes(session.heads, session.n, session.d, session.d_k, session.d_v, dtype, device,
+                           n_keys=session.n_keys, alibi=alibi)
+    cells = session.n * session.n_keys
+    return engine * FIT_COPIES + heads * cells * (TARGET_COPIES * 8 + 2 * _ITEM_BYTES.get(dtype, 8)) + cells
+
+
+def check_fit_memory(session: Session, heads: int, dtype: str = "float32", device: str = "cpu",
+                     limit: int | None = None) -> None:
+    """FitError, before any target or tensor is made, when a fit would need more than ``limit``
+    bytes (default: half of the machine's memory, as ``compute`` and ``export`` use). A fit on
+    16,384 tokens otherwise allocated 21.8 GB and was killed by the kernel."""
+    from ..memory import _size, memory_limit
+
+    limit = memory_limit() if limit is None else limit
+    need = fit_bytes(session, heads, dtype, device)
+    if need > limit:
+        raise FitError(f"fitting {heads} head{'s' if heads != 1 else ''} of this session needs about {_size(need)} of "
+                       f"memory ({session.n:,} × {session.n_keys:,} attention matrices with their gradients in {dtype}), "
+                       f"more than the limit of {_size(limit)} (half of this machine's memory); use fewer tokens or heads")
+
+
 def check_settings(session: Session, train, optimizer: str, lr, steps, dtype: str = "float32") -> tuple:
     """Validate what trains, the optimiser, the learning rate and the steps; returns them normalised."""
     train = tuple(dict.fromkeys(str(t).strip().lower() for t in train))

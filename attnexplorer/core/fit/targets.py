@@ -145,17 +145,26 @@ def check_target(session: Session, matrix, source: str = "target") -> Target:
         raise TargetError(f"{source}: weights cannot be negative (row {i}, column {j} is {t[i, j]:g})")
     blocked = blocked_cells(session)
     open_rows = ~blocked.all(axis=1)
-    sums = t.sum(axis=1)
-    empty = open_rows & (sums <= 0)
+    # Each row is divided by its largest number before it is summed: a row of 1e308 summed as
+    # it is overflowed to inf and renormalised to zeros, which the fit then matched ("loss 0").
+    peak = t.max(axis=1, initial=0.0)
+    empty = open_rows & (peak <= 0)
     if empty.any():
         i = int(np.argmax(empty))
         raise TargetError(f"{source}: row {i} ({session.tokens[i]!r}) is all zero; every query needs a target that sums to 1")
+    with np.errstate(over="ignore"):
+        raw_sums = t.sum(axis=1)
     notes = []
-    if open_rows.any() and not np.allclose(sums[open_rows], 1.0, rtol=0, atol=1e-9):
+    if open_rows.any() and not np.allclose(raw_sums[open_rows], 1.0, rtol=0, atol=1e-9):
         notes.append("rows renormalised to sum to 1")
-    safe = np.where(sums > 0, sums, 1.0)
-    t = t / safe[:, None]
+    t = t / np.where(peak > 0, peak, 1.0)[:, None]
+    t = t / np.where(peak > 0, t.sum(axis=1), 1.0)[:, None]
     t[~open_rows] = 0.0
+    sums = t.sum(axis=1)
+    bad = open_rows & ~(np.abs(sums - 1.0) <= 1e-9)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise TargetError(f"{source}: row {i} ({session.tokens[i]!r}) cannot be normalised to sum to 1")
     unreachable = np.where(blocked, t, 0.0).sum(axis=1)
     visible = np.where(blocked, 0.0, t)
     rows = open_rows & (unreachable < 1.0 - 1e-12)

@@ -42,7 +42,7 @@ from ..attention import AttentionInputs, attend, join_projections
 from ..engine import attention_inputs, resolve
 from ..session import Session
 from .reasons import explain_plateau, shared_kv_notes
-from .settings import FitError, FitProgress, check_settings
+from .settings import FitError, FitProgress, check_fit_memory, check_settings
 from .targets import Target, blocked_cells
 
 PLATEAU_STEPS = 150
@@ -74,6 +74,7 @@ class Fitter:
             if not (isinstance(h, int) and 0 <= h < session.heads):
                 raise FitError(f"head {h!r} does not exist; the session has heads 0..{session.heads - 1}")
         self.train, self.optimizer_name, self.lr, self.steps = check_settings(session, train, optimizer, lr, steps, dtype)
+        check_fit_memory(session, len(targets), dtype, device)
         dev, tdtype = resolve(device, dtype)
         self._torch, self._dev, self._tdtype = torch, dev, tdtype
         self.start_session = session
