@@ -129,7 +129,10 @@ class LoadedModel:
 
     def tokenize(self, text: str) -> tuple[list[int], list[str]]:
         """The tokenizer's ids and pieces for ``text``; ModelError for an empty or too long text."""
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str):
+            hint = " (decode the bytes first: text.decode())" if isinstance(text, (bytes, bytearray)) else ""
+            raise ModelError(f"the text must be a string, got {type(text).__name__}{hint}")
+        if not text.strip():
             raise ModelError("the text is empty: type a sentence for the model to read")
         ids, pieces = self.tokenizer.encode(text)
         limit = min(self.max_positions, 8192)
@@ -211,8 +214,7 @@ class LoadedModel:
     def layer_parts(self, run: ModelRun, layer: int) -> dict:
         """Layer ``layer`` of ``run`` as a version-2 session dict holding float32 numpy arrays,
         which ``session_from_dict`` takes as they are (the window's way in)."""
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.num_layers:
-            raise ModelError(f"layer {layer} is out of range: {self.source.label} has layers 0..{self.num_layers - 1}")
+        check_layer(layer, self)
         session = {"format": "attnexplorer-session", "version": 2, "tokens": list(run.tokens)}
         session.update(self.family.parts(self.weights, self.config, run, layer))
         session["source"] = None
@@ -222,9 +224,33 @@ class LoadedModel:
         session["model"] = {"name": self.source.label, "layer": layer, "text": run.text}
         return session
 
+    def checked_parts(self, run: ModelRun, layer: int) -> dict:
+        """``layer_parts``, checked by the rules every session file is read by: ModelError naming
+        what a session cannot hold (a NaN weight, an inf position, an eps ≤ 0), so that what an
+        import writes always loads."""
+        from ..core.errors import SessionError
+        from ..io.session_file import session_from_dict
+
+        parts = self.layer_parts(run, layer)
+        label = f"layer {layer} of {self.source.label}"
+        try:
+            session_from_dict(parts, label)
+        except SessionError as err:
+            raise ModelError(f"{err} (the model's own value): it cannot be opened as a session") from None
+        return parts
+
     def layer_session(self, run: ModelRun, layer: int) -> dict:
-        """Layer ``layer`` of ``run`` as a version-2 session dict (JSON-ready: lists of floats)."""
-        return _plain(self.layer_parts(run, layer))
+        """Layer ``layer`` of ``run`` as a version-2 session dict (JSON-ready: lists of floats),
+        checked as a session file is (``checked_parts``)."""
+        return _plain(self.checked_parts(run, layer))
+
+
+def check_layer(layer: Any, model: LoadedModel) -> None:
+    """ModelError unless ``layer`` is a whole number naming one of ``model``'s layers."""
+    if isinstance(layer, (bool, np.bool_)) or not isinstance(layer, (int, np.integer)):
+        raise ModelError(f"the layer must be a whole number (0..{model.num_layers - 1}), got {layer!r}")
+    if not 0 <= layer < model.num_layers:
+        raise ModelError(f"layer {layer} is out of range: {model.source.label} has layers 0..{model.num_layers - 1}")
 
 
 def _plain(value: Any) -> Any:
@@ -333,6 +359,5 @@ def _load_with_transformers(source, folder, gguf, from_cache, notes, say, check)
 def import_model(spec: str, text: str, layer: int = 0) -> dict:
     """The whole path the CLI takes: open, check the layer, run, read the layer out."""
     loaded = load_model(spec)
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < loaded.num_layers:
-        raise ModelError(f"layer {layer} is out of range: {loaded.source.label} has layers 0..{loaded.num_layers - 1}")
+    check_layer(layer, loaded)
     return loaded.layer_session(loaded.run(text), layer)

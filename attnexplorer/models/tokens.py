@@ -4,7 +4,8 @@ pieces are turned back into their text, with the leading space shown as a visibl
 ``Ġdog`` is how GPT-2's tokenizer spells " dog": it maps every byte to a printable character
 (``bytes_to_unicode``) so that a piece is a plain string. A reader wants the text back, but a
 bare leading space would be invisible in a table header, so spaces become ``␣``, newlines ``↵``
-and tabs ``⇥``. A piece that is only part of a multi-byte character (an emoji split in two)
+and tabs ``⇥``; other control characters (ESC, DEL, NUL) as their control pictures (``␛``, ``␡``,
+``␀``). A piece that is only part of a multi-byte character (an emoji split in two)
 shows its bytes as ``<0xF0><0x9F>``. WordPiece (BERT) pieces are already readable and stay as
 they are, ``##ing`` and ``[CLS]`` included. Pure functions, no torch, no transformers.
 """
@@ -30,8 +31,24 @@ def _byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(printable, codes)}
 
 
+def _visible_char(ch: str) -> str:
+    """A control character as a visible symbol: a session refuses control characters in tokens
+    (they are lost in .npz files and make invalid SVG and LaTeX), and a byte-level tokenizer
+    makes a piece of any byte of the text (ESC, DEL, NUL...)."""
+    if ch in _VISIBLE:
+        return _VISIBLE[ch]
+    code = ord(ch)
+    if code < 0x20:
+        return chr(0x2400 + code)   # ␀ … ␟, Unicode's control pictures
+    if code == 0x7F:
+        return "␡"
+    if 0x80 <= code <= 0x9F:
+        return f"<U+{code:04X}>"
+    return ch
+
+
 def _visible(text: str) -> str:
-    return "".join(_VISIBLE.get(ch, ch) for ch in text)
+    return "".join(_visible_char(ch) for ch in text)
 
 
 def _decode_bytes(data: bytes) -> str:
@@ -61,7 +78,7 @@ def readable_piece(piece: str, style: str) -> str:
         return _visible(piece)  # a special token such as <|endoftext|> is not byte-mapped
     if style == "sentencepiece":
         return _visible(piece.replace("▁", " "))
-    return piece
+    return _visible(piece)
 
 
 def piece_style(pieces: list[str], wordpiece: bool) -> str:

@@ -107,3 +107,77 @@ def test_missing_or_unexpected_tensors_are_refused_naming_them(tiny_llama, tmp_p
 
 def test_the_packaged_minilm_has_exactly_its_tensors(minilm):
     assert minilm.engine == "attnexplorer"   # its pooler and position ids are known, nothing refused
+
+
+def _poisoned(tiny_llama, tmp_path, name, key, value):
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    folder = _variant(tiny_llama, tmp_path, name)
+    weights = load_file(str(folder / "model.safetensors"))
+    weights[key][:, 0] = value
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder
+
+
+@pytest.mark.parametrize("key, value, fragment", [
+    ("layers.0.self_attn.q_proj.weight", float("nan"), "not finite"),
+    ("embed_tokens.weight", float("inf"), "not finite"),
+])
+def test_a_model_with_a_nan_or_inf_weight_is_one_line_and_writes_nothing(tiny_llama, tmp_path, capsys, key, value,
+                                                                          fragment):
+    # issue 27, item 8: a 23-line traceback ending "Out of range float values are not JSON compliant"
+    folder = _poisoned(tiny_llama, tmp_path, "poisoned", key, value)
+    out = tmp_path / "s.json"
+    assert cli.main(["import-model", str(folder), "--text", TEXT, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("attnexplorer: ") and "\n" not in err and "Traceback" not in err, err
+    assert "layer 0 of poisoned" in err and "cannot be opened as a session" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("eps", [-1e-5, 0.0])
+def test_an_eps_a_session_refuses_is_refused_at_import(tiny_llama, tmp_path, capsys, eps):
+    # issue 27, item 9: import wrote files that load_session and the window then refused
+    folder = _variant(tiny_llama, tmp_path, "eps", rms_norm_eps=eps)
+    out = tmp_path / "s.json"
+    assert cli.main(["import-model", str(folder), "--text", TEXT, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "norm.eps" in err and "\n" not in err, err
+    assert not out.exists()
+
+
+def test_control_characters_in_the_text_become_visible_tokens_and_the_file_loads(tiny_llama, tmp_path, capsys):
+    from attnexplorer.io.session_file import load_session
+
+    out = tmp_path / "s.json"
+    text = "the dog\x1b[31m ran\x7f and\x00 she\x85 was"
+    assert cli.main(["import-model", str(tiny_llama), "--text", text, "--out", str(out)]) == 0, capsys.readouterr().err
+    session = load_session(out)
+    joined = "".join(session.tokens)
+    assert "␛" in joined and "␡" in joined and "␀" in joined and "\x85" not in joined
+    model = load_model(str(tiny_llama))
+    assert model.layer_session(model.run(text), 1)["tokens"] == list(session.tokens)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m: m.layer_session(m.run(TEXT), "1"), "the layer must be a whole number (0..1), got '1'"),
+    (lambda m: m.layer_session(m.run(TEXT), 2), "layer 2 is out of range"),
+    (lambda m: m.run(b"hello"), "the text must be a string, got bytes"),
+])
+def test_notebook_misuse_is_named(tiny_llama, call, message):
+    # issue 27, item 11
+    model = load_model(str(tiny_llama))
+    with pytest.raises(ModelError) as err:
+        call(model)
+    assert message in str(err.value)
+
+
+def test_each_control_character_has_a_visible_form():
+    from attnexplorer.core.session import control_character
+    from attnexplorer.models.tokens import readable_piece
+
+    for code in list(range(0x20)) + list(range(0x7F, 0xA0)):
+        for style in ("bytelevel", "sentencepiece", "wordpiece"):
+            shown = readable_piece(f"a{chr(code)}b", style)
+            assert not any(control_character(ch) for ch in shown), (hex(code), style, shown)
