@@ -166,7 +166,8 @@ def required_weights(config: ModelConfig) -> list[str]:
     return ["embed_tokens.weight"] + [f"layers.{i}.{p}" for i in range(layers) for p in per]
 
 
-# Tensors a base model may hold that its attention never reads: the pooler, the final norm,
+# Tensors a base model may hold that the attention never reads, which may be absent: the pooler,
+# the final norm (the prediction says when it lacks one),
 # buffers older checkpoints saved (position ids, GPT-2's causal mask, Llama's RoPE frequencies).
 _UNUSED = {
     "bert": ("embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias"),
@@ -198,7 +199,7 @@ def check_tensors(config: ModelConfig, weights: dict, label: str) -> None:
                          "with random numbers")
     known = set(required) | set(_UNUSED[kind])
     unexpected = [name for name, value in weights.items() if name not in known and value.is_floating_point()
-                  and _layer_part(kind, name) not in _UNUSED_PER_LAYER[kind]]
+                  and not name.startswith(HEADS) and _layer_part(kind, name) not in _UNUSED_PER_LAYER[kind]]
     if unexpected:
         more = f" and {len(unexpected) - 1} more" if len(unexpected) > 1 else ""
         raise ModelError(f"{label}: the weights hold {sorted(unexpected)[0]}{more}, which this {kind} model's "
