@@ -7,14 +7,21 @@ to segfault (seen here: inside ViewBox.itemChange while a new plot was being mad
 automatic collection is off while a test runs, and each test's garbage is collected after it.
 """
 
+import atexit
 import gc
 import os
+import shutil
+import tempfile
 
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-# Keep the user's real settings and recovery files out of the tests.
-os.environ.setdefault("ATTNEXPLORER_TESTING", "1")
+# Keep the user's real settings and recovery files out of the tests: a settings folder of this
+# process's own (each test then gets a fresh one, below; this one serves what runs outside a
+# test, such as a session-scoped fixture's window). Set, not defaulted, so that each process
+# (an xdist worker too) has its own.
+os.environ["ATTNEXPLORER_CONFIG_DIR"] = tempfile.mkdtemp(prefix="attnexplorer-tests-")
+atexit.register(shutil.rmtree, os.environ["ATTNEXPLORER_CONFIG_DIR"], True)
 
 
 @pytest.fixture(autouse=True)

@@ -7,8 +7,30 @@ offscreen platform and with no real settings or recovery files, measures, and cl
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
+
+_scratch: str | None = None
+
+
+def settings_dir() -> str:
+    """A fresh, empty settings folder for a window the bench opens (the app keeps its recovery
+    files under it too), so that no measurement reads or changes the user's settings and each
+    starts from the default layout. All of them are removed when the bench's process ends."""
+    global _scratch
+    if _scratch is None:
+        _scratch = tempfile.mkdtemp(prefix="attnexplorer-bench-")
+        atexit.register(shutil.rmtree, _scratch, True)
+    return tempfile.mkdtemp(dir=_scratch)
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a fresh process the bench measures: headless, with settings of its
+    own (``settings_dir``)."""
+    return {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTNEXPLORER_CONFIG_DIR": settings_dir()}
 
 
 def _quiet_offscreen(mode, context, message) -> None:
@@ -20,7 +42,7 @@ def _quiet_offscreen(mode, context, message) -> None:
 
 def start_app():
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    os.environ.setdefault("ATTNEXPLORER_TESTING", "1")  # no real settings or recovery files
+    os.environ.setdefault("ATTNEXPLORER_CONFIG_DIR", settings_dir())  # no real settings or recovery files
     from PySide6.QtCore import qInstallMessageHandler
 
     from ..ui.app import make_app

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from .harness import open_window, start_app, table_scroll_ms
+from .harness import child_env, open_window, start_app, table_scroll_ms
 
 TARGETS = {"large_block_ms": 50.0, "large_peak_mb": 2048.0}
 
@@ -77,7 +77,7 @@ def large_probe(n: int, heads: int) -> None:
 def bench_large(n: int, heads: int) -> dict:
     code = f"from attnexplorer.bench.large import large_probe; large_probe({n}, {heads})"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTNEXPLORER_TESTING": "1"})
+                          env=child_env())
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         return {"n": n, "heads": heads, "error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}

@@ -27,6 +27,8 @@ import sys
 import threading
 import time
 
+from .harness import child_env
+
 # The block target of the long-inputs issue (GUI never blocked more than this).
 BLOCK_TARGET_MS = 50.0
 
@@ -176,9 +178,9 @@ def _zoom_latencies(window, document) -> dict:
 def bench_window(n: int, heads: int) -> dict:
     """The window row, from a fresh process (``window_probe``)."""
     code = f"from attnexplorer.bench.long_window import window_probe; window_probe({n}, {heads})"
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTNEXPLORER_TESTING": "1"}
     try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                              env=child_env())
     except subprocess.TimeoutExpired:
         return {"n": n, "heads": heads, "error": "took more than 600 s"}
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]

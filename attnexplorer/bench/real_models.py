@@ -25,10 +25,11 @@ the weights and everything, target < 2 GB), and the GUI thread's longest stall m
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
+
+from .harness import child_env
 
 TARGETS = {"minilm": 3.0, "smollm2": 5.0}
 
@@ -147,9 +148,8 @@ LONG_TOKENS, LONG_LAYER, LONG_PEAK_MB = 4096, 12, 2048
 
 
 def _probe(code: str, name: str, *args: str) -> dict:
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTNEXPLORER_TESTING": "1"}
     proc = subprocess.run([sys.executable, "-c", code, name, *args], capture_output=True, text=True, timeout=1800,
-                          env=env)
+                          env=child_env())
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
         return {"error": lines[-1] if lines else f"exit status {proc.returncode}"}

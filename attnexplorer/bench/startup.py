@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 from statistics import median
+
+from .harness import child_env
 
 TARGETS = {"startup_extra_s": 0.7}
 
@@ -26,24 +27,28 @@ def bench_startup(repeats: int) -> dict:
     interpreter's exit (about 0.4 s with torch loaded) counts on neither side."""
     from .startup_probe import COMMAND
 
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTNEXPLORER_TESTING": "1"}
-    # Installed packages start from compiled bytecode (pip compiles them); a checkout run with
-    # PYTHONDONTWRITEBYTECODE would compile every module of ours on every start, which no
-    # installed app does. An untimed first run of each command writes the bytecode (and warms
-    # the file cache alike for both).
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    def env() -> dict[str, str]:  # each window process starts from settings of its own
+        out = child_env()
+        # Installed packages start from compiled bytecode (pip compiles them); a checkout run with
+        # PYTHONDONTWRITEBYTECODE would compile every module of ours on every start, which no
+        # installed app does. An untimed first run of each command writes the bytecode (and warms
+        # the file cache alike for both).
+        out.pop("PYTHONDONTWRITEBYTECODE", None)
+        return out
+
     baseline_cmd = [sys.executable, "-c",
                     "import torch, PySide6.QtWidgets, pyqtgraph; import time; print('imported', time.time())"]
     # The window opened as `attnexplorer --preset pronoun` opens it, then quit after its first
     # paint (bench/startup_probe.py).
     app_cmd = [sys.executable, "-c", COMMAND, "--preset", "pronoun"]
     for cmd in (baseline_cmd, app_cmd):
-        subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+        subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env())
     base, app = [], []
     for _ in range(repeats):
         for cmd, word, into in ((baseline_cmd, "imported", base), (app_cmd, "painted", app)):
+            child = env()
             start = time.time()  # wall clock: compared with the child's own time.time()
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=child)
             stamp = _stamp(proc, word)
             if proc.returncode != 0 or stamp is None:
                 return {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}

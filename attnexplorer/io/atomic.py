@@ -6,7 +6,8 @@ and fsync the folder. If anything fails, the temporary file is removed, the old 
 any) is untouched, and a ``WriteError`` says what could not be written and why, in one line.
 
 A process killed mid-write cannot remove its temporary (``.NAME.<12 hex>.tmp``, as big as the
-file). The writer holds an OS lock on it (``io.filelock``) while writing, so
+file). The writer holds an OS lock on it (the filelock package's ``lock_descriptor``: the
+kernel drops it when the writer's process ends) while writing, so
 ``remove_stale_temporaries`` can tell a dead writer's leftover (unlocked, untouched for a
 minute) from one a live process is writing right now; every successful write of NAME
 removes NAME's stale temporaries.
@@ -28,8 +29,9 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from filelock import lock_descriptor
+
 from ..core.errors import AttnExplorerError
-from .filelock import lock_fd
 
 # A temporary untouched for this long whose lock is free was left by a writer that died. The
 # age closes the gap between creating the file and locking it (and covers file systems where
@@ -99,7 +101,7 @@ def atomic_write_with(path, write) -> None:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     except OSError as err:
         raise WriteError(f"cannot write {path}: {_reason(err)}") from None
-    lock_fd(fd)  # held until closed: see remove_stale_temporaries
+    _try_lock(fd)  # held until closed: see remove_stale_temporaries
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -116,6 +118,14 @@ def atomic_write_with(path, write) -> None:
         raise
     _fsync_folder(folder)
     remove_stale_temporaries(folder, path.name)
+
+
+def _try_lock(fd: int) -> bool:
+    """Lock an open file without waiting; False when another open of it holds the lock."""
+    try:
+        return lock_descriptor(fd, blocking=False)
+    except OSError:
+        return False
 
 
 def remove_stale_temporaries(folder, name: str | None = None,
@@ -138,7 +148,7 @@ def remove_stale_temporaries(folder, name: str | None = None,
             st = os.fstat(fd)
             if not os.path.samestat(st, os.stat(tmp)) or now - st.st_mtime < min_age_s:
                 continue
-            if not lock_fd(fd):
+            if not _try_lock(fd):
                 continue  # a live writer
             try:
                 os.unlink(tmp)

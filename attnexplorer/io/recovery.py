@@ -5,8 +5,9 @@ data folder, for a window whose owner id is ``ID`` (a random hex string):
 
 - ``recovery-ID.json``: its unsaved work (written atomically by ``write_recovery``);
 - ``recovery-ID.claimed-HEX.json``: an orphan it has taken over to offer (``claim``);
-- ``recovery-ID.lock``: held with an OS lock (``io.filelock``) while that window may have
-  files here. The kernel drops it when the process dies, however it dies.
+- ``recovery-ID.lock``: held with an OS lock (``OwnerLock``: the filelock package's ``flock`` or
+  ``LockFileEx``) while that window may have files here. The kernel drops it when the process
+  dies, however it dies.
 
 A recovery file is an **orphan** when its owner's lock is free. ``scan_recoveries`` takes
 that lock while it reads the owner's files, so a live window's files are never read, moved or
@@ -36,11 +37,12 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import filelock
+
 from ..core.errors import AttnExplorerError
 from ..core.session import Session
 from .atomic import atomic_write_with, remove_stale_temporaries
 from .json_pieces import write_json
-from .filelock import FileLock
 
 RECOVERY_FORMAT = "attnexplorer-recovery"
 RECOVERY_VERSION = 1
@@ -71,9 +73,57 @@ def lock_file(directory, owner: str) -> Path:
     return Path(directory) / f"recovery-{owner}.lock"
 
 
-def owner_lock(directory, owner: str) -> FileLock:
+class OwnerLock:
+    """An exclusive lock held through ``path`` for as long as this object (and process) holds it.
+
+    The operating system's own lock, through the filelock package (``flock`` on POSIX,
+    ``LockFileEx`` on Windows): it belongs to an open file, so the kernel drops it the moment
+    its process ends, however it ends (``kill -9``, a crash). No pid is written or compared.
+    Two ``OwnerLock``s of one path in one process are two lockers, so a window's own scan sees
+    its own files as taken, like any other window's. Never the package's existence-only soft
+    lock, which a killed process would leave held; and shared across threads (the autosave's
+    thread takes it, closing the window releases it).
+
+    ``acquire()`` never waits: True when this object now holds the lock (or already did),
+    False when someone else holds it or the file cannot be opened. ``release(remove=True)``
+    deletes the file while still holding the lock, so nobody can take the old file's lock in
+    between and believe the owner dead while a fresh owner re-creates it (a lock taken on a
+    file already deleted does not count: filelock checks that the file still has a name).
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self._lock = filelock.FileLock(self.path, thread_local=False, fallback_to_soft=False,
+                                       preserve_lock_file=True)
+
+    @property
+    def held(self) -> bool:
+        return self._lock.is_locked
+
+    def acquire(self) -> bool:
+        if self._lock.is_locked:
+            return True
+        try:
+            self._lock.acquire(blocking=False)
+        except (filelock.Timeout, OSError):
+            return False
+        return True
+
+    def release(self, remove: bool = False) -> None:
+        if not self._lock.is_locked:
+            return
+        if remove:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)  # Windows refuses while it is open: tried again below
+        self._lock.release(force=True)
+        if remove and os.name == "nt":  # pragma: no cover - Windows only
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+
+
+def owner_lock(directory, owner: str) -> OwnerLock:
     """The lock a window holds while it has (or may write) recovery files."""
-    return FileLock(lock_file(directory, owner))
+    return OwnerLock(lock_file(directory, owner))
 
 
 def _describe_time(saved_at: float) -> str:

@@ -1,14 +1,14 @@
 """Where attnexplorer keeps what it remembers, and a small typed wrapper over QSettings.
 
-Two places, chosen so that tests and a second installation never touch a user's files:
+Two places, which the environment can move so that a second installation, the tests and the
+bench never touch a user's files:
 
 - **settings** (window geometry, dock layout, last session, recent files): QSettings. When the
-  environment names a folder in ``ATTNEXPLORER_CONFIG_DIR``, an INI file there is used; when
-  ``ATTNEXPLORER_TESTING`` is set (``tests/conftest.py`` sets it) and no folder is named, a
-  private temporary folder for this process is used. Otherwise the platform's native store
-  under organisation and application "attnexplorer".
+  environment names a folder in ``ATTNEXPLORER_CONFIG_DIR``, an INI file there is used (the
+  tests name one per test in ``tests/conftest.py``, the bench one per window). Otherwise the
+  platform's native store under organisation and application "attnexplorer".
 - **data** (the autosave recovery files): ``ATTNEXPLORER_DATA_DIR`` when set, else
-  ``<config dir>/data`` under the two overrides above, else platformdirs'
+  ``<config dir>/data`` when the settings folder is named, else platformdirs'
   ``user_data_dir("attnexplorer")``.
 
 Both are read from the environment on every call, so a test can point them at ``tmp_path``
@@ -17,10 +17,7 @@ with ``monkeypatch.setenv`` and get fresh, isolated settings.
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings
@@ -33,25 +30,11 @@ MAX_RECENT = 10
 # restoreState refuses a state saved under another version and the default layout is used.
 LAYOUT_VERSION = 1
 
-_test_dir: Path | None = None
-
-
-def _testing_dir() -> Path:
-    """One throw-away folder per test process, removed when the process ends."""
-    global _test_dir
-    if _test_dir is None:
-        _test_dir = Path(tempfile.mkdtemp(prefix="attnexplorer-test-"))
-        atexit.register(shutil.rmtree, _test_dir, True)
-    return _test_dir
-
-
 def config_dir() -> Path | None:
     """The folder holding the settings INI file, or None for the platform's native store."""
     named = os.environ.get("ATTNEXPLORER_CONFIG_DIR")
     if named:
         return Path(named)
-    if os.environ.get("ATTNEXPLORER_TESTING"):
-        return _testing_dir()
     return None
 
 

@@ -13,10 +13,9 @@ import pytest
 
 from attnexplorer.core.presets import build_preset
 from attnexplorer.io.atomic import STALE_TMP_AGE_S, atomic_write_text, remove_stale_temporaries
-from attnexplorer.io.filelock import FileLock
 from attnexplorer.io.recovery import (
-    RECOVERY_FORMAT, claim, find_recoveries, lock_file, owner_lock, read_recovery, scan_recoveries,
-    slot_file, write_recovery)
+    RECOVERY_FORMAT, OwnerLock, claim, find_recoveries, lock_file, owner_lock, read_recovery,
+    scan_recoveries, slot_file, write_recovery)
 from attnexplorer.io.session_file import session_to_dict
 
 
@@ -47,8 +46,8 @@ def test_an_orphan_is_found_and_a_live_owners_file_is_not(tmp_path, session):
 
 def _hold_lock_in_child(path):
     """A separate process that holds ``path``'s lock until killed."""
-    code = ("import sys, time; from attnexplorer.io.filelock import FileLock; "
-            "l = FileLock(sys.argv[1]); assert l.acquire(); print('held', flush=True); time.sleep(600)")
+    code = ("import sys, time; from attnexplorer.io.recovery import OwnerLock; "
+            "l = OwnerLock(sys.argv[1]); assert l.acquire(); print('held', flush=True); time.sleep(600)")
     child = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE)
     assert child.stdout.readline().strip() == b"held"
     return child
@@ -59,7 +58,7 @@ def test_a_process_that_dies_frees_its_files_for_the_next_start(tmp_path, sessio
     try:
         write_recovery(slot_file(tmp_path, "w1"), session, None)
         assert find_recoveries(tmp_path) == []  # its window is running
-        assert not FileLock(lock_file(tmp_path, "w1")).acquire()
+        assert not OwnerLock(lock_file(tmp_path, "w1")).acquire()
     finally:
         child.kill()
         child.wait()

@@ -16,6 +16,7 @@ from attnexplorer.core.presets import build_preset, reference_curves
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels import EmbeddingPanel, ExplainPanel, QueryPanel, SignalPanel
 from attnexplorer.ui.panels import theme
+from ui_helpers import drawn, legend_entries
 from ui_helpers import shown as _shown
 
 shown = partial(_shown, size=(460, 340))  # these charts need a little more room
@@ -113,7 +114,7 @@ def test_clicking_a_weight_bar_selects_its_key(pronoun, qtbot):
 def test_signal_plot_draws_clean_noisy_and_output(sine, qtbot):
     panel = shown(qtbot, SignalPanel(sine))
     assert panel.applies_to(sine.session)
-    curves = panel.curves()
+    curves = {name: drawn(getattr(panel, name)) for name in ("clean", "noisy", "output")}
     reference = reference_curves(sine.session)
     position = reference["position"]
     np.testing.assert_allclose(curves["clean"][0], position)
@@ -126,7 +127,7 @@ def test_signal_plot_draws_clean_noisy_and_output(sine, qtbot):
     x = np.array(sine.session.embeddings)
     x[5, 0] += 3.0
     sine.edit(sine.session.replace(embeddings=x), "move a sample")
-    curves = panel.curves()
+    curves = {name: drawn(getattr(panel, name)) for name in ("noisy", "output")}
     assert curves["noisy"][1][5] == pytest.approx(x[5, 0])
     np.testing.assert_allclose(curves["output"][1], sine.result.output[:, 0])
     sine.selection.set(query=7)
@@ -147,8 +148,9 @@ def test_embedding_scatter_and_arrows(pronoun, qtbot):
     panel = shown(qtbot, EmbeddingPanel(pronoun))
     pronoun.selection.set(query=6, key=1)
     result = pronoun.result
-    np.testing.assert_allclose(panel.point_positions(), pronoun.session.embeddings)
-    np.testing.assert_allclose(panel.query_vector(), result.Q[0, 6, :2], rtol=1e-6)
+    np.testing.assert_allclose(np.column_stack(drawn(panel.points)), pronoun.session.embeddings)
+    x, y = panel.query_arrow.getData()
+    assert (x[1], y[1]) == pytest.approx(tuple(result.Q[0, 6, :2]), rel=1e-6)
     assert [t.toPlainText() for t in panel.labels if t.isVisible()] == list(result.tokens)
     assert panel.tip_labels[1].toPlainText() == f"k: {result.tokens[1]}"
     x, y = panel.key_arrow.getData()
@@ -166,7 +168,7 @@ def test_embedding_labels_do_not_overlap_and_sit_by_their_points(pronoun, qtbot)
             assert not rects[a].intersects(rects[b]), (labels[a].toPlainText(), labels[b].toPlainText())
     # each label is nearer its own point than any other point, on screen
     vb = panel.plot.vb
-    points = [vb.mapViewToScene(QPointF(*p)) for p in panel.point_positions()]
+    points = [vb.mapViewToScene(QPointF(*p)) for p in np.column_stack(drawn(panel.points))]
 
     def gap(rect, p):
         return np.hypot(max(rect.left() - p.x(), 0, p.x() - rect.right()), max(rect.top() - p.y(), 0, p.y() - rect.bottom()))
@@ -281,7 +283,7 @@ def test_stacked_output_bars_have_a_legend_of_their_keys(pronoun, qtbot):
     panel = shown(qtbot, QueryPanel(pronoun))
     pronoun.compute.wait_idle(60)
     pronoun.selection.set(query=6)
-    entries = panel.legend_entries()
+    entries = legend_entries(panel.legend)
     names = [name for name, _ in entries]
     assert names[:2] == ["'dog'", "'ball'"]  # she's largest weights, largest first
     colours = dict(entries)

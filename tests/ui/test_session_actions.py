@@ -13,6 +13,7 @@ from attnexplorer.io.session_file import load_session, save_session
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.main_window import MainWindow
 from attnexplorer.ui.settings import AppSettings
+from ui_helpers import drawn
 
 # PySide6 6.12's emit() drops a reference to True on every call (see ui/app.py); without this
 # the test process aborts after a few thousand emits on CPython 3.11.
@@ -250,6 +251,6 @@ def test_an_opened_sine_session_draws_its_own_signal(win, tmp_path, qtbot):
     assert win.document.compute.wait_idle()
     panel = next(p for p in win.panels if p.kind == "signal")
     panel.refresh()
-    curves = panel.curves()
+    curves = {name: drawn(getattr(panel, name)) for name in ("clean", "output")}
     assert len(curves["clean"][0]) == len(curves["output"][0]) == 90
     np.testing.assert_allclose(curves["clean"][1], np.sin(2 * np.pi * np.arange(90) / 89))

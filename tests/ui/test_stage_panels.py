@@ -19,7 +19,7 @@ from attnexplorer.core.stages import Norm, Positions, Source, norm_statistics, s
 from attnexplorer.ui import figures
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels import AlibiPanel, InputPanel, QKVPanel, QueryPanel, RopePanel
-from ui_helpers import shown
+from ui_helpers import legend_entries, shown
 
 
 @pytest.fixture
@@ -173,7 +173,7 @@ def test_cross_attention_query_legend_names_source_tokens_beyond_the_queries(mak
     doc = make_doc(s)
     panel = shown(qtbot, QueryPanel(doc), (480, 420))
     doc.selection.set(query=2)
-    names = [name for name, _ in panel.legend_entries()]
+    names = [name for name, _ in legend_entries(panel.legend)]
     assert names[0] == "'black'" and "'.'" in names and not {"'le'", "'chat'", "'noir'"} & set(names)
 
 

@@ -2,7 +2,20 @@
 
 # A main window opened and closed as the bench does it: ``open_window(session, size)`` gives
 # ``(document, window)`` shown and painted once; ``close_window`` closes it without asking.
+import numpy as np
+
 from attnexplorer.bench.harness import close_window, open_window  # noqa: F401
+
+
+def drawn(item) -> tuple[np.ndarray, np.ndarray]:
+    """The (x, y) a pyqtgraph curve or scatter item draws; empty arrays when it draws nothing."""
+    x, y = item.getData()
+    return (np.zeros(0), np.zeros(0)) if x is None else (np.asarray(x), np.asarray(y))
+
+
+def legend_entries(legend) -> list[tuple[str, str]]:
+    """(label, colour name) of each entry of a pyqtgraph legend of bars, in order."""
+    return [(label.text, sample.item.opts["brush"].color().name()) for sample, label in legend.items]
 
 
 def shown(qtbot, panel, size=(420, 320)):

@@ -148,15 +148,6 @@ class EmbeddingPanel(FigurePanel):
     def applies_to(self, session) -> bool:
         return session.d == 2
 
-    # -- reading (tests) ------------------------------------------------------------------------
-    def point_positions(self) -> np.ndarray:
-        x, y = self.points.getData()
-        return np.column_stack([x, y])
-
-    def query_vector(self) -> np.ndarray:
-        x, y = self.query_arrow.getData()
-        return np.array([x[1], y[1]]) if x is not None and len(x) > 1 else np.zeros(2)
-
     # -- drawing ----------------------------------------------------------------------------------
     def redraw(self) -> None:
         result = self.document.result

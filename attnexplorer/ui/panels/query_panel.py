@@ -300,10 +300,6 @@ class QueryPanel(FigurePanel):
         for k, name in enumerate(names):
             self.legend.addItem(self._legend_samples[k if k < own_colours else -1], name)
 
-    def legend_entries(self) -> list[tuple[str, str]]:
-        """(key label, colour name) of each legend entry, in order (for tests)."""
-        return [(label.text, sample.item.opts["brush"].color().name()) for sample, label in self.legend.items]
-
     # -- mouse ------------------------------------------------------------------------------
     def _on_scene_clicked(self, event) -> None:
         if event.button() != Qt.MouseButton.LeftButton:

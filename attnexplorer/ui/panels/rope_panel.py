@@ -111,7 +111,7 @@ class RopePanel(FigurePanel):
         self.figure.layout.setColumnStretchFactor(1, 1)
         self._pair = 0
         self._pair_names: list[str] = []
-        self.drawn = None  # the RopePair drawn last (tests read it)
+        self.drawn = None  # the RopePair on screen (its numbers: the angles, the scores before and after)
 
     def applies_to(self, session) -> bool:
         return session.positions is not None and session.positions.kind == "rope"

@@ -73,14 +73,6 @@ class SignalPanel(FigurePanel):
     def selection_marks(self) -> list:
         return [self.marker]
 
-    # -- reading (tests) ------------------------------------------------------------------------
-    def curves(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """{"clean", "noisy", "output"}: the (x, y) drawn, empty arrays when hidden."""
-        def xy(item):
-            x, y = item.getData()
-            return (np.zeros(0), np.zeros(0)) if x is None else (np.asarray(x), np.asarray(y))
-        return {"clean": xy(self.clean), "noisy": xy(self.noisy), "output": xy(self.output)}
-
     # -- drawing ----------------------------------------------------------------------------------
     def redraw(self) -> None:
         result = self.document.result

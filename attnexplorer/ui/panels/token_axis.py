@@ -75,7 +75,7 @@ class TokenAxis(pg.AxisItem):
             self.update()
 
     def visible_labels(self) -> list[str]:
-        """The labels the axis writes now (for tests and read-outs)."""
+        """The labels the axis writes now, at its present range and size."""
         view = self.linkedView()
         if view is None:
             return []
