@@ -9,6 +9,7 @@ import, the lazy ones inside functions too (grimp walks the syntax tree).
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -64,3 +65,33 @@ def test_the_check_sees_a_cycle_and_an_import_into_the_bench(tmp_path):
     assert "No import cycles between the modules of a package BROKEN" in proc.stdout
     assert ".session -> .presets" in proc.stdout or ".presets -> .session" in proc.stdout
     assert "attnexplorer.ui.app -> attnexplorer.bench.harness" in proc.stdout
+
+
+def _imports_of_ours(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import of an attnexplorer module in ``path``,
+    relative ones resolved, the lazy ones inside functions too."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    package = parts[:-1]  # a module's package; for __init__.py, the package itself
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - (node.level - 1)] if node.level else []
+            found.append((node.lineno, ".".join(base + ([node.module] if node.module else []))))
+    return [(line, name) for line, name in found if name == "attnexplorer" or name.startswith("attnexplorer.")]
+
+
+def _exists(module: str) -> bool:
+    path = ROOT.joinpath(*module.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file() or module == "attnexplorer.resources"
+
+
+def test_every_import_of_ours_names_a_module_that_exists():
+    # lint-imports skips an import it cannot resolve, and a lazy one fails only when it runs:
+    # a module moved into a sub-package kept `from .core.engine import ...`, which broke
+    # `attnexplorer bench` with every test passing.
+    broken = [f"{path.relative_to(ROOT)}:{line} imports {module}"
+              for path in sorted((ROOT / "attnexplorer").rglob("*.py"))
+              for line, module in _imports_of_ours(path) if not _exists(module)]
+    assert broken == []

@@ -65,7 +65,7 @@ def machine_info() -> dict:
                     break
     except OSError:
         pass
-    from .core.engine import available_devices
+    from ..core.engine import available_devices
 
     info = {
         "python": platform.python_version(),
@@ -91,7 +91,7 @@ def machine_info() -> dict:
 
 # -- the command ----------------------------------------------------------------------------------
 def collect(quick: bool = False, device: str | None = None) -> dict:
-    from .core.engine import available_devices
+    from ..core.engine import available_devices
 
     devices = [device] if device else [d for d in available_devices() if d in ("cpu", "cuda")]
     started = time.perf_counter()
