@@ -14,7 +14,10 @@ def drawn(item) -> tuple[np.ndarray, np.ndarray]:
 
 
 def legend_entries(legend) -> list[tuple[str, str]]:
-    """(label, colour name) of each entry of a pyqtgraph legend of bars, in order."""
+    """(label, colour name) of each entry of a legend of bars, in order: a KeyLegend's
+    entries (what it paints) or a pyqtgraph legend's items."""
+    if hasattr(legend, "entries"):
+        return [(name, color.name()) for name, color in legend.entries]
     return [(label.text, sample.item.opts["brush"].color().name()) for sample, label in legend.items]
 
 

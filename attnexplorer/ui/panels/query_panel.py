@@ -5,7 +5,7 @@ computed, the mask throws it away); top right, its weights (they sum to 1). Belo
 output (the selected head's, before W_o) split into each key's contribution weight × v:
 one stacked bar per output dimension, positive parts stacked up and negative parts down,
 with a black outline at the total. The keys with the largest weights get their own colour,
-the same colour as their bar in the weights chart, named in the legend below the bars; the
+the same colour as their bar in the weights chart, named in the legend beside the bars; the
 rest are grey and summed as "other keys". Hovering a stacked part names its key.
 """
 
@@ -18,6 +18,7 @@ from PySide6.QtCore import Qt
 from . import theme
 from .common import FigurePanel, clamp_selection, feature_names, query_row
 from .bars import Bars
+from .key_legend import KeyLegend
 from .token_axis import TokenAxis
 
 # Keys drawn with their own colour in the contribution chart; the rest become "other keys".
@@ -162,7 +163,11 @@ class QueryPanel(FigurePanel):
         theme.light_grid(self.sum_chart, y=True)
         self.sum_chart.getAxis("left").enableAutoSIPrefix(False)
         self.sum_chart.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("k", width=1)), ignoreBounds=True)
-        self.figure.addItem(self.sum_chart, row=2, col=0, colspan=2)
+        # The stacked bars and their legend share the second row's width; the legend paints
+        # itself (key_legend.py) and asks for no height, so the charts above keep theirs.
+        self.lower = self.figure.addLayout(row=2, col=0, colspan=2)
+        self.lower.setContentsMargins(0, 0, 0, 0)
+        self.lower.addItem(self.sum_chart, row=0, col=0)
         # A fixed pool: one bar item per colour, reused on every redraw.
         self.parts = [Bars(width=0.7, brush=color, pen=None) for color in theme.CATEGORY_COLORS]
         for part in self.parts:
@@ -172,20 +177,11 @@ class QueryPanel(FigurePanel):
         self._sum_dims = self._sum_full_dims = -1
         self.sum_chart.addItem(self.totals)
         self._groups: list[tuple[str, np.ndarray]] = []
-        # Which colour is which key: a legend beside the stacked bars. Its entries are
-        # rebuilt only when the keys drawn change (not on every edit of a weight).
-        # Beside the bars, one key a line: below them it took the height the charts need.
-        self.legend = pg.LegendItem(colCount=1, labelTextSize="8pt", verSpacing=-8)
-        self.figure.addItem(self.legend, row=2, col=2)
-        # (Scatter items: a legend draws a PlotDataItem's sample from its data's brush, which
-        # an item with no data does not have yet.)
-        self._legend_samples = [pg.ScatterPlotItem(symbol="s", size=9, pen=None, brush=pg.mkBrush(color))
-                                for color in theme.CATEGORY_COLORS]
-        self._legend_names: tuple[str, ...] = ()
+        # Which colour is which key, beside the stacked bars.
+        self.legend = KeyLegend()
+        self.lower.addItem(self.legend, row=0, col=1)
         self.figure.layout.setRowStretchFactor(1, 1)
         self.figure.layout.setRowStretchFactor(2, 1)
-        # The two charts of the first row share the width; the legend's column takes only
-        # what its labels need.
         self.figure.layout.setColumnStretchFactor(0, 1)
         self.figure.layout.setColumnStretchFactor(1, 1)
         self._contributions: dict = {}
@@ -248,6 +244,7 @@ class QueryPanel(FigurePanel):
         if result.V is None or result.head_outputs is None:
             for part in self.parts:
                 part.setOpts(x=[], height=[])
+            self.legend.set_entries([])
             return
         weights = np.asarray(weights, dtype=np.float64)
         full_d_v = result.V.shape[2]
@@ -289,16 +286,8 @@ class QueryPanel(FigurePanel):
         self._sum_y_range = set_nice_y_range(self.sum_chart, np.concatenate([up, down, total]), self._sum_y_range)
         self._groups = groups
         # Key labels: the source's tokens in cross-attention, which may outnumber the queries.
-        names = tuple(repr(result.key_tokens[k]) for k in shown) + ((f"other keys ({len(rest)})",) if rest else ())
-        self._set_legend(names, len(shown))
-
-    def _set_legend(self, names: tuple[str, ...], own_colours: int) -> None:
-        if names == self._legend_names:
-            return
-        self._legend_names = names
-        self.legend.clear()
-        for k, name in enumerate(names):
-            self.legend.addItem(self._legend_samples[k if k < own_colours else -1], name)
+        self.legend.set_entries([(repr(result.key_tokens[k]), theme.CATEGORY_COLORS[i]) for i, k in enumerate(shown)]
+                                + ([(f"other keys ({len(rest)})", theme.CATEGORY_COLORS[-1])] if rest else []))
 
     # -- mouse ------------------------------------------------------------------------------
     def _on_scene_clicked(self, event) -> None:
