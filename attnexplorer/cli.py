@@ -24,6 +24,24 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _unknown_command(argv: list[str]) -> str | None:
+    """Why ``argv`` starts with a word that is neither a command nor a file (``exprt``), or None.
+
+    Without this a typo was taken for a session file and the rest of the line reported instead
+    ("give either a session file or --preset, not both")."""
+    from pathlib import Path
+
+    word = argv[0] if argv else ""
+    if not word or word.startswith("-") or "." in word or "/" in word or "\\" in word or Path(word).exists():
+        return None
+    import difflib
+
+    close = difflib.get_close_matches(word, SUBCOMMANDS, n=1)
+    hint = f"did you mean `attnexplorer {close[0]}`? " if close else ""
+    return (f"{word!r} is not a command or a session file: {hint}the commands are {', '.join(SUBCOMMANDS)} "
+            "(see `attnexplorer --help`)")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     from .core.errors import AttnExplorerError
@@ -61,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
                 from .bench.run import run_bench
 
                 return run_bench(build_bench_parser().parse_args(rest))
+        unknown = _unknown_command(argv)
+        if unknown:
+            return _fail(unknown)
         args = build_parser().parse_args(argv)
         if args.self_test:
             from .selftest import run_self_test

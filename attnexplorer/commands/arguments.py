@@ -131,7 +131,7 @@ def build_bench_parser() -> argparse.ArgumentParser:
 
 
 def build_import_model_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="attnexplorer import-model",
         description="Run a real model on a text and write one layer's attention as a session file "
         "(version 2), exact to the model's own numbers. Nothing is downloaded.",

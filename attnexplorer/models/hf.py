@@ -83,11 +83,23 @@ class TransformersTokenizer:
         return self.tokenizer.convert_ids_to_tokens(int(token_id)) or ""
 
 
+# The files a tokenizer is built from: a folder with none of them has no tokenizer, and
+# transformers then fails with a message that names none of them (or builds one that gives
+# no tokens).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.txt", "vocab.json", "spiece.model",
+                   "sentencepiece.bpe.model")
+
+
 def load_tokenizer(folder: Path, gguf: str | None, label: str) -> TransformersTokenizer:
+    if gguf is None and not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelError(f"{label}: the folder holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}): "
+                         "copy the model's tokenizer files next to its weights")
     transformers = transformers_module()
     try:
         with offline():
             tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf, local_files_only=True)
+    except KeyError as err:   # a malformed tokenizer file: transformers says only the key
+        raise ModelError(f"{label}: cannot load the tokenizer: its files are malformed (no {err} entry)") from None
     except Exception as err:
         raise ModelError(f"{label}: cannot load the tokenizer: {first_line(err)}") from None
     return TransformersTokenizer(tokenizer)

@@ -261,7 +261,8 @@ def read_tokenizer(folder: Path, kind: str) -> NativeTokenizer:
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as err:   # tokenizers raises a bare Exception for a malformed file
-        raise NotNative(f"tokenizer.json: {err}") from None
+        # transformers reads the same file and fails with less to say ("'added_tokens'")
+        raise ModelError(f"{folder.name}: tokenizer.json cannot be read: {str(err).strip() or type(err).__name__}") from None
     tokenizer.no_padding()
     tokenizer.no_truncation()
     if kind == "bert":

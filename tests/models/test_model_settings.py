@@ -181,3 +181,16 @@ def test_each_control_character_has_a_visible_form():
         for style in ("bytelevel", "sentencepiece", "wordpiece"):
             shown = readable_piece(f"a{chr(code)}b", style)
             assert not any(control_character(ch) for ch in shown), (hex(code), style, shown)
+
+
+def test_a_malformed_or_missing_tokenizer_is_named(tiny_llama, tmp_path):
+    # issue 27, item 10: "'added_tokens'" and "the text gives no tokens"
+    garbled = _variant(tiny_llama, tmp_path, "garbled")
+    (garbled / "tokenizer.json").write_text('{"version": "1.0", "model": 3')
+    with pytest.raises(ModelError, match="tokenizer.json cannot be read"):
+        load_model(str(garbled))
+    bare = _variant(tiny_llama, tmp_path, "bare")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (bare / name).unlink()
+    with pytest.raises(ModelError, match="holds no tokenizer"):
+        load_model(str(bare))
