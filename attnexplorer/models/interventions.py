@@ -140,6 +140,12 @@ class Behaviour:
         return layer_edit(self.kind, self.loaded.config, self.loaded.weights, self.run, layer, session,
                           self.model_session(layer), self.loaded.source.label)
 
+    def effective(self, interventions: Interventions) -> Interventions:
+        """The interventions without the edited layers that are the model's own (a layer loaded
+        into the tables and not changed, or changed back)."""
+        kept = tuple((layer, s) for layer, s in interventions.edits if self.layer_edit(layer, s).changed)
+        return interventions if len(kept) == len(interventions.edits) else replace(interventions, edits=kept)
+
     def check(self, interventions: Interventions) -> None:
         """ModelError for what cannot be applied to this model and text."""
         L, H = self.loaded.num_layers, self.loaded.num_heads
@@ -246,6 +252,7 @@ class Behaviour:
                 target: str | None = None, versus: str | None = None, lens: bool = False, cancelled=None) -> dict:
         """The prediction as ``attnexplorer predict --json`` prints it (see the README)."""
         n = len(self.run.ids)
+        interventions = self.effective(interventions)
         if self.problem:
             return self._embedding_only(interventions, cancelled)
         position = self.default_position() if position is None else position
@@ -266,7 +273,9 @@ class Behaviour:
         edited = None
         if after is not None:
             edited = _scores(self.logits(after[-1][position]))
-            out["intervened"] = {"top": self._top(edited, top, base), "interventions": interventions.describe()}
+            out["intervened"] = {"top": self._top(edited, top, base), "interventions": interventions.describe(),
+                                 # the unedited top tokens under the interventions, for drawing them side by side
+                                 "baseline_top": [self._one(edited, e["id"]) for e in out["baseline"]["top"]]}
         if picked:
             out["target"] = self._target(picked, base, edited, target, versus)
         if lens:

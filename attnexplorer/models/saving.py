@@ -40,7 +40,10 @@ def folded_weights(behaviour, interventions) -> dict:
     ModelError naming what cannot be folded."""
     loaded = behaviour.loaded
     kind = loaded.family.name
+    interventions = behaviour.effective(interventions)
     behaviour.check(interventions)
+    if interventions.empty:
+        raise ModelError("nothing to save: no head is ablated and no layer edited")
     unfoldable = sorted({a.kind for a in interventions.ablations} - {"zero"})
     if unfoldable:
         heads = ", ".join(a.describe() for a in interventions.ablations if a.kind != "zero")

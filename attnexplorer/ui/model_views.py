@@ -3,9 +3,11 @@
 - ``ModelGrid``: every layer × head attention pattern as a thumbnail (queries down, keys
   across, viridis 0…1), layers down the side, heads along the top; a tall model is folded into
   side-by-side bands of layers so that all of it fits the window (``models.views.grid_layout``).
-  Clicking a thumbnail emits ``chosen(layer, head)``. One widget paints all of them (30 × 9
-  thumbnails for SmolLM2 would be 270 child widgets otherwise); each thumbnail is a QImage made
-  once per run.
+  Clicking a thumbnail emits ``chosen(layer, head)``; Ctrl+click, or the context menu, asks to
+  ablate the head (``ablate(layer, head, kind)``, kind None to restore it; ``reset`` for all),
+  and ablated heads are marked (a red cross and the ablation's letter: Z, M or P). One widget
+  paints all of them (30 × 9 thumbnails for SmolLM2 would be 270 child widgets otherwise);
+  each thumbnail is a QImage made once per run.
 - ``HeadView``: the tokens in two columns (queries left, keys right) joined by lines whose
   opacity is the weight, for one head or all heads in their colours; hovering a token keeps only
   its lines. The line list comes from ``models.views.head_lines`` (tested without Qt).
@@ -17,7 +19,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPen
-from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
+from PySide6.QtWidgets import QMenu, QSizePolicy, QToolTip, QWidget
 
 from ..models.views import grid_layout, head_colours, head_lines
 
@@ -33,8 +35,13 @@ def _thumbnail(weights: np.ndarray) -> QImage:
     return image.copy()   # own the pixels: the numpy buffer goes away
 
 
+ABLATION_LABELS = {"zero": "Zero-ablate", "mean": "Mean-ablate", "patch": "Patch from the second text"}
+
+
 class ModelGrid(QWidget):
     chosen = Signal(int, int)   # layer, head
+    ablate = Signal(int, int, object)   # layer, head, "zero" | "mean" | "patch" | None (restore)
+    reset = Signal()
 
     MIN_CELL, MAX_CELL = 36, 120
     GAP = 4
@@ -43,6 +50,7 @@ class ModelGrid(QWidget):
         super().__init__(parent)
         self._images: list[list[QImage]] = []
         self._selected: tuple[int, int] | None = None
+        self.ablations: dict[tuple[int, int], str] = {}
         self.CELL = self.MIN_CELL
         self.bands = 1
         self.setMouseTracking(True)
@@ -55,6 +63,11 @@ class ModelGrid(QWidget):
         self._selected = None
         self._fit()
         self.updateGeometry()
+        self.update()
+
+    def set_ablations(self, ablations: dict[tuple[int, int], str]) -> None:
+        """(layer, head) → the ablation's kind, marked on the thumbnails."""
+        self.ablations = dict(ablations)
         self.update()
 
     def set_selected(self, layer: int | None, head: int | None) -> None:
@@ -159,23 +172,69 @@ class ModelGrid(QWidget):
                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, f"L{l}")
             for h, image in enumerate(row):
                 p.drawImage(self.cell_rect(l, h), image)
+        self._paint_ablations(p)
         if self._selected is not None:
             p.setPen(QPen(QColor(230, 60, 40), 3))
             p.drawRect(self.cell_rect(*self._selected).adjusted(-2, -2, 2, 2))
         p.end()
+
+    def _paint_ablations(self, p: QPainter) -> None:
+        layers, heads, _rows = self._counts()
+        bold = QFont(self.font())
+        bold.setBold(True)
+        p.setFont(bold)
+        for (layer, head), kind in self.ablations.items():
+            if not (0 <= layer < layers and 0 <= head < heads):
+                continue
+            r = self.cell_rect(layer, head)
+            p.fillRect(r, QColor(255, 255, 255, 150))
+            p.setPen(QPen(QColor(200, 20, 30), 2))
+            p.drawLine(r.topLeft(), r.bottomRight())
+            p.drawLine(r.topRight(), r.bottomLeft())
+            p.drawText(r.adjusted(2, 1, -2, -1), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop, kind[0].upper())
+        p.setFont(self.font())
 
     def mouseMoveEvent(self, event) -> None:
         cell = self.cell_at(event.position().x(), event.position().y())
         self.setCursor(Qt.CursorShape.PointingHandCursor if cell else Qt.CursorShape.ArrowCursor)
         if cell:
             QToolTip.showText(event.globalPosition().toPoint(),
-                              f"layer {cell[0]}, head {cell[1]}: click to load this layer into the tables", self)
+                              f"layer {cell[0]}, head {cell[1]}{self._ablation_note(cell)}: click to load this layer "
+                              "into the tables; Ctrl+click to zero-ablate the head (again to restore it); "
+                              "right-click for mean and patched ablation", self)
+
+    def _ablation_note(self, cell) -> str:
+        kind = self.ablations.get(tuple(cell))
+        return f" ({kind}-ablated)" if kind else ""
 
     def mousePressEvent(self, event) -> None:
         cell = self.cell_at(event.position().x(), event.position().y())
-        if cell and event.button() == Qt.MouseButton.LeftButton:
-            self.set_selected(*cell)
-            self.chosen.emit(*cell)
+        if not cell or event.button() != Qt.MouseButton.LeftButton:
+            return
+        if event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            self.ablate.emit(cell[0], cell[1], None if cell in self.ablations else "zero")
+            return
+        self.set_selected(*cell)
+        self.chosen.emit(*cell)
+
+    def menu_for(self, layer: int, head: int) -> QMenu:
+        """The thumbnail's context menu: each ablation, restoring the head, resetting all."""
+        menu = QMenu(self)
+        current = self.ablations.get((layer, head))
+        for kind, label in ABLATION_LABELS.items():
+            action = menu.addAction(f"{label} L{layer}H{head}", lambda k=kind: self.ablate.emit(layer, head, k))
+            action.setCheckable(True)
+            action.setChecked(current == kind)
+        restore = menu.addAction(f"Restore L{layer}H{head}", lambda: self.ablate.emit(layer, head, None))
+        restore.setEnabled(current is not None)
+        menu.addSeparator()
+        menu.addAction("Reset interventions", self.reset.emit)
+        return menu
+
+    def contextMenuEvent(self, event) -> None:
+        cell = self.cell_at(event.pos().x(), event.pos().y())
+        if cell:
+            self.menu_for(*cell).exec(event.globalPos())
 
 
 class HeadView(QWidget):

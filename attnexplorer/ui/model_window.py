@@ -28,7 +28,7 @@ import numpy as np
 
 from PySide6.QtCore import QObject, QThread, Qt, Signal, Slot
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout,
-                               QLabel, QLineEdit, QProgressDialog, QPushButton, QScrollArea, QSpinBox,
+                               QLabel, QLineEdit, QProgressDialog, QPushButton, QScrollArea, QSpinBox, QSplitter,
                                QTabWidget, QVBoxLayout, QWidget)
 
 from ..core.errors import AttnExplorerError
@@ -172,7 +172,9 @@ class _Loader(QObject):
             session = None
             if 0 <= layer < loaded.num_layers:
                 session = session_from_dict(loaded.layer_parts(run, layer), f"{loaded.source.label} layer {layer}")
-            self.done.emit(generation, (loaded, run, session), None)
+            from ..models.interventions import Behaviour
+
+            self.done.emit(generation, (loaded, run, session, Behaviour(loaded, run)), None)
         except Cancelled:
             self.done.emit(generation, None, None)
         except AttnExplorerError as err:
@@ -216,11 +218,29 @@ class ModelWindow(QWidget):
         self.tabs.addTab(head_page, "Head view")
         self.badge = QLabel("")
         self.badge.setObjectName("modelBadge")
+        from .behaviour_bar import BehaviourBar
+        from .predictions import LogitLensPanel, PredictionsPanel
+
+        self.predictions = PredictionsPanel()
+        self.lens = LogitLensPanel()
+        self.behaviour_bar = BehaviourBar()
+        side = QTabWidget()
+        side.addTab(self.predictions, "Predictions")
+        side.addTab(self.lens, "Logit lens")
+        self.side_tabs = side
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self.tabs)
+        split.addWidget(side)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 1)
+        split.setSizes([850, 430])   # SmolLM2's 30 × 9 thumbnails still fold into two bands at 1280 wide
+        self.splitter = split
         layout = QVBoxLayout(self)
         layout.addWidget(self.header)
-        layout.addWidget(self.tabs, 1)
+        layout.addWidget(self.behaviour_bar)
+        layout.addWidget(split, 1)
         layout.addWidget(self.badge)
-        self.resize(1000, 720)
+        self.resize(1280, 800)
 
     def show_run(self, loaded, run, layer: int, head: int = 0) -> None:
         self.loaded, self.run = loaded, run
@@ -301,11 +321,15 @@ class ModelController(QObject):
         self._thread.start()
         self.window = ModelWindow(main_window)
         self.window.layer_chosen.connect(self.load_layer)
+        from .behaviour_control import BehaviourControl
+
+        self.behaviour = BehaviourControl(self, main_window, document)
         document.result_changed.connect(self._on_result)
         # Qt aborts when a QThread object dies while its thread runs: stop it with the controller.
         self._finalizer = weakref.finalize(self, _stop, self._thread, self._loader.cancel)
 
     def shutdown(self) -> None:
+        self.behaviour.shutdown()
         self._finalizer()
 
     def open_dialog(self) -> None:
@@ -361,7 +385,7 @@ class ModelController(QObject):
             return
         if payload is None:
             return
-        loaded, run, session = payload
+        loaded, run, session, behaviour = payload
         spec, text, layer = self._request
         if layer >= loaded.num_layers:
             self.main_window.show_error("Open model", f"layer {layer} is out of range: "
@@ -370,6 +394,7 @@ class ModelController(QObject):
         self.window.show_run(loaded, run, layer)
         self.window.show()
         self.window.raise_()
+        self.behaviour.start(behaviour)
         self.load_layer(layer, 0, session)
 
     def load_layer(self, layer: int, head: int, session=None) -> bool:
@@ -379,6 +404,8 @@ class ModelController(QObject):
 
         loaded, run = self.window.loaded, self.window.run
         if session is None:
+            session = self.behaviour.kept_edit(layer)   # an edited layer stays edited when it comes back
+        if session is None:
             try:
                 session = session_from_dict(loaded.layer_parts(run, layer), f"{loaded.source.label} layer {layer}")
             except AttnExplorerError as err:
@@ -387,10 +414,12 @@ class ModelController(QObject):
         # Set before the switch: a small session's result can arrive inside adopt_session.
         previous, self.tables_layer = self.tables_layer, layer
         self.window.set_layer(layer, head)
+        self.behaviour.tables_loading()   # the selection moves with the new session: not a click
         if not self.actions.adopt_session(session):
             self.tables_layer = previous
             return False
         self.document.selection.set(head=head)
+        self.behaviour.tables_loaded(layer)
         return True
 
     def _on_result(self, result) -> None:
@@ -406,6 +435,7 @@ class ModelController(QObject):
         weights = getattr(result, "weights", None)
         if self.tables_layer is None:
             return
+        self.behaviour.tables_edited(self.tables_layer, session)
         self.window.update_badge(weights, self.tables_layer, result)
         if (weights is not None and not run.long and self.window.layer == self.tables_layer
                 and weights.shape == run.attentions[self.tables_layer].shape):

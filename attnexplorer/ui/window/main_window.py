@@ -188,6 +188,13 @@ class MainWindow(QMainWindow):
             self.model_controller = ModelController(self, self.document, self.actions)
         self.model_controller.open_dialog()
 
+    def save_edited_model(self) -> None:
+        """File ▸ Save edited model as…: the opened model with its interventions folded in."""
+        if self.model_controller is None or self.model_controller.behaviour.behaviour is None:
+            self.show_error("Save edited model", "open a model first (File ▸ Open model…)")
+            return
+        self.model_controller.behaviour.save_dialog()
+
     def export_figure(self):
         return exports.export_figure(self)
 

@@ -24,6 +24,9 @@ def build_menus(window) -> None:
     file.addAction(a.open_action)
     file.addMenu(a.recent_menu)
     window.open_model_action = file.addAction("Open &model…", window.open_model)
+    window.save_model_action = file.addAction("Save edited m&odel as…", window.save_edited_model)
+    window.save_model_action.setToolTip("The opened model with its edited layers and zero-ablated heads in its "
+                                        "weights, as a Hugging Face folder")
     file.addSeparator()
     file.addAction(a.save_action)
     file.addAction(a.save_as_action)

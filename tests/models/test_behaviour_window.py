@@ -1,0 +1,176 @@
+"""The Predictions panel, the logit lens and the ablations in the window, driven on the tiny
+random GPT-2 with its LM head (a real transformers model, through the same worker threads as
+SmolLM2): every number drawn is the one ``Behaviour.predict`` gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+
+from attnexplorer.core.presets import build_preset
+from attnexplorer.models import load_model
+from attnexplorer.models.interventions import Behaviour, Interventions
+from attnexplorer.ui.document import SessionDocument
+from attnexplorer.ui.main_window import MainWindow
+from attnexplorer.ui.settings import AppSettings
+
+TEXT = "The dog fetched the ball and she was happy"
+
+
+@pytest.fixture
+def opened(qtbot, tmp_path, monkeypatch, tiny_gpt2_lm):
+    from attnexplorer.ui.model_window import ModelController
+
+    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
+    doc = SessionDocument(build_preset("pronoun").session)
+    window = MainWindow(doc, AppSettings())
+    window.errors = []
+    window.show_error = lambda title, text: window.errors.append(text)
+    window.ask_unsaved = lambda: "discard"
+    qtbot.addWidget(window)
+    window.model_controller = controller = ModelController(window, doc, window.actions)
+    control = controller.behaviour
+    controller.start(str(tiny_gpt2_lm), TEXT, 1)
+    qtbot.waitUntil(lambda: control.last_result is not None or bool(window.errors), timeout=120000)
+    assert not window.errors, window.errors
+    loaded = load_model(str(tiny_gpt2_lm))
+    yield window, controller, control, Behaviour(loaded, loaded.run(TEXT))
+    controller.window.close()
+    controller.shutdown()
+    window.actions.autosaver.discard()
+    doc.shutdown()
+
+
+def _wait(qtbot, control, check):
+    qtbot.waitUntil(lambda: control.last_result is not None and bool(check(control.last_result)), timeout=60000)
+    return control.last_result
+
+
+def test_the_panel_shows_the_models_prediction(opened, qtbot, qtmodeltester):
+    window, controller, control, reference = opened
+    expected = reference.predict(top=10)
+    result = control.last_result
+    assert [e["id"] for e in result["baseline"]["top"]] == [e["id"] for e in expected["baseline"]["top"]]
+    panel = controller.window.predictions
+    qtmodeltester.check(panel.table_model)
+    qtmodeltester.check(controller.window.lens.table_model)
+    assert panel.table_model.rowCount() == 10
+    assert panel.table_model.data(panel.table_model.index(0, 0)) == expected["baseline"]["top"][0]["token"]
+    assert controller.window.lens.table_model.rowCount() == reference.loaded.num_layers
+    assert control.dock.isVisibleTo(window) and control.dock_panel.table_model.rowCount() == 10
+    assert "After position" in panel.heading.text() and "no interventions" in panel.heading.text()
+
+
+def test_ctrl_click_ablates_a_head_marks_it_and_undo_restores_it(opened, qtbot):
+    window, controller, control, reference = opened
+    grid = controller.window.grid
+    controller.window.show()
+    qtbot.waitExposed(controller.window)
+    controller.window.tabs.setCurrentIndex(0)
+    r = grid.cell_rect(1, 2)
+    qtbot.mouseClick(grid, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ControlModifier, r.center().toPoint())
+    assert grid.ablations == {(1, 2): "zero"}
+    result = _wait(qtbot, control, lambda res: res["intervened"] is not None)
+    expected = reference.predict(Interventions().with_ablation(1, 2, "zero"), top=10)
+    got = [e["logit"] for e in result["intervened"]["top"]]
+    assert np.allclose(got, [e["logit"] for e in expected["intervened"]["top"]], atol=1e-6)
+    assert result["intervened"]["interventions"] == ["L1H2 zero"]
+    assert "in effect: L1H2 zero" in controller.window.behaviour_bar.state.text()
+    # the mark is drawn: the thumbnail's centre is crossed in red
+    image = grid.grab().toImage()
+    assert image.pixelColor(int(r.center().x()), int(r.center().y())).red() > 150
+    control.stack.undo()
+    assert grid.ablations == {}
+    _wait(qtbot, control, lambda res: res["intervened"] is None)
+    control.stack.redo()
+    _wait(qtbot, control, lambda res: res["intervened"] is not None)
+    # the context menu offers the other ablations and Reset interventions
+    menu = grid.menu_for(0, 3)
+    labels = [a.text() for a in menu.actions() if a.text()]
+    assert labels[:3] == ["Zero-ablate L0H3", "Mean-ablate L0H3", "Patch from the second text L0H3"]
+    assert "Reset interventions" in labels
+
+
+def test_an_edit_in_the_tables_reaches_the_prediction_and_reset_is_one_step(opened, qtbot):
+    window, controller, control, reference = opened
+    doc = window.document
+    session = doc.session
+    w = np.array(session.w_query)
+    w[1, 0, :] += 2.0
+    edited = session.replace(w_query=w)
+    doc.edit(edited, "Edit W_q")
+    result = _wait(qtbot, control, lambda res: res["intervened"] is not None)
+    assert result["intervened"]["interventions"] == ["layer 1 edited"]
+    expected = reference.predict(Interventions().with_edit(1, edited), top=10)
+    assert np.allclose([e["logit"] for e in result["intervened"]["top"]],
+                       [e["logit"] for e in expected["intervened"]["top"]], atol=1e-6)
+    control.set_ablation(0, 1, "mean")
+    _wait(qtbot, control, lambda res: res["intervened"] and len(res["intervened"]["interventions"]) == 2)
+    before = control.stack.count()
+    control.reset()
+    assert control.stack.count() == before + 1 and control.ablations == {}
+    _wait(qtbot, control, lambda res: res["intervened"] is None)
+    control.stack.undo()
+    assert control.ablations == {(0, 1): "mean"}
+    result = _wait(qtbot, control, lambda res: res["intervened"] and len(res["intervened"]["interventions"]) == 2)
+    assert result["intervened"]["interventions"] == ["layer 1 edited", "L0H1 mean"]
+
+
+def test_a_picked_token_a_pair_and_a_bad_one(opened, qtbot):
+    window, controller, control, reference = opened
+    panel = controller.window.predictions
+    panel.set_target(" dog", " ball")
+    result = _wait(qtbot, control, lambda res: res["target"] is not None and "versus" in res["target"])
+    expected = reference.predict(top=10, target=" dog", versus=" ball")
+    assert abs(result["target"]["logit_difference"]["baseline"]
+               - expected["target"]["logit_difference"]["baseline"]) < 1e-6
+    assert "logit difference" in panel.target_label.text()
+    assert control.dock_panel.target_edit.text() == " dog"
+    panel.set_target(" dog ball", "")
+    _wait(qtbot, control, lambda res: "target_error" in res)
+    assert "not one" in panel.target_label.text() and panel.table_model.rowCount() == 10
+
+
+def test_a_patch_text_of_another_length_is_said_in_the_panel(opened, qtbot):
+    window, controller, control, reference = opened
+    control.set_ablation(1, 0, "patch")
+    qtbot.waitUntil(lambda: control.last_error is not None and "second text" in control.last_error, timeout=60000)
+    control.set_patch_text("dog")
+    qtbot.waitUntil(lambda: control.last_error is not None and "same token length" in control.last_error, timeout=60000)
+    assert "same token length" in controller.window.predictions.heading.text()
+    control.set_patch_text("The ball fetched the dog and she was happy")
+    _wait(qtbot, control, lambda res: res["intervened"] is not None and control.last_error is None)
+
+
+def test_figures_export_and_the_edited_model_saves(opened, qtbot, tmp_path):
+    from attnexplorer.ui.figures import export_panel, render_panel
+
+    window, controller, control, reference = opened
+    control.set_ablation(0, 0, "zero")
+    _wait(qtbot, control, lambda res: res["intervened"] is not None)
+    controller.window.show()
+    qtbot.waitExposed(controller.window)
+    for panel in (controller.window.predictions, controller.window.lens):
+        controller.window.side_tabs.setCurrentWidget(panel)
+        image = render_panel(panel)
+        assert image.width() > 100
+        colours = {(image.pixelColor(x, y).red() // 40, image.pixelColor(x, y).green() // 40)
+                   for x in range(0, image.width(), 3) for y in range(0, image.height(), 3)}
+        assert (235 // 40, 130 // 40) in colours   # the intervened bars / curves are drawn
+        for fmt in ("png", "svg"):
+            assert export_panel(panel, tmp_path / f"{panel.kind}.{fmt}").stat().st_size > 1000
+    saved = tmp_path / "edited"
+    control.save(saved)
+    qtbot.waitUntil(lambda: "saved" in controller.window.behaviour_bar.state.text() or bool(window.errors),
+                    timeout=60000)
+    assert not window.errors and (saved / "model.safetensors").is_file()
+    again = load_model(str(saved))
+    unedited = Behaviour(again, again.run(TEXT)).predict(top=3)
+    assert unedited["baseline"]["top"][0]["id"] == control.last_result["intervened"]["top"][0]["id"]
+    # mean ablations cannot be saved: said, nothing written
+    control.set_ablation(0, 1, "mean")
+    control.save(tmp_path / "mean")
+    qtbot.waitUntil(lambda: bool(window.errors), timeout=60000)
+    assert "mean ablation" in window.errors[0] and not (tmp_path / "mean").exists()
