@@ -166,16 +166,10 @@ def readable(result: dict, model: str) -> str:
             e = edited["top"][i]
             row += f"   {e['token']:<14.14} {e['prob']:7.4f} {e['logit']:9.3f} {e['delta_logit']:+8.3f} {e['delta_rank']:+6d}"
         lines.append(row)
-    target = result["target"]
-    if target is not None:
-        lines.append(_target_line(target))
-        if "versus" in target:
-            lines.append(_target_line(target["versus"]))
-            diff = target["logit_difference"]
-            text = f"logit difference {target['token']} − {target['versus']['token']}: {diff['baseline']:.4f}"
-            if diff["intervened"] is not None:
-                text += f" → {diff['intervened']:.4f}"
-            lines.append(text)
+    if result["target"] is not None:
+        from ..models.interventions import target_lines
+
+        lines += target_lines(result["target"])
     if result["logit_lens"] is not None:
         lines.append("logit lens (each layer's residual through the final norm and the unembedding):")
         for entry in result["logit_lens"]:
@@ -184,15 +178,6 @@ def readable(result: dict, model: str) -> str:
                 row += f"   |  {_lens(entry['intervened'])}"
             lines.append(row)
     return "\n".join(lines)
-
-
-def _target_line(target: dict) -> str:
-    b = target["baseline"]
-    text = f"{target['token']}: logit {b['logit']:.4f}, prob {b['prob']:.4f}, rank {b['rank']}"
-    e = target["intervened"]
-    if e is not None:
-        text += f" → logit {e['logit']:.4f}, prob {e['prob']:.4f}, rank {e['rank']}"
-    return text
 
 
 def _lens(entry: dict) -> str:

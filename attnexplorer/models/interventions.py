@@ -355,6 +355,28 @@ class Behaviour:
         return out
 
 
+def target_lines(target: dict) -> list[str]:
+    """The picked token (and the second one, and their logit difference) as readable lines,
+    unedited → intervened: what the Predictions panel and ``predict`` without --json print."""
+
+    def side(entry):
+        b, e = entry["baseline"], entry["intervened"]
+        text = f"{entry['token']}: p = {b['prob']:.4f}, logit {b['logit']:.3f}, rank {b['rank']}"
+        if e is not None:
+            text += f" → p = {e['prob']:.4f}, logit {e['logit']:.3f}, rank {e['rank']}"
+        return text
+
+    lines = [side(target)]
+    if "versus" in target:
+        lines.append(side(target["versus"]))
+        diff = target["logit_difference"]
+        text = f"logit difference {target['token']} − {target['versus']['token']}: {diff['baseline']:.3f}"
+        if diff["intervened"] is not None:
+            text += f" → {diff['intervened']:.3f}"
+        lines.append(text)
+    return lines
+
+
 def _row(residual: np.ndarray, position: int):
     import torch
 

@@ -79,68 +79,14 @@ class PredictionWorker(QObject):
             self.done.emit(generation, result, None)
 
 
-class PredictionTable(QAbstractTableModel):
-    """The top-k rows of a prediction (the rank is the row's header): the unedited token with its
-    probability, the intervened one's, its Δlogit and Δrank (its change against the unedited
-    model). The logits themselves are in ``predict``'s output; a panel beside the model view has
-    room for these six columns."""
+class _RowsTable(QAbstractTableModel):
+    """A read-only table of text rows, refilled whole from each prediction."""
 
-    HEADERS = ("unedited", "prob", "intervened", "prob", "Δlogit", "Δrank")
+    HEADERS: tuple[str, ...] = ()
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self._rows: list[tuple] = []
-
-    def set_result(self, result: dict | None) -> None:
-        self.beginResetModel()
-        self._rows = []
-        if result and result.get("baseline"):
-            edited = (result.get("intervened") or {}).get("top") or []
-            for i, base in enumerate(result["baseline"]["top"]):
-                row = [base["token"], f"{base['prob']:.4f}"]
-                if i < len(edited):
-                    e = edited[i]
-                    row += [e["token"], f"{e['prob']:.4f}", f"{e['delta_logit']:+.3f}", f"{e['delta_rank']:+d}"]
-                else:
-                    row += [""] * 4
-                self._rows.append(tuple(row))
-        self.endResetModel()
-
-    def rowCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self.HEADERS)
-
-    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
-        if not index.isValid() or role != Qt.ItemDataRole.DisplayRole:
-            return None
-        return self._rows[index.row()][index.column()]
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
-        if role != Qt.ItemDataRole.DisplayRole:
-            return None
-        return self.HEADERS[section] if orientation == Qt.Orientation.Horizontal else str(section + 1)   # the rank
-
-
-class LensTable(QAbstractTableModel):
-    HEADERS = ("layer", "unedited", "p", "p(token)", "intervened", "p", "p(token)")
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self._rows: list[tuple] = []
-
-    def set_result(self, result: dict | None) -> None:
-        self.beginResetModel()
-        self._rows = []
-        for entry in (result or {}).get("logit_lens") or []:
-            row = [str(entry["layer"])]
-            for side in ("baseline", "intervened"):
-                e = entry[side]
-                row += ["", "", ""] if e is None else [e["top"]["token"], f"{e['top']['prob']:.3f}",
-                                                       "" if e["target_prob"] is None else f"{e['target_prob']:.4f}"]
-            self._rows.append(tuple(row))
-        self.endResetModel()
 
     def rowCount(self, parent=QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self._rows)
@@ -157,6 +103,52 @@ class LensTable(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
             return self.HEADERS[section]
         return None
+
+
+class PredictionTable(_RowsTable):
+    """The top-k rows of a prediction (the rank is the row's header): the unedited token with its
+    probability, the intervened one's, its Δlogit and Δrank (its change against the unedited
+    model). The logits themselves are in ``predict``'s output; a panel beside the model view has
+    room for these six columns."""
+
+    HEADERS = ("unedited", "prob", "intervened", "prob", "Δlogit", "Δrank")
+
+    def set_result(self, result: dict | None) -> None:
+        self.beginResetModel()
+        self._rows = []
+        if result and result.get("baseline"):
+            edited = (result.get("intervened") or {}).get("top") or []
+            for i, base in enumerate(result["baseline"]["top"]):
+                row = [base["token"], f"{base['prob']:.4f}"]
+                if i < len(edited):
+                    e = edited[i]
+                    row += [e["token"], f"{e['prob']:.4f}", f"{e['delta_logit']:+.3f}", f"{e['delta_rank']:+d}"]
+                else:
+                    row += [""] * 4
+                self._rows.append(tuple(row))
+        self.endResetModel()
+
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
+        if role != Qt.ItemDataRole.DisplayRole:
+            return None
+        return self.HEADERS[section] if orientation == Qt.Orientation.Horizontal else str(section + 1)   # the rank
+
+
+class LensTable(_RowsTable):
+    HEADERS = ("layer", "unedited", "p", "p(token)", "intervened", "p", "p(token)")
+
+    def set_result(self, result: dict | None) -> None:
+        self.beginResetModel()
+        self._rows = []
+        for entry in (result or {}).get("logit_lens") or []:
+            row = [str(entry["layer"])]
+            for side in ("baseline", "intervened"):
+                e = entry[side]
+                row += ["", "", ""] if e is None else [e["top"]["token"], f"{e['top']['prob']:.3f}",
+                                                       "" if e["target_prob"] is None else f"{e['target_prob']:.4f}"]
+            self._rows.append(tuple(row))
+        self.endResetModel()
 
 
 def _legend_below(widget: pg.GraphicsLayoutWidget, columns: int) -> pg.LegendItem:
@@ -279,28 +271,13 @@ class PredictionsPanel(QWidget):
 
 
 def _target_text(result: dict) -> str:
-    target = result.get("target")
     if result.get("target_error"):
         return result["target_error"]
-    if target is None:
+    if result.get("target") is None:
         return "Type a token to follow its probability and rank (a pair: their logit difference, as IOI studies report)."
+    from ..models.interventions import target_lines
 
-    def side(entry):
-        b, e = entry["baseline"], entry["intervened"]
-        text = f"{entry['token']}: p = {b['prob']:.4f}, logit {b['logit']:.3f}, rank {b['rank']}"
-        if e is not None:
-            text += f" → p = {e['prob']:.4f}, logit {e['logit']:.3f}, rank {e['rank']}"
-        return text
-
-    lines = [side(target)]
-    if "versus" in target:
-        lines.append(side(target["versus"]))
-        diff = target["logit_difference"]
-        text = f"logit difference {target['token']} − {target['versus']['token']}: {diff['baseline']:.3f}"
-        if diff["intervened"] is not None:
-            text += f" → {diff['intervened']:.3f}"
-        lines.append(text)
-    return "\n".join(lines)
+    return "\n".join(target_lines(result["target"]))
 
 
 class LogitLensPanel(QWidget):
