@@ -50,13 +50,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Explore transformer self-attention by hand. Commands: "
         "export (write matrices and figures with no window), fit (learn W_q, W_k toward a target pattern), "
         "presets (list presets), bench (measure speed), import-model (a real model's layer as a session), "
-        "predict (a real model's prediction with ablations and edits), export-model (save the edited model). "
+        "predict (a real model's prediction with ablations and edits), export-model (save the edited model), "
+        "lesson (a lesson's steps, or its handout as PDF, beamer or Markdown). "
         "Run `attnexplorer COMMAND --help` for each.",
     )
     p.add_argument("session_file", nargs="?", metavar="SESSION", help="a session file to open")
     p.add_argument("--preset", metavar="NAME", help="open a preset, e.g. pronoun, dessert, sine, random, rope, translate")
     p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[], dest="params",
                    help="a preset parameter (repeatable)")
+    p.add_argument("--lesson", metavar="NAME|FILE",
+                   help="teach a lesson: pronoun, dessert, sine, rope, translate or a lesson file")
     p.add_argument("--self-test", action="store_true",
                    help="check headlessly that this install works (presets, compute, panels, exports)")
     p.add_argument("--version", action="version", version=f"attnexplorer {__version__}")
@@ -181,4 +184,16 @@ def build_export_model_parser() -> argparse.ArgumentParser:
     _add_intervention_args(p)
     p.add_argument("--text", help="the text the sessions' layers were read from (default: the one the session file names)")
     p.add_argument("--out", required=True, metavar="FOLDER", help="the new folder to write")
+    return p
+
+
+def build_lesson_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="attnexplorer lesson",
+               description="Print a lesson's steps with their numbers, or write its handout: a PDF (one page "
+               "per step), a LaTeX beamer deck or Markdown with SVG figures.")
+    p.add_argument("lesson", metavar="NAME|FILE",
+                   help="a built-in lesson (pronoun, dessert, sine, rope, translate) or a lesson file")
+    p.add_argument("--handout", metavar="FORMAT", help="pdf, beamer or md")
+    p.add_argument("--out", metavar="DIR", help="the folder to write the handout into (created if missing)")
+    p.add_argument("--dtype", default="float32", help="float32 (default, as the window) or float64")
     return p

@@ -3,6 +3,7 @@
 What opens:
 - ``attnexplorer SESSION.json``: that file;
 - ``attnexplorer --preset sine --set tau=0.05``: that preset;
+- ``attnexplorer --lesson pronoun`` or ``attnexplorer my-lesson.json``: that lesson, taught;
 - ``attnexplorer``: the last session file, when it still opens, else the ``pronoun`` preset.
 
 A session file or preset given on the command line that is wrong (missing, malformed, an
@@ -58,6 +59,25 @@ def initial_session(args, settings):
     return build_preset(DEFAULT_PRESET).session, None, note
 
 
+def lesson_for_args(args):
+    """The lesson ``--lesson NAME|FILE`` or a lesson file given as SESSION names, or None.
+    Raises AttnExplorerError for a bad lesson (with the place in the file)."""
+    name = getattr(args, "lesson", None)
+    session_file = getattr(args, "session_file", None)
+    if name is not None:
+        if session_file or getattr(args, "preset", None):
+            raise PresetError("give --lesson alone: a lesson brings its own session")
+        from ..io.lesson_file import open_lesson
+
+        return open_lesson(name)
+    if session_file:
+        from ..io.lesson_file import is_lesson_file, load_lesson
+
+        if is_lesson_file(session_file):
+            return load_lesson(Path(session_file))
+    return None
+
+
 def _report_startup_error(app, message: str) -> None:
     print(f"attnexplorer: {message}", file=sys.stderr)
     if app.platformName() in ("offscreen", "minimal"):
@@ -107,7 +127,8 @@ def open_window(args):
 
     settings = AppSettings()
     try:
-        session, path, note = initial_session(args, settings)
+        lesson = lesson_for_args(args)
+        session, path, note = (lesson.session, None, None) if lesson else initial_session(args, settings)
     except AttnExplorerError as err:
         _report_startup_error(app, str(err))
         return None
@@ -116,6 +137,8 @@ def open_window(args):
     if path is not None:
         window.actions.adopt(path)
     window.show()
+    if lesson is not None:
+        window.lesson.start(lesson)
     if note:
         window.statusBar().showMessage(note, 10000)
     QTimer.singleShot(0, window.offer_recovery)

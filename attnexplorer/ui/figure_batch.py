@@ -7,6 +7,7 @@ its exact cells when it is small enough to compute at once (the panels' own rule
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -56,6 +57,32 @@ def export_figures(result, out_dir, formats: list[str], *, selection: bool = Fal
     if not wanted:
         return []
     session = result.session
+    with offscreen_panels(result, head=head) as (_source, shown):
+        plots = exportable(shown)
+        zoom_to(shown, session, rows, cols)
+        folder = Path(out_dir) / "figures"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            from ..io.atomic import WriteError
+
+            raise WriteError(f"cannot write to {folder}: {err.strerror or err}") from None
+        written = []
+        for fmt in wanted:
+            for p in plots:
+                written.append(export_panel(p, folder / f"{p.kind}.{fmt}", fmt, selection=selection))
+            written.append(export_dashboard(plots, folder / f"dashboard.{fmt}", fmt, title=session_title(session),
+                                            selection=selection))
+        return written
+
+
+@contextlib.contextmanager
+def offscreen_panels(result, head: int | None = None):
+    """Every panel that applies to ``result.session``, drawn offscreen from ``result`` itself
+    (no document, nothing computed again), each laid out so that its figure is
+    ``FIGURE_SIZE``: ``(source, panels)``, where ``source`` is the ``ResultSource`` whose
+    ``selection`` the panels show. Closed and disposed on leaving."""
+    session = result.session
     ensure_app()
     from .panels import make_panels
     from .result_source import ResultSource
@@ -75,8 +102,7 @@ def export_figures(result, out_dir, formats: list[str], *, selection: bool = Fal
             p.show()
             shown.append(p)
         QApplication.processEvents()
-        plots = exportable(shown)
-        for p in plots:
+        for p in exportable(shown):
             # The figure is only part of the panel (a read-out line sits below it): grow the
             # panel so that the figure itself gets FIGURE_SIZE.
             got = p.export_item().sceneBoundingRect().size()
@@ -85,21 +111,7 @@ def export_figures(result, out_dir, formats: list[str], *, selection: bool = Fal
         for p in shown:
             p.refresh()
         QApplication.processEvents()
-        zoom_to(shown, session, rows, cols)
-        folder = Path(out_dir) / "figures"
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            from ..io.atomic import WriteError
-
-            raise WriteError(f"cannot write to {folder}: {err.strerror or err}") from None
-        written = []
-        for fmt in wanted:
-            for p in plots:
-                written.append(export_panel(p, folder / f"{p.kind}.{fmt}", fmt, selection=selection))
-            written.append(export_dashboard(plots, folder / f"dashboard.{fmt}", fmt, title=session_title(session),
-                                            selection=selection))
-        return written
+        yield source, shown
     finally:
         for p in panels:
             p.close()

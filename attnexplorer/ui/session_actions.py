@@ -223,9 +223,12 @@ class SessionActions(QObject):
     def open_path(self, path) -> bool:
         """Load and validate ``path``; only when that succeeds ask about unsaved work and
         switch. A bad file shows why in ``window.show_error`` and changes nothing."""
+        from ..io.lesson_file import is_lesson_file
         from ..io.session_file import load_session
 
         path = Path(path)
+        if is_lesson_file(path):  # a lesson opens like a session, and starts teaching
+            return self.window.open_lesson_path(path)
         try:
             session = load_session(path)
         except (AttnExplorerError, OSError) as err:

@@ -39,6 +39,15 @@ class CellNumbers(QGraphicsItem):
         self._groups: list = []
         self._rect = QRectF()
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresParentOpacity, True)
+        # Presenter mode draws the plots zoom times larger; text drawn in device pixels must
+        # grow with them (ui/lesson/presenter.py sets it; 1 everywhere else).
+        self.zoom = 1.0
+
+    def set_zoom(self, zoom: float) -> None:
+        """Draw the numbers ``zoom`` times their chosen size from the next ``set_block`` on."""
+        if zoom != self.zoom:
+            self.zoom = zoom
+            self._font_px = -1  # lay every string out again at the new size
 
     @property
     def cells(self) -> list[tuple[int, int, str, bool]]:
@@ -86,7 +95,7 @@ class CellNumbers(QGraphicsItem):
             return
         if font_px != self._font_px:
             self._font_px = font_px
-            self._font = theme.cell_font(font_px)
+            self._font = theme.cell_font(font_px * self.zoom)
             self._static.clear()
         if len(self._static) > 4096:  # a long session of edits: forget strings no longer shown
             self._static.clear()

@@ -73,6 +73,7 @@ class MainWindow(QMainWindow):
 
         self.actions = SessionActions(document, self, self.settings, data_dir=data_dir, parent=self)
         self.model_controller = None   # made on the first File ▸ Open model… (it imports the models package)
+        self._lesson = None   # made on the first lesson (ui/lesson): nothing of it at start-up
         self.actions.modified_changed.connect(self._update_title)
         self.actions.path_changed.connect(self._update_title)
         self.status.install()
@@ -159,6 +160,8 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         self.fit.runner.shutdown()  # the weights reached so far stay in the session
+        if self.lesson_started():
+            self.lesson.end()  # the layout remembered is the window's own, not a step's
         self.save_settings()
         self.actions.autosaver.discard()
         event.accept()
@@ -228,6 +231,34 @@ class MainWindow(QMainWindow):
     def offer_recovery(self) -> bool:
         """At start-up: offer work left by a window that crashed; True when something was restored."""
         return recovery.offer_recovery(self)
+
+    # -- lessons (ui/lesson) -----------------------------------------------------------------
+    @property
+    def lesson(self):
+        """The lesson controller (``ui/lesson/controller.py``), made when first used."""
+        if self._lesson is None:
+            from ..lesson.controller import LessonController
+
+            self._lesson = LessonController(self)
+        return self._lesson
+
+    def lesson_started(self) -> bool:
+        return self._lesson is not None and self._lesson.active
+
+    def open_lesson_path(self, path) -> bool:
+        from ..lesson.actions import open_lesson_path
+
+        return open_lesson_path(self, path)
+
+    def ask_lesson_path(self) -> str | None:
+        from ..lesson.actions import ask_lesson_path
+
+        return ask_lesson_path(self, f"{self.actions.display_name().split(' ')[0]}-lesson.json")
+
+    def ask_handout(self) -> tuple[str, str] | None:
+        from ..lesson.actions import ask_handout
+
+        return ask_handout(self, str(self.actions.path.parent) if self.actions.path else "")
 
     # -- questions and boxes (monkeypatched by tests) --------------------------------------
     def ask_unsaved(self) -> str:

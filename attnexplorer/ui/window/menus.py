@@ -76,6 +76,9 @@ def build_menus(window) -> None:
                                                 "shown, for long sentences whose weights are all small")
     window.auto_weight_colors_action.toggled.connect(lambda on: apply_weight_colors(window.panels, on))
     window.reset_layout_action = view.addAction("&Reset layout", window.reset_layout)
+    from ..lesson.actions import build_lesson_menus
+
+    build_lesson_menus(window, file, view)
 
     help_menu = bar.addMenu("&Help")
     window.how_to_read_action = help_menu.addAction("How to &read this", lambda: window.show_text(
