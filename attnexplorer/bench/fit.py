@@ -128,14 +128,16 @@ def _load() -> float:
 
 
 def format_fit(r: dict, mark) -> list[str]:
-    """The report's lines for the two fit rows (``mark(met)`` writes ok / MISSED)."""
-    s, g = r["fit_steps"], r["fit_gui"]
-    out = ["", f"Fit a head (Adam, previous token, causal), CPU, no window: n = {s['n']}, d = {s['d']}: "
-               f"{s['steps_per_s']:.0f} steps/s (target ≥ 200){mark(s['met'])}"
-               + (f", {s['steps_per_cpu_s']:.0f} per CPU second" if "steps_per_cpu_s" in s else "")]
-    if "error" in g:
+    """The report's lines for the fit rows measured (``mark(met)`` writes ok / MISSED)."""
+    s, g = r.get("fit_steps"), r.get("fit_gui")
+    out = [""]
+    if s is not None:
+        out.append(f"Fit a head (Adam, previous token, causal), CPU, no window: n = {s['n']}, d = {s['d']}: "
+                   f"{s['steps_per_s']:.0f} steps/s (target ≥ 200){mark(s['met'])}"
+                   + (f", {s['steps_per_cpu_s']:.0f} per CPU second" if "steps_per_cpu_s" in s else ""))
+    if g is not None and "error" in g:
         out.append(f"Fit in the window, n = {g['n']}: FAILED: {g['error']}")
-    else:
+    elif g is not None:
         out.append(f"Fit in the window, n = {g['n']}, d = 64: {g['steps_per_s']:.0f} steps/s while the window drew "
                    f"{g['frames_per_s']:.0f} frames/s; longest GUI block {g['max_block_ms']:.0f} ms "
                    f"(target ≤ 50){mark(g['met'])}")

@@ -1,5 +1,6 @@
-"""The text report of ``attnexplorer bench``: its figures, one section a row kind, each
-figure marked ``ok`` or ``MISSED`` against its target."""
+"""The text report of ``attnexplorer bench``: its figures, one section a row kind (those that
+were measured: ``--only`` measures some), each figure marked ``ok`` or ``MISSED`` against its
+target."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ def format_report(r: dict) -> str:
     m = r["machine"]
     out = [f"attnexplorer bench — {m['cpu']}, {m['cores']} cores, torch {m['torch']} "
            f"({m['torch_threads']} threads), devices: {', '.join(m['devices'])}", ""]
-    out.append("Engine vs bare torch softmax(QKᵀ·s)·V, d = 64 (target ≤ 1.3× at n ≥ 256)")
-    out.append(f"  {'device':7}{'n':>6}{'heads':>6}{'engine ms':>11}{'bare ms':>10}{'ratio':>7}")
-    for row in r["engine"]:
-        out.append(f"  {row['device']:7}{row['n']:>6}{row['heads']:>6}{row['engine_ms']:>11.3f}"
-                   f"{row['bare_ms']:>10.3f}{row['ratio']:>7.2f}{mark(row['met'])}")
+    if "engine" in r:
+        out.append("Engine vs bare torch softmax(QKᵀ·s)·V, d = 64 (target ≤ 1.3× at n ≥ 256)")
+        out.append(f"  {'device':7}{'n':>6}{'heads':>6}{'engine ms':>11}{'bare ms':>10}{'ratio':>7}")
+        for row in r["engine"]:
+            out.append(f"  {row['device']:7}{row['n']:>6}{row['heads']:>6}{row['engine_ms']:>11.3f}"
+                       f"{row['bare_ms']:>10.3f}{row['ratio']:>7.2f}{mark(row['met'])}")
     if r.get("stages"):
         out.append("")
         out.append("With biases, 8 query heads sharing 2 K/V heads, RoPE or ALiBi, d = 512, d_k = 64 (target ≤ 1.3×)")
@@ -24,15 +26,17 @@ def format_report(r: dict) -> str:
         for row in r["stages"]:
             out.append(f"  {row['device']:7}{row['positions']:>10}{row['n']:>6}{row['engine_ms']:>11.3f}"
                        f"{row['bare_ms']:>10.3f}{row['ratio']:>7.2f}{mark(row['met'])}")
-    out.append("")
-    out.append("Edit → every visible panel redrawn, main window 1280×800, d = 64, 1 head")
-    for row in r["redraw"]:
-        target = f" (target ≤ {row['target_ms']:.0f} ms)" if row["target_ms"] else ""
-        out.append(f"  n = {row['n']:>4}: {row['median_ms']:7.1f} ms{target}{mark(row['met'])}")
-    d = r["drag"]
-    out.append("")
-    out.append(f"Dragging the sine τ slider at N = {d['n']}: {d['redraws_per_s']:.0f} redraws/s "
-               f"({d['median_ms']:.1f} ms each; target ≥ 30){mark(d['met'])}; one undo step: {d['undo_steps'] == 1}")
+    if "redraw" in r:
+        out.append("")
+        out.append("Edit → every visible panel redrawn, main window 1280×800, d = 64, 1 head")
+        for row in r["redraw"]:
+            target = f" (target ≤ {row['target_ms']:.0f} ms)" if row["target_ms"] else ""
+            out.append(f"  n = {row['n']:>4}: {row['median_ms']:7.1f} ms{target}{mark(row['met'])}")
+    d = r.get("drag")
+    if d is not None:
+        out.append("")
+        out.append(f"Dragging the sine τ slider at N = {d['n']}: {d['redraws_per_s']:.0f} redraws/s "
+                   f"({d['median_ms']:.1f} ms each; target ≥ 30){mark(d['met'])}; one undo step: {d['undo_steps'] == 1}")
     e = r.get("edit_cost")
     if e is not None:
         growth = "not measured here" if e["growth_mb"] is None else f"{e['growth_mb']:.1f} MB"
@@ -47,20 +51,20 @@ def format_report(r: dict) -> str:
         out.append(f"  {e['edits']} edits of different cells ({e['undo_steps']} undo steps) raised "
                    f"{'peak' if e.get('peak') else 'resident'} memory by {growth} (target < {e['target_mb']:.0f})"
                    f"{mark(e['met'])}")
-    out.append("")
-    out.append("Heatmap redraw vs matplotlib imshow + canvas.draw(), 600×500 px (target ≥ 10×)")
-    for row in r["heatmap"]:
+    if "heatmap" in r:
+        out += ["", "Heatmap redraw vs matplotlib imshow + canvas.draw(), 600×500 px (target ≥ 10×)"]
+    for row in r.get("heatmap", ()):
         out.append(f"  n = {row['n']:>4}: {row['pyqtgraph_ms']:7.2f} ms vs {row['matplotlib_ms']:7.1f} ms "
                    f"= {row['speedup']:5.1f}×{mark(row['met'])}   (right after a matplotlib draw: "
                    f"{row['pyqtgraph_first_ms']:.2f} ms = {row['matplotlib_ms'] / row['pyqtgraph_first_ms']:.1f}×)")
         if "speedup_annotated" in row:
             out.append(f"            with a number in every cell on both sides: {row['matplotlib_annotated_ms']:.1f} ms "
                        f"= {row['speedup_annotated']:.1f}×")
-    big = r["large"]
-    out.append("")
-    if "error" in big:
-        out.append(f"Large session n = {big['n']}: FAILED: {big['error']}")
-    else:
+    big = r.get("large")  # each section only when its row was measured (--only)
+    if big is not None and "error" in big:
+        out += ["", f"Large session n = {big['n']}: FAILED: {big['error']}"]
+    elif big is not None:
+        out.append("")
         out.append(f"Large session n = {big['n']}, {big['heads']} heads: compute {big['compute_ms']:.0f} ms, "
                    f"edit → drawn {big['edit_to_drawn_ms']:.0f} ms")
         out.append(f"  longest GUI block while computing {big['max_block_while_computing_ms']:.0f} ms (target ≤ 50), "
@@ -68,18 +72,18 @@ def format_report(r: dict) -> str:
                    f"{mark(big['met'])}")
         if big.get("scroll_step_ms") is not None:
             out.append(f"  embedding table scroll step: {big['scroll_step_ms']:.1f} ms")
-    s = r["startup"]
-    out.append("")
-    if "error" in s:
-        out.append(f"Start-up: FAILED: {s['error']}")
-    else:
+    s = r.get("startup")
+    if s is not None and "error" in s:
+        out += ["", f"Start-up: FAILED: {s['error']}"]
+    elif s is not None:
+        out.append("")
         out.append(f"Start-up to a painted window: {s['app_s']:.2f} s vs {s['baseline_s']:.2f} s for the imports alone "
                    f"= +{s['extra_s']:.2f} s (target ≤ +0.7 s){mark(s['met'])}")
     if "long" in r:
         from .long import format_long
 
         out += format_long(r, mark)
-    if "fit_steps" in r:
+    if "fit_steps" in r or "fit_gui" in r:
         from .fit import format_fit
 
         out += format_fit(r, mark)

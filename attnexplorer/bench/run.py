@@ -33,7 +33,8 @@ Each row kind is measured by a module of this package that also holds its target
 ``report.py``.
 
 ``--json`` prints the same figures as one JSON object; its fields are listed in the README
-("Speed") and checked by the tests. ``--quick`` uses fewer sizes and repeats (for tests).
+("Speed") and checked by the tests. ``--quick`` uses fewer sizes and repeats; ``--only engine,stages``
+measures only those kinds of rows (``row_kinds``).
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ import os
 import platform
 import sys
 import time
+from typing import Callable
 
+from ..core.errors import AttnExplorerError
 from . import edit_cost, engine, large, stages, startup, window
 from .report import format_report
 
@@ -90,56 +93,89 @@ def machine_info() -> dict:
 
 
 # -- the command ----------------------------------------------------------------------------------
-def collect(quick: bool = False, device: str | None = None) -> dict:
-    from ..core.engine import available_devices
-
-    devices = [device] if device else [d for d in available_devices() if d in ("cpu", "cuda")]
-    started = time.perf_counter()
-    results = {"machine": machine_info(), "targets": {k: v for k, v in TARGETS.items() if k != "redraw_ms"}}
-    results["targets"]["redraw_ms"] = {str(k): v for k, v in TARGETS["redraw_ms"].items()}
-    if quick:
-        results["engine"] = engine.bench_engine([16, 256], devices, repeats=3)
-        results["stages"] = stages.bench_stages([256], devices, repeats=2)
-        results["redraw"] = window.bench_redraw([16, 64], repeats=3)
-        results["drag"] = window.bench_drag(64, steps=4)
-        results["edit_cost"] = edit_cost.bench_edit_cost(2, 64, edits=5)
-        results["heatmap"] = window.bench_heatmap([16, 64], repeats=2, runs=2)
-        results["large"] = large.bench_large(256, 2)
-        results["startup"] = startup.bench_startup(1)
-    else:
-        results["engine"] = engine.bench_engine([16, 64, 256, 512, 1024, 2048, 4096], devices, repeats=9)
-        results["stages"] = stages.bench_stages([1024, 2048], devices, repeats=5)
-        results["redraw"] = window.bench_redraw([16, 64, 256, 512], repeats=9)
-        results["drag"] = window.bench_drag(512, steps=15)
-        results["edit_cost"] = edit_cost.bench_edit_cost(16, 512)
-        results["heatmap"] = window.bench_heatmap([16, 64, 256, 512], repeats=7)
-        results["large"] = large.bench_large(4096, 4)
-        results["startup"] = startup.bench_startup(3)
+def row_kinds(quick: bool = False, devices: tuple[str, ...] = ("cpu",)) -> dict[str, Callable[[], dict]]:
+    """Each kind of row, in the report's order: its name (what ``--only`` takes) → a function
+    that measures it and returns its JSON fields (one field of the same name; the long rows
+    several, ``ROW_FIELDS``). ``quick``: fewer sizes and repeats."""
     from .fit import bench_fit_gui, bench_fit_steps
     from .long import bench_long
 
-    results.update(bench_long(quick))
-    results["fit_steps"] = bench_fit_steps(steps=100 if quick else 300, repeats=1 if quick else 3)
-    results["fit_gui"] = bench_fit_gui(128 if quick else 512, seconds=1.0 if quick else 3.0)
-    # Real models (MiniLM, SmolLM2 from its cache): fresh processes of their own; not with --quick,
-    # which the tests run, since opening a model there would cost a minute.
-    if quick:
-        results["models"] = []
-    else:
+    def models() -> list:
+        # Real models (MiniLM, SmolLM2 from its cache): fresh processes of their own; not with
+        # --quick, since opening a model costs a minute.
+        if quick:
+            return []
         from .real_models import bench_models
 
-        results["models"] = bench_models()
+        return bench_models()
+
+    devices = list(devices)
+    sizes = {"engine": [16, 256] if quick else [16, 64, 256, 512, 1024, 2048, 4096],
+             "stages": [256] if quick else [1024, 2048], "redraw": [16, 64] if quick else [16, 64, 256, 512],
+             "heatmap": [16, 64] if quick else [16, 64, 256, 512]}
+    return {
+        "engine": lambda: engine.bench_engine(sizes["engine"], devices, repeats=3 if quick else 9),
+        "stages": lambda: stages.bench_stages(sizes["stages"], devices, repeats=2 if quick else 5),
+        "redraw": lambda: window.bench_redraw(sizes["redraw"], repeats=3 if quick else 9),
+        "drag": lambda: window.bench_drag(64, steps=4) if quick else window.bench_drag(512, steps=15),
+        "edit_cost": lambda: edit_cost.bench_edit_cost(2, 64, edits=5) if quick else edit_cost.bench_edit_cost(16, 512),
+        "heatmap": lambda: (window.bench_heatmap(sizes["heatmap"], repeats=2, runs=2) if quick
+                            else window.bench_heatmap(sizes["heatmap"], repeats=7)),
+        "large": lambda: large.bench_large(256, 2) if quick else large.bench_large(4096, 4),
+        "startup": lambda: startup.bench_startup(1 if quick else 3),
+        "long": lambda: bench_long(quick),
+        "fit_steps": lambda: bench_fit_steps(steps=100 if quick else 300, repeats=1 if quick else 3),
+        "fit_gui": lambda: bench_fit_gui(128 if quick else 512, seconds=1.0 if quick else 3.0),
+        "models": models,
+    }
+
+
+# The JSON fields of a row kind that writes more than the one named after it.
+ROW_FIELDS = {"long": ("long", "long_dense", "long_masked", "long_window")}
+# The row kinds that draw with matplotlib.
+NEEDS_MATPLOTLIB = frozenset({"heatmap"})
+
+
+def collect(quick: bool = False, device: str | None = None, only: tuple[str, ...] | None = None) -> dict:
+    """Every row kind's figures (or those of ``only``), with the machine and the targets."""
+    from ..core.engine import available_devices
+
+    devices = (device,) if device else tuple(d for d in available_devices() if d in ("cpu", "cuda"))
+    started = time.perf_counter()
+    results = {"machine": machine_info(), "targets": {k: v for k, v in TARGETS.items() if k != "redraw_ms"}}
+    results["targets"]["redraw_ms"] = {str(k): v for k, v in TARGETS["redraw_ms"].items()}
+    for name, measure in row_kinds(quick, devices).items():
+        if only is None or name in only:
+            figures = measure()
+            if name in ROW_FIELDS:
+                results.update(figures)
+            else:
+                results[name] = figures
     results["seconds"] = time.perf_counter() - started
     return results
 
 
+def parse_only(text: str | None) -> tuple[str, ...] | None:
+    """``--only engine,stages`` as the row kinds' names, or AttnExplorerError naming the choices."""
+    if text is None:
+        return None
+    names = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    known = tuple(row_kinds())
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        what = f"unknown row {unknown[0]!r}" if unknown else "no row named"
+        raise AttnExplorerError(f"--only: {what}; choose from {', '.join(known)}")
+    return names
+
+
 def run_bench(args) -> int:
-    if importlib.util.find_spec("matplotlib") is None:
+    only = parse_only(getattr(args, "only", None))
+    if (only is None or NEEDS_MATPLOTLIB & set(only)) and importlib.util.find_spec("matplotlib") is None:
         # Found out now, not half a minute in, when the heatmap comparison needs it.
         print("attnexplorer bench: the heatmap comparison needs matplotlib, which is not installed; "
               "install it with: python3 -m pip install matplotlib", file=sys.stderr)
         return 2
-    results = collect(quick=getattr(args, "quick", False), device=getattr(args, "device", None))
+    results = collect(quick=getattr(args, "quick", False), device=getattr(args, "device", None), only=only)
     if getattr(args, "json", False):
         print(json.dumps(results, indent=2))
     else:
