@@ -198,3 +198,29 @@ def test_the_wheel_scrolls_the_inputs_unless_a_control_has_focus_and_the_tabs_st
     qtbot.waitUntil(width.hasFocus)
     _wheel(width, -1)
     assert width.value() == 3 and window.document.session.d_out == 3
+
+
+@pytest.mark.parametrize("size", [(1260, 760), (1900, 1040)])
+def test_with_w_o_the_outputs_three_heatmaps_fit_and_read(window_at, size):
+    # At 1280 px the third heatmap (concat · W_o) was cut off at the panel's right edge, the
+    # subtitles shrank to half size and the concatenation's 12 labels were unreadable.
+    import numpy as np
+
+    window = window_at("random", size)
+    window.document.set_session(build_preset("random", {"heads": 4}).session.replace(
+        w_out=np.linspace(-1, 1, 48).reshape(12, 4)))
+    window.docks["output"].raise_()
+    assert window.document.compute.wait_idle(30)
+    panel = next(p for p in window.panels if p.kind == "output")
+    QApplication.processEvents()
+    views = panel.views()
+    assert len(views) == 3
+    canvas = panel.canvas.scene().sceneRect()
+    for view in views:
+        box = view.sceneBoundingRect()
+        assert box.left() >= canvas.left() - 1 and box.right() <= canvas.right() + 1, (view.titleLabel.text, box, canvas)
+        assert box.bottom() <= canvas.bottom() + 1
+        assert view.vb.width() >= 60 and view.vb.height() >= 40
+        assert view.titleLabel.item.scale() >= 0.9, view.titleLabel.text  # the subtitle at (nearly) full size
+    plan = panel.concat_view.col_axis.plan
+    assert plan.step == 1 and plan.font_px >= 9, plan  # all twelve "h0v0 … h3v2" written, readable

@@ -289,6 +289,12 @@ class QKVPanel(FigurePanel):
         self.v_view.set_selection(key, None)
 
 
+# The width (px) an output heatmap needs beside the others for its labels and colour bar, and
+# the room a column's label needs written upright at a readable size.
+OUTPUT_VIEW_WIDTH = 230
+LABEL_ROOM = 16
+
+
 class OutputPanel(FigurePanel):
     """The selected head's output (weights · V), the heads concatenated, and concat · W_o.
 
@@ -312,21 +318,48 @@ class OutputPanel(FigurePanel):
         self.out_view = MatrixView("output = concat·W_o", row_name="query", col_name="feature",
                                    on_click=click, on_hover=self.show_readout)
         self._placed: tuple = ()
+        self._columns = 0
         self.figure.layout.setRowStretchFactor(1, 1)
+        self.figure.layout.setRowStretchFactor(2, 1)
 
     def views(self) -> list[MatrixView]:
         return [v for v in (self.head_view, self.concat_view, self.out_view) if v in self._placed]
 
+    def columns_for(self, count: int) -> int:
+        """Heatmaps side by side at the panel's width: all of them where each gets
+        ``OUTPUT_VIEW_WIDTH`` and the concatenation room for every column's label, else two a
+        row and the concatenation under them (three at 1280 px cut the third off and shrank
+        the subtitles and the concatenation's labels past reading)."""
+        if count <= 2:
+            return count
+        concat = self.concat_view.col_axis.labels
+        need = (count - 1) * OUTPUT_VIEW_WIDTH + max(OUTPUT_VIEW_WIDTH, 110 + LABEL_ROOM * len(concat))
+        return count if self.canvas.width() >= need else 2
+
     def _arrange(self, wanted: tuple) -> None:
-        """Put exactly the wanted views in the figure (only when the session's structure changes)."""
-        if wanted == self._placed:
+        """Put exactly the wanted views in the figure (only when the session's structure or
+        the number that fit a row changes)."""
+        columns = self.columns_for(len(wanted))
+        if wanted == self._placed and columns == self._columns:
             return
         for view in self._placed:
             self.figure.removeItem(view)
-        for col, view in enumerate(wanted):
-            self.figure.addItem(view, row=1, col=col)
-        self._placed = wanted
+        if columns == len(wanted):
+            for col, view in enumerate(wanted):
+                self.figure.addItem(view, row=1, col=col)
+        else:  # the selected head's and the projected output above; the concatenation, the
+            # widest (heads × d_v columns), gets the next row's whole width
+            first = [v for v in wanted if v is not self.concat_view]
+            for col, view in enumerate(first):
+                self.figure.addItem(view, row=1, col=col)
+            self.figure.addItem(self.concat_view, row=2, col=0, colspan=len(first))
+        self._placed, self._columns = wanted, columns
         self.cache_axes()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self._placed and self.columns_for(len(self._placed)) != self._columns:
+            self._arrange(self._placed)
 
     def redraw(self) -> None:
         result = self.document.result
@@ -355,6 +388,7 @@ class OutputPanel(FigurePanel):
         if self.out_view in wanted:
             self.out_view.set_matrix(result.output, row_labels=tokens,
                                      col_labels=feature_names("o", result.output.shape[1]))
+        self._arrange(wanted)  # again: the concatenation's width may have changed what fits a row
         self.redraw_selection()
 
     def redraw_selection(self) -> None:

@@ -113,7 +113,9 @@ def _shrinking_title(plot: pg.PlotItem):
     plain.setVisible(False)
     plain.setMaximumSize(0, 0)
     plot.titleLabel = ShrinkingLabel("", size="10pt", parent=plot)
-    plot.layout.addItem(plot.titleLabel, 0, 1)
+    # Across the whole plot (axis, cells, colour bar), not the cells' column alone: over a
+    # narrow heatmap of a few columns the title shrank to half size, past reading.
+    plot.layout.addItem(plot.titleLabel, 0, 0, 1, 6)
     return plain
 
 
