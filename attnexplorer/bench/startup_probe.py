@@ -1,10 +1,16 @@
-"""Start-up to a painted window, for the start-up row of ``attnexplorer bench``.
+"""Start-up to a painted window and to every panel drawn, for the start-up row of ``attnexplorer bench``.
 
 The bench runs ``first_paint`` in a fresh interpreter (``python -c``): it opens the window
-exactly as ``attnexplorer ARGS`` does (``ui.app.open_window``), prints ``painted <unix time>``
-once the window has been painted for the first time and quits, so that the bench can time
-launch → painted window from outside without the interpreter's own exit. The app itself
-carries no hook for this.
+exactly as ``attnexplorer ARGS`` does (``ui.app.open_window``) and prints
+
+- ``painted <unix time> torch=<0|1>`` once the window has been painted for the first time
+  (tables, the sentence, the panels saying "computing…"), with whether torch had been
+  imported by then (it should not have been: it loads after that first paint);
+- ``drawn <unix time>`` once the first result is in and the window has painted it (every
+  panel on screen drawn),
+
+then quits, so that the bench can time launch → each from outside without the interpreter's
+own exit. The app itself carries no hook for this: the probe watches Qt's paint events.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ COMMAND = "import sys; from attnexplorer.bench.startup_probe import first_paint;
 
 
 def first_paint(argv: list[str]) -> int:
-    """Open the window for the command line ``argv``, print ``painted <unix time>`` after its
-    first paint, and quit; the exit status of ``attnexplorer ARGV`` for a bad start."""
+    """Open the window for the command line ``argv``, print ``painted …`` after its first paint
+    and ``drawn …`` after the first paint that shows a result, and quit; the exit status of
+    ``attnexplorer ARGV`` for a bad start (then nothing is printed)."""
     from PySide6.QtCore import QEvent, QObject, QTimer
 
     from ..commands.arguments import build_parser
@@ -28,24 +35,56 @@ def first_paint(argv: list[str]) -> int:
     if opened is None:
         return 2
     app, window = opened
+    document = window.document
+    said: list[str] = []
 
-    def painted():
-        print(f"painted {time.time():.6f}", flush=True)
-        app.quit()
+    def say(word: str, extra: str = "") -> None:
+        said.append(word)
+        print(f"{word} {time.time():.6f}{extra}", flush=True)
+        if word == "drawn":
+            app.quit()
 
-    class FirstPaint(QObject):
+    class Paints(QObject):
+        """Every paint event of the app (a panel's plot paints its own viewport, not the
+        window): the first one, then the first one after a result is in. A backing-store sync
+        paints every dirty widget in one go, so a zero timer set at its first paint fires
+        after the whole window has painted."""
+
+        def __init__(self):
+            super().__init__()
+            self.pending = False
+
         def eventFilter(self, obj, event):
-            if event.type() == QEvent.Type.Paint:
-                obj.removeEventFilter(self)
-                QTimer.singleShot(0, painted)  # after this paint has finished
+            if event.type() == QEvent.Type.Paint and not self.pending:
+                if not said:
+                    self.pending = True
+                    torch_loaded = "torch" in sys.modules  # at the paint itself, before any later import
+                    with_result = document.result is not None  # then this paint draws the panels too
+                    QTimer.singleShot(0, lambda: self.done("painted", f" torch={int(torch_loaded)}", with_result))
+                elif said == ["painted"] and document.result is not None:
+                    self.pending = True
+                    QTimer.singleShot(0, lambda: self.done("drawn"))
             return False
 
-    watcher = FirstPaint(window)
-    window.installEventFilter(watcher)
+        def done(self, word: str, extra: str = "", drawn_too: bool = False) -> None:
+            self.pending = False
+            say(word, extra)
+            if drawn_too:
+                say("drawn")
+
+    def failed(error: str) -> None:
+        print(f"failed {error}", file=sys.stderr, flush=True)
+        app.exit(1)
+
+    document.compute.failed.connect(failed)
+    QTimer.singleShot(300_000, lambda: failed("no result drawn within 5 minutes"))
+    watcher = Paints()
+    app.installEventFilter(watcher)
     try:
         return app.exec()
     finally:
-        window.document.shutdown()
+        app.removeEventFilter(watcher)
+        document.shutdown()
 
 
 if __name__ == "__main__":

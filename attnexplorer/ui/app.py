@@ -118,6 +118,26 @@ def open_window(args):
     if problem is not None:  # Qt would abort with a misleading line; say what is missing
         print(f"attnexplorer: {problem}", file=sys.stderr)
         return None
+    import gc
+
+    # Everything made from here to the first result (Qt, pyqtgraph, the window: some 200,000
+    # objects) lives as long as the app, yet the collector walked it over 400 times on the way
+    # (about 0.1 s before the first paint): collection waits until the first result is in,
+    # when those objects are frozen out of its reach (_collect_after_first_result).
+    collecting = gc.isenabled()
+    gc.disable()
+    opened = None
+    try:
+        opened = _open_window(args)
+    finally:
+        if opened is None and collecting:
+            gc.enable()  # no window: nothing to wait for
+    if opened is not None:
+        _collect_after_first_result(opened[1].document, collecting)
+    return opened
+
+
+def _open_window(args):
     app = make_app()
     from PySide6.QtCore import QTimer
 
@@ -132,7 +152,7 @@ def open_window(args):
     except AttnExplorerError as err:
         _report_startup_error(app, str(err))
         return None
-    document = SessionDocument(session)
+    document = SessionDocument(session, compute=False)
     window = MainWindow(document, settings)
     if path is not None:
         window.actions.adopt(path)
@@ -142,29 +162,79 @@ def open_window(args):
     if note:
         window.statusBar().showMessage(note, 10000)
     QTimer.singleShot(0, window.offer_recovery)
-    _freeze_after_first_result(document)
+    _compute_after_first_paint(app, document)
     return app, window
 
 
-def _freeze_after_first_result(document) -> None:
+def _compute_after_first_paint(app, document) -> None:
+    """Start the document's first compute once the window has painted, on the compute's worker
+    thread, which imports torch for it.
+
+    torch takes 1-3 s to import, most of it holding Python's lock (loading its libraries), so
+    it waits until the window (tables, the sentence, the panels saying "computing…") is on
+    screen: started any earlier, it would hold up the window's own building and first paint.
+    A window that is never painted (started minimised) computes after a second all the same."""
+    from PySide6.QtCore import QEvent, QObject, QTimer
+
+    class FirstPaint(QObject):
+        def eventFilter(self, obj, event):
+            if event.type() == QEvent.Type.Paint:
+                start()  # the compute begins after this paint's turn of the event loop
+            return False
+
+    # Parented to the document: Qt keeps them while the document lives.
+    watcher = FirstPaint(document)
+    fallback = QTimer(document)
+    fallback.setSingleShot(True)
+
+    def start() -> None:
+        if not fallback.isActive():
+            return  # started already
+        app.removeEventFilter(watcher)
+        fallback.stop()
+        compute = document.compute
+        # Not when an edit made in the meantime has computed (or is computing) already.
+        if compute.result is None and not compute.computing and compute.last_error is None:
+            QTimer.singleShot(0, lambda: compute.request(background=True))
+
+    fallback.timeout.connect(start)
+    fallback.start(1000)
+    app.installEventFilter(watcher)
+
+
+def _collect_after_first_result(document, collecting: bool) -> None:
     """Once the first result is in (torch loaded, the window built), move every object made so
-    far out of the garbage collector's reach (``gc.freeze``).
+    far out of the garbage collector's reach (``gc.freeze``), then let it collect again (when
+    it did before ``open_window``).
 
     Those ~230,000 objects (modules, classes, Qt wrappers) live as long as the app, yet each
     full collection walked them all: 0.1-0.35 s with the interpreter's lock held, a stall of
     the window whenever one fell during a long compute (seen at 16,384 tokens). Frozen objects
     are still freed by reference counting; only cycles among them are never collected, and
-    at this point there are next to none."""
+    at this point there are next to none. A first compute that fails, or a window closed
+    before its result, turns collection back on all the same."""
     import gc
 
-    def freeze(_result) -> None:
-        document.result_changed.disconnect(freeze)
-        gc.freeze()
+    def resume(result=None) -> None:
+        for signal, slot in ((document.result_changed, resume), (document.compute.failed, failed)):
+            try:
+                signal.disconnect(slot)
+            except (RuntimeError, TypeError):
+                pass
+        if result is not None:
+            gc.freeze()
+        if collecting:
+            gc.enable()
+
+    def failed(_error: str) -> None:
+        resume()
 
     if document.result is not None:
-        gc.freeze()
-    else:
-        document.result_changed.connect(freeze)
+        resume(document.result)
+        return
+    document.result_changed.connect(resume)
+    document.compute.failed.connect(failed)
+    document.destroyed.connect(lambda *_: gc.enable() if collecting else None)
 
 
 def run_app(args) -> int:

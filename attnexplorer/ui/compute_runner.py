@@ -241,7 +241,7 @@ class DocumentCompute(QObject):
     result_changed = Signal(object)
     failed = Signal(str)
 
-    def __init__(self, document):
+    def __init__(self, document, start: bool = True):
         super().__init__(document)
         self._document = document
         self._result: AttentionResult | None = None
@@ -257,7 +257,9 @@ class DocumentCompute(QObject):
         self.runner.finished.connect(self._publish)
         self.runner.failed.connect(self._fail)
         self.runner.progress.connect(self._on_progress)
-        if self.runner.partial(document.session):
+        if not start:
+            pass  # the caller requests the first compute (the app: once the window has painted)
+        elif self.runner.partial(document.session):
             # A large session waits one turn of the event loop, so that the window can say
             # what is on screen first and the first compute keeps only that.
             self._recompute_timer.start()

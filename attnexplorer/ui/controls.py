@@ -152,12 +152,11 @@ class ControlsPanel(QWidget):
         scale_form.addRow("scale", self.scale_combo)
         scale_form.addRow("τ", self.temperature)
 
-        # Compute
-        from ..core.engine import available_devices
-
+        # Compute. Which devices and dtypes torch offers is asked once torch is in (the first
+        # result or failure): asking here would import torch (1-3 s) before the window first
+        # paints. Until then the lists hold the document's own device and dtype.
+        self._engine_listed = False
         self.device_combo = QComboBox()
-        for device in available_devices():
-            self.device_combo.addItem(device, device)
         self.device_combo.setToolTip("Where torch computes (only devices present here are listed)")
         self.dtype_combo = QComboBox()
         self.dtype_combo.setToolTip("Number type of the computation")
@@ -184,7 +183,10 @@ class ControlsPanel(QWidget):
 
         document.session_changed.connect(self._on_session_changed)
         document.compute.failed.connect(lambda _msg: self._sync_compute())
+        document.result_changed.connect(self._on_first_result)
         self._sync_compute()
+        if document.result is not None:
+            self._on_first_result(document.result)
         self._on_session_changed(document.session)
 
     @staticmethod
@@ -283,18 +285,40 @@ class ControlsPanel(QWidget):
         if dtype and dtype != self.document.compute.dtype:
             user_actions.set_compute_options(self.document, dtype=dtype)
 
-    def _fill_dtypes(self, device: str) -> None:
-        from ..core.engine import supported_dtypes
+    def _on_first_result(self, _result) -> None:
+        """The engine has run, so torch is in: list every device and dtype it offers."""
+        self.document.result_changed.disconnect(self._on_first_result)
+        self._list_devices()
 
+    def _list_devices(self) -> None:
+        from ..core.engine import available_devices
+
+        self._engine_listed = True
+        with QSignalBlocker(self.device_combo):
+            self.device_combo.clear()
+            for device in available_devices():
+                self.device_combo.addItem(device, device)
+        self._sync_compute()
+
+    def _fill_dtypes(self, device: str) -> None:
         current = self.dtype_combo.currentData() or self.document.compute.dtype
+        if self._engine_listed:
+            from ..core.engine import supported_dtypes
+
+            dtypes = supported_dtypes(device)
+        else:
+            dtypes = [self.document.compute.dtype]
         with QSignalBlocker(self.dtype_combo):
             self.dtype_combo.clear()
-            for dtype in supported_dtypes(device):
+            for dtype in dtypes:
                 self.dtype_combo.addItem(dtype, dtype)
             index = self.dtype_combo.findData(current)
             self.dtype_combo.setCurrentIndex(index if index >= 0 else 0)
 
     def _sync_compute(self) -> None:
+        if not self._engine_listed and self.document.compute.last_error is not None:
+            self._list_devices()  # the first compute failed: torch is in (or says why not)
+            return
         with QSignalBlocker(self.device_combo):
             index = self.device_combo.findData(self.document.compute.device)
             if index < 0:

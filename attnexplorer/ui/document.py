@@ -50,7 +50,9 @@ class SessionDocument(QObject):
     result_changed = Signal(object)
     message = Signal(str)
 
-    def __init__(self, session: Session, parent=None):
+    def __init__(self, session: Session, parent=None, compute: bool = True):
+        """``compute=False``: no compute until ``compute.request()`` (the app starts the first
+        one once its window has painted, so that torch loads after that)."""
         super().__init__(parent)
         self._session = session
         self.undo_stack = QUndoStack(self)
@@ -61,7 +63,7 @@ class SessionDocument(QObject):
         self._post_timer.setInterval(0)
         self._post_timer.timeout.connect(self.flush)
         self.selection = CurrentSelection(session, parent=self)
-        self.compute = DocumentCompute(self)
+        self.compute = DocumentCompute(self, start=compute)
         self.compute.result_changed.connect(self.result_changed)
 
     # -- reading ----------------------------------------------------------------------

@@ -127,3 +127,41 @@ def test_run_app_refuses_a_bad_preset_before_any_window(settings, capsys, monkey
 def test_namespace_without_optional_fields_is_accepted(settings):
     got, *_ = initial_session(Namespace(), settings)
     assert got.preset.name == "pronoun"
+
+
+@pytest.mark.slow
+def test_the_window_paints_before_torch_is_imported_then_draws_the_result(tmp_path):
+    """The start-up path up to the first paint imports no torch (it loads on the compute's
+    thread afterwards, 1-3 s), and the panels are drawn once the result is in. Checked in a
+    fresh interpreter, where nothing has imported torch before (the bench's start-up probe)."""
+    from attnexplorer.bench.startup_probe import COMMAND
+
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", ATTNEXPLORER_CONFIG_DIR=str(tmp_path / "config"),
+               ATTNEXPLORER_DATA_DIR=str(tmp_path / "data"))
+    proc = subprocess.run([sys.executable, "-c", COMMAND, "--preset", "pronoun"], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()}
+    assert lines["painted"][1] == "torch=0", "torch was imported before the window first painted"
+    assert float(lines["painted"][0]) < float(lines["drawn"][0])
+
+
+def test_every_panel_says_computing_until_the_first_result(settings, qtbot):
+    from attnexplorer.ui.document import SessionDocument
+
+    document = SessionDocument(build_preset("pronoun").session, compute=False)
+    window = MainWindow(document, settings)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    shown = [p for p in window.panels if p.is_on_screen]
+    assert shown and all(p._waiting is not None and p._waiting.isVisible() for p in shown)
+    assert {p._waiting.text() for p in shown} == {"computing…"}
+    document.compute.request()
+    qtbot.waitUntil(lambda: document.result is not None)
+    assert not any(p._waiting.isVisible() for p in shown if p._waiting is not None)
+    # The device list is asked of torch once it is in.
+    assert window.controls.device_combo.count() >= 1 and window.controls._engine_listed
+    document.undo_stack.setClean()
+    window.close()
+    document.shutdown()

@@ -35,8 +35,8 @@ signal handlers call these; callers use ``refresh()``.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QTimer
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtWidgets import QLabel, QWidget
 
 from ..document import SessionDocument
 
@@ -63,8 +63,12 @@ class Panel(QWidget):
         self._drawn_result = None
         self._watched: list = []
         self._catch_up_pending = False
+        self._waiting: QLabel | None = None  # "computing…" over the panel until a result is in
         document.result_changed.connect(self._on_result_changed)
         document.selection.changed.connect(self._on_selection_changed)
+        compute = getattr(document, "compute", None)  # a ResultSource (figures) has none
+        if compute is not None:
+            compute.failed.connect(self._on_failed)
 
     # -- the contract ---------------------------------------------------------------------
     def export_item(self):
@@ -92,8 +96,12 @@ class Panel(QWidget):
         if getattr(self, "_disposed", False):
             return
         self._disposed = True
-        for signal, slot in ((self.document.result_changed, self._on_result_changed),
-                             (self.document.selection.changed, self._on_selection_changed)):
+        pairs = [(self.document.result_changed, self._on_result_changed),
+                 (self.document.selection.changed, self._on_selection_changed)]
+        compute = getattr(self.document, "compute", None)
+        if compute is not None:
+            pairs.append((compute.failed, self._on_failed))
+        for signal, slot in pairs:
             try:
                 signal.disconnect(slot)
             except (RuntimeError, TypeError):
@@ -116,6 +124,7 @@ class Panel(QWidget):
         self._stale = False
         self._drawn_head = self.document.selection.current.head
         self._drawn_result = self.document.result
+        self._say_waiting()
         self.redraw()
 
     @property
@@ -173,6 +182,35 @@ class Panel(QWidget):
             self.refresh()
         else:
             self.redraw_selection()
+
+    def _say_waiting(self) -> None:
+        """Over a panel with no result yet, say why: "computing…" (the window paints before
+        torch has loaded, and the first result comes a second or two later) or the reason the
+        compute failed."""
+        if self.document.result is not None:
+            if self._waiting is not None:
+                self._waiting.hide()
+            return
+        if self._waiting is None:
+            self._waiting = QLabel(self)
+            self._waiting.setObjectName("panel-waiting")
+            self._waiting.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            self._waiting.setWordWrap(True)
+            self._waiting.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        error = getattr(getattr(self.document, "compute", None), "last_error", None)
+        self._waiting.setText(f"No result: {error}" if error else "computing…")
+        self._waiting.setGeometry(self.rect())
+        self._waiting.raise_()
+        self._waiting.show()
+
+    def _on_failed(self, _error: str) -> None:
+        if self.document.result is None and self._should_draw():
+            self._say_waiting()  # the first compute failed: say why instead of "computing…"
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self._waiting is not None:
+            self._waiting.setGeometry(self.rect())
 
     def showEvent(self, event) -> None:
         super().showEvent(event)

@@ -54,7 +54,7 @@ class ExplainPanel(Panel):
     def redraw(self) -> None:
         result = self.document.result
         if result is None:
-            self._show("", "No result yet.")
+            self._show("", "")  # the panel says "computing…" over it (Panel._say_waiting)
             return
         missing = sorted(name for name in self.needs if getattr(result, name, None) is None)
         if missing:
