@@ -15,6 +15,9 @@ import tempfile
 
 import pytest
 
+# Ctrl+C stops the run even when the code under test catches it (see the module).
+from interrupt_plugin import pytest_configure, pytest_runtest_logreport  # noqa: F401
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Keep the user's real settings and recovery files out of the tests: a settings folder of this
 # process's own (each test then gets a fresh one, below; this one serves what runs outside a

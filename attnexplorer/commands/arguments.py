@@ -78,6 +78,8 @@ def build_export_parser() -> argparse.ArgumentParser:
                    help="comma-separated: npz, npy, csv, json, tex, md (default: npz,json)")
     p.add_argument("--figures", default="", metavar="FORMATS",
                    help="comma-separated: png, svg, pdf (default: none)")
+    p.add_argument("--allow-large", action="store_true",
+                   help="write an export above 2 GB on disk (refused without it, saying its size)")
     p.add_argument("--selection", action="store_true",
                    help="draw the selected query and key in the figures (orange row box, dashed key "
                         "column); by default figures show the data alone")
@@ -91,7 +93,7 @@ def build_export_parser() -> argparse.ArgumentParser:
     part.add_argument("--overview", metavar="POOL",
                       help="the pooled overview instead of rows: max or mean (about 1,024 cells a side)")
     part.add_argument("--cols", metavar="START:STOP",
-                      help="figures only: the key columns the heatmaps zoom to (with or without --rows)")
+                      help="figures only (with --figures): the key columns the heatmaps zoom to")
     part.add_argument("--attention", metavar="NAMES",
                       help="which n×n matrices: weights (default), scores, scaled_scores, comma-separated")
     _add_compute_args(p)

@@ -41,6 +41,10 @@ def _summary(out: Path, stage: Path, written: list[Path]) -> str:
     return f"wrote {len(written)} files to {out}: {', '.join(parts)}"
 
 
+def _note(message: str) -> None:
+    print(f"attnexplorer: note: {message}", file=sys.stderr)
+
+
 def choice_from_args(session, args):
     """The part of the attention matrices ``args`` ask for, checked (``io.export_choice``)."""
     from ..io.export_choice import parse_choice
@@ -60,7 +64,8 @@ def run_export(args) -> int:
     from ..core.engine import compute
     from ..core.long.result import compute_long, is_long
     from ..io.atomic import atomic_directory
-    from ..io.export_choice import check_fits, parse_cols
+    from ..io.export_choice import check_fits, disk_bytes, parse_cols
+    from ..io.export_progress import StagingProgress
     from ..io.region_export import write_region_export
     from ..io.session_file import save_session
 
@@ -75,16 +80,21 @@ def run_export(args) -> int:
     session = apply_overrides(load_source(args), args)
     choice = choice_from_args(session, args)
     cols = parse_cols(getattr(args, "cols", None), session)
+    if cols is not None and not figures:
+        raise AttnExplorerError("--cols zooms the figures' heatmaps to key columns; it needs --figures "
+                                "(png, svg or pdf): the matrices are cut by --rows, --head or --overview")
     long = is_long(session, args.dtype, args.device)
     # A long session's n × n matrices are only ever written in part (all rows by default,
     # a block at a time); a dense one writes today's whole bundle unless a part is chosen.
     region = long or not choice.whole
-    check_fits(session, choice, matrices, out, dtype=args.dtype, long=long, whole_bundle=not region)
+    check_fits(session, choice, matrices, out, dtype=args.dtype, long=long, whole_bundle=not region,
+               allow_large=bool(getattr(args, "allow_large", False)))
+    expected = sum(disk_bytes(session, choice, matrices, args.dtype, whole_bundle=not region).values())
     if long:
         result = compute_long(session, device=args.device, dtype=args.dtype)
     else:
         result = compute(session, device=args.device, dtype=args.dtype)
-    with atomic_directory(out) as stage:
+    with atomic_directory(out, notice=_note) as stage, StagingProgress(stage, expected):
         if region:
             written = write_region_export(stage, result, choice, matrices)
             save_session(session, stage / "session.json")

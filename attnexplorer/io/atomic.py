@@ -13,7 +13,9 @@ minute) from one a live process is writing right now; every successful write of 
 removes NAME's stale temporaries.
 
 ``atomic_directory(out_dir)`` does the same for a whole export: everything is written into a
-staging folder inside ``out_dir`` and moved into place only when every file succeeded.
+staging folder inside ``out_dir`` and moved into place only when every file succeeded; the
+staging folders a killed export left there are removed by the next export into that folder
+(``remove_stale_staging``: a live export holds its folder's lock).
 """
 
 from __future__ import annotations
@@ -183,6 +185,8 @@ def _plan_moves(stage: Path, out: Path) -> list[tuple[Path, Path]]:
     """
     moves = []
     for src in sorted(stage.rglob("*")):
+        if src == stage / _STAGING_LOCK:
+            continue   # the live export's lock stays behind, removed with the staging folder
         dst = out / src.relative_to(stage)
         if src.is_dir():
             if dst.exists() and not dst.is_dir():
@@ -255,8 +259,44 @@ def _commit(moves: list[tuple[Path, Path]], backups: Path, created: list[Path]) 
         raise
 
 
+STAGING_PREFIX = ".attnexplorer-staging-"
+_STAGING_LOCK = ".lock"
+
+
+def remove_stale_staging(out_dir, min_age_s: float = STALE_TMP_AGE_S) -> list[Path]:
+    """Delete the staging folders that killed exports left in ``out_dir``; returns them.
+
+    A live export holds its folder's ``.lock`` locked; one whose lock is free (its process
+    died: kill -9, a power cut) is stale. A folder without a lock file (killed between making
+    the folder and its lock) counts as stale once untouched for ``min_age_s``. Never raises."""
+    removed = []
+    try:
+        candidates = list(Path(out_dir).glob(glob.escape(STAGING_PREFIX) + "*"))
+    except OSError:
+        return removed
+    for folder in candidates:
+        try:
+            if not folder.is_dir() or folder.is_symlink():
+                continue
+            lock = folder / _STAGING_LOCK
+            if lock.is_file():
+                fd = os.open(lock, os.O_RDWR | getattr(os, "O_BINARY", 0))
+                try:
+                    if not _try_lock(fd):
+                        continue   # a live export is writing into it
+                finally:
+                    os.close(fd)
+            elif time.time() - folder.stat().st_mtime < min_age_s:
+                continue
+            shutil.rmtree(folder)
+            removed.append(folder)
+        except OSError:
+            continue
+    return removed
+
+
 @contextlib.contextmanager
-def atomic_directory(out_dir) -> Iterator[Path]:
+def atomic_directory(out_dir, notice=None) -> Iterator[Path]:
     """Stage an export: ``with atomic_directory(out) as stage: write into stage``.
 
     On a clean exit every staged file (sub-folders included) is fsynced and moved into
@@ -267,9 +307,17 @@ def atomic_directory(out_dir) -> Iterator[Path]:
     """
     out = Path(out_dir)
     created = _make_folder(out)
+    stale = remove_stale_staging(out)
+    if stale and notice is not None:
+        notice(f"removed {len(stale)} staging folder{'s' if len(stale) != 1 else ''} that an interrupted export "
+               f"left in {out} ({', '.join(p.name for p in stale[:3])}{', …' if len(stale) > 3 else ''})")
+    lock_fd = -1
     try:
-        stage = Path(os.path.realpath(out)) / f".attnexplorer-staging-{secrets.token_hex(6)}"
+        stage = Path(os.path.realpath(out)) / f"{STAGING_PREFIX}{secrets.token_hex(6)}"
         stage.mkdir()
+        # held until the export ends: a later export into this folder sees that it is live
+        lock_fd = os.open(stage / _STAGING_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o666)
+        _try_lock(lock_fd)
     except OSError as err:
         _remove_empty(created)
         raise WriteError(f"cannot write to {out}: {_reason(err)}") from None
@@ -286,9 +334,17 @@ def atomic_directory(out_dir) -> Iterator[Path]:
         for folder in {dst.parent for _, dst in moves} | {out}:
             _fsync_folder(folder)
     except BaseException as err:
+        _close(lock_fd)
         shutil.rmtree(stage, ignore_errors=True)
         _remove_empty(created)
         if isinstance(err, OSError) and not isinstance(err, WriteError):
             raise WriteError(f"cannot write to {out}: {_reason(err)}") from None
         raise
+    _close(lock_fd)
     shutil.rmtree(stage, ignore_errors=True)
+
+
+def _close(fd: int) -> None:
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(fd)

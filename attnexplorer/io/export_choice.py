@@ -14,6 +14,9 @@ disk or the memory limit (``core.memory.memory_limit``) is short:
 
     the weights of 4 heads at 16,384 tokens as CSV need about 21 GB; the disk has 9.8 GB
     free: export one head, a row range or the pooled overview
+
+An export above 2 GB on disk (``LARGE_EXPORT_BYTES``) is written only when allowed: the command
+line's ``--allow-large``, the window's question (``LargeExportError.question``).
 """
 
 from __future__ import annotations
@@ -307,11 +310,37 @@ def describe(session, choice: ExportChoice, formats, whole_bundle: bool = False)
 
 HINT = "export one head, a row range or the pooled overview"
 
+# Above this an export is written only when asked for explicitly (``--allow-large``; the window
+# asks): the README's own example, 16,384 tokens × 4 heads as CSV, wrote 3.8 GB in ten
+# minutes on a disk with room for it, and an 8,193-token session as every format 8.5 GB.
+LARGE_EXPORT_BYTES = 2 * 10**9
+
+
+class LargeExportError(ExportError):
+    """An export above ``LARGE_EXPORT_BYTES`` that was not allowed; ``question`` asks for it."""
+
+    def __init__(self, message: str, question: str):
+        super().__init__(message)
+        self.question = question
+
+
+def large_export(session, choice: ExportChoice, formats, *, dtype: str = "float32",
+                 whole_bundle: bool = False) -> str | None:
+    """``the weights … as CSV would write about 5.4 GB`` when the export is above
+    ``LARGE_EXPORT_BYTES`` on disk, else None."""
+    formats = [f for f in formats if f in FORMAT_NAMES]
+    need = sum(disk_bytes(session, choice, formats, dtype, whole_bundle).values())
+    if need <= LARGE_EXPORT_BYTES:
+        return None
+    return f"{describe(session, choice, formats, whole_bundle)} would write about {size_text(need)}"
+
 
 def check_fits(session, choice: ExportChoice, formats, target, *, dtype: str = "float32", long: bool = False,
-               whole_bundle: bool = False, compute: bool = True, limit: int | None = None) -> None:
+               whole_bundle: bool = False, compute: bool = True, limit: int | None = None,
+               allow_large: bool = False) -> None:
     """Refuse (``ExportError``, one line naming the sizes) an export that would not fit on the
-    disk holding ``target`` or in the memory limit; nothing is written either way."""
+    disk holding ``target`` or in the memory limit, or (``LargeExportError``) one above
+    ``LARGE_EXPORT_BYTES`` unless ``allow_large``; nothing is written either way."""
     formats = [f for f in formats if f in FORMAT_NAMES]
     need_disk = sum(disk_bytes(session, choice, formats, dtype, whole_bundle).values())
     what = describe(session, choice, formats, whole_bundle)
@@ -324,3 +353,8 @@ def check_fits(session, choice: ExportChoice, formats, target, *, dtype: str = "
     if need_memory > limit:
         raise ExportError(f"{what} need about {size_text(need_memory)} of memory, more than the limit of "
                           f"{size_text(limit)} (half of this machine's memory): {HINT}")
+    large = large_export(session, choice, formats, dtype=dtype, whole_bundle=whole_bundle)
+    if large and not allow_large:
+        limit_text = size_text(LARGE_EXPORT_BYTES)
+        raise LargeExportError(f"{large}, more than {limit_text}: add --allow-large to write it, or {HINT}",
+                               f"{large[0].upper()}{large[1:]} (more than {limit_text}). Write it anyway?")

@@ -36,11 +36,13 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QPushButton,
     QWidget,
 )
 
 from ..core.errors import AttnExplorerError
+from ..io.export_choice import LargeExportError
 
 ALL = "all"
 # The part of the attention matrices an "all matrices" export writes: (id, what the combo shows).
@@ -106,7 +108,7 @@ def describe(name: str) -> str:
     return f"{match[1]} (head {match[2]})" if match else name
 
 
-def export_matrices(document, choice: str, fmt: str, path) -> list[Path]:
+def export_matrices(document, choice: str, fmt: str, path, allow_large: bool = False) -> list[Path]:
     """Write ``choice`` (a matrix name or ``ALL``) as ``fmt`` to ``path`` (a file, or a folder
     for ``ALL`` in a per-matrix format). Returns the files written; AttnExplorerError on a
     bad choice or a failed write (nothing half-written: every file is atomic)."""
@@ -118,13 +120,13 @@ def export_matrices(document, choice: str, fmt: str, path) -> list[Path]:
     result = _current(document)
     if choice == ALL:
         if result.tiled:  # a long session's n × n matrices: only ever in part
-            return export_part(document, {}, fmt, path)
+            return export_part(document, {}, fmt, path, allow_large=allow_large)
         from ..io.export_choice import ExportChoice, check_fits
 
         # Every matrix of every head: refused up front, as the command line does, when the
         # disk holding ``path`` is short (the result is already in memory).
         check_fits(result.session, ExportChoice(), [fmt], path, dtype=document.compute.dtype, whole_bundle=True,
-                   compute=False)
+                   compute=False, allow_large=allow_large)
         if fmt == "npz":
             io.write_npz(path, io.result_arrays(result))
             return [path]
@@ -149,7 +151,7 @@ def export_matrices(document, choice: str, fmt: str, path) -> list[Path]:
     return [path]
 
 
-def export_part(document, texts: dict, fmt: str, folder) -> list[Path]:
+def export_part(document, texts: dict, fmt: str, folder, allow_large: bool = False) -> list[Path]:
     """Write the part of the attention matrices that ``texts`` name (``head``, ``rows``,
     ``selected_rows``, ``overview``, ``attention``: the texts ``attnexplorer export`` takes)
     and every other array as ``fmt`` into ``folder``, staged and moved in whole.
@@ -169,7 +171,7 @@ def export_part(document, texts: dict, fmt: str, folder) -> list[Path]:
     long = is_long_document(document)
     held = document.compute.current_result()
     check_fits(session, choice, [fmt], folder, dtype=document.compute.dtype, long=long,
-               compute=held is None or (not held.tiled and held.weights is None))
+               compute=held is None or (not held.tiled and held.weights is None), allow_large=allow_large)
     result = _current(document)
     folder = Path(folder)
     with atomic_directory(folder) as stage:
@@ -416,6 +418,15 @@ class MatrixExportDialog(QDialog):
         except AttnExplorerError as err:
             self.error_label.setText(str(err))
 
+    def _write(self, path: Path, allow_large: bool) -> list[Path]:
+        if self.wants_part():
+            return export_part(self.document, self.part_texts(), self.fmt, path, allow_large=allow_large)
+        return export_matrices(self.document, self.choice, self.fmt, path, allow_large=allow_large)
+
+    def ask_large(self, question: str):
+        """Yes or No to an export above 2 GB (a method, so that tests can answer it)."""
+        return QMessageBox.question(self, "Large export", question)
+
     def accept(self) -> None:
         """Write; on failure say why in the dialog and stay open (nothing was half-written)."""
         text = self.path_edit.text().strip()
@@ -423,10 +434,17 @@ class MatrixExportDialog(QDialog):
             self.error_label.setText("Choose where to save first.")
             return
         try:
-            if self.wants_part():
-                self.written = export_part(self.document, self.part_texts(), self.fmt, Path(text).expanduser())
-            else:
-                self.written = export_matrices(self.document, self.choice, self.fmt, Path(text).expanduser())
+            self.written = self._write(Path(text).expanduser(), allow_large=False)
+        except LargeExportError as err:
+            # Above 2 GB the window asks, as the command line wants --allow-large.
+            if self.ask_large(err.question) != QMessageBox.StandardButton.Yes:
+                self.error_label.setText("Not exported: " + err.question.removesuffix(" Write it anyway?"))
+                return
+            try:
+                self.written = self._write(Path(text).expanduser(), allow_large=True)
+            except (AttnExplorerError, OSError) as again:
+                self.error_label.setText(str(again))
+                return
         except (AttnExplorerError, OSError) as err:
             self.error_label.setText(str(err))
             return
