@@ -142,8 +142,12 @@ def test_an_edit_carries_to_every_later_step(win):
     assert win.docks["inputs"].isVisible()
 
 
-def test_presenter_mode_is_readable_from_the_back(win):
+def test_presenter_mode_is_readable_from_the_back(win, qtbot):
     lesson = teach(win, step=6)
+    qtbot.keyClick(win, Qt.Key.Key_F5)
+    assert lesson.presenter.active and lesson.presenter.notes_window is None   # one screen: no notes
+    qtbot.keyClick(win, Qt.Key.Key_Escape)
+    assert not lesson.presenter.active
     lesson.presenter.enter(screens=[])
     win.showNormal()
     win.resize(1920, 1080)   # a projector's size (the offscreen screen is smaller)

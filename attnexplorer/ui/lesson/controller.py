@@ -7,7 +7,8 @@ bar above them, the class's guesses and reveals, the arrow and Page keys.
   first step; ``end()`` goes back to the layout the window had before;
 - ``next()``, ``back()``, ``go(i)`` step; Right / Page Down and Left / Page Up do the same
   (Left and Right only while no text field, table or slider has the keyboard: there they
-  move the cursor); F5 turns presenter mode on and off, Escape leaves it;
+  move the cursor); F5 (View ▸ Lesson ▸ Presenter mode) turns presenter mode on and off,
+  Escape leaves it;
 - ``run`` (core/lessons/runtime.LessonRun) holds the step, the guesses and the reveals;
 - the tables stay editable on every step: an edit recomputes, and every step's quoted numbers,
   answers and covers are read from the newest result, so an edit carries to later steps;
@@ -332,9 +333,6 @@ class LessonController(QObject):
             return True
         if key in BACK_KEYS:
             self.back()
-            return True
-        if key == Qt.Key.Key_F5:
-            self.presenter.toggle()
             return True
         if key == Qt.Key.Key_Escape and self.presenter.active:
             self.presenter.leave()

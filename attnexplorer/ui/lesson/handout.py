@@ -137,10 +137,15 @@ class _PdfHandout:
             from ..figure_paint import _panel_figure
 
             area = QRectF(m, y, w - 2 * m - table_w - (12 if table_w else 0), h - m - y)
-            # Two figures side by side on a landscape page leave each a thin strip: a grid of
-            # up to two columns, each figure laid out afresh at its cell's size (its text
-            # keeps its size; only a figure that cannot be laid out again is scaled).
-            cols = 1 if len(panels) == 1 else 2
+            # The figures in the grid (1 to n columns) that gives each one the most room,
+            # each laid out afresh at its cell's size, between square and 16:9 (its text keeps
+            # its size; only a figure that cannot be laid out again is scaled).
+            def room(cols):
+                rows = -(-len(panels) // cols)
+                w, h = area.width() / cols, area.height() / rows
+                return min(w, h * 1.8) * min(h, w)
+
+            cols = max(range(1, len(panels) + 1), key=room)
             rows = -(-len(panels) // cols)
             cell = QSizeF(area.width() / cols, area.height() / rows)
             for k, panel in enumerate(panels):
@@ -149,8 +154,10 @@ class _PdfHandout:
                 box = QRectF(area.left() + c * cell.width(), area.top() + r * cell.height(),
                              cell.width() - 8, cell.height() - 8)
                 natural = fig.natural
-                aspect = natural.width() / max(natural.height(), 1.0)
-                size = QSizeF(min(box.width(), box.height() * aspect), min(box.height(), box.width() / aspect))
+                size = QSizeF(min(box.width(), box.height() * 1.8), min(box.height(), box.width()))
+                if not fig.flexible:
+                    aspect = natural.width() / max(natural.height(), 1.0)
+                    size = QSizeF(min(box.width(), box.height() * aspect), min(box.height(), box.width() / aspect))
                 p.save()
                 p.translate(box.topLeft())
                 if fig.flexible:
