@@ -62,9 +62,16 @@ def run_import_model(args) -> int:
     source = resolve(args.model)
 
     from ..io.atomic import atomic_write_text
-    from ..models.loading import load_model
+    from ..models.loading import first_gguf_open, load_model
 
-    loaded = load_model(source)
+    # The first open of a GGUF model dequantises it (a minute or more: it printed nothing for
+    # 85 s): its progress, tensor by tensor, on stderr. A cached or native open takes seconds.
+    opening = LayerBar() if first_gguf_open(source) else None
+    try:
+        loaded = load_model(source, progress=opening)
+    finally:
+        if opening is not None:
+            opening.close()
     if args.layer >= loaded.num_layers:
         raise ModelError(f"--layer {args.layer} is out of range: {source.label} has layers 0..{loaded.num_layers - 1}")
     bar = LayerBar() if loaded.is_long(len(loaded.tokenize(args.text)[0])) else None

@@ -19,6 +19,8 @@ import json
 import os
 import shutil
 import tempfile
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
@@ -217,7 +219,8 @@ def forward_with(model, family) -> Callable[[list[int]], Forward]:
 
 @contextmanager
 def _gguf_progress(say: Progress, check: Callable[[], None], start: float, end: float):
-    """Report (and allow cancelling) the dequantisation tensor by tensor.
+    """Report (and allow cancelling) the dequantisation tensor by tensor, and the seconds spent
+    reading the file before it.
 
     transformers walks the GGUF tensors through its module's ``tqdm``, which would print a
     progress bar on stderr; for the duration of the load that name is pointed at a wrapper that
@@ -230,19 +233,36 @@ def _gguf_progress(say: Progress, check: Callable[[], None], start: float, end: 
         yield
         return
     original = getattr(gguf_utils, "tqdm", None)
+    begun = threading.Event()
+    done = threading.Event()
 
     def tensors(iterable, desc="", **_kwargs):
+        begun.set()
         items = list(iterable)
         for i, item in enumerate(items):
             check()
-            if i % 16 == 0:
-                say(start + (end - start) * i / max(len(items), 1), f"dequantising tensor {i + 1} of {len(items)}")
+            if i % 8 == 0 or i + 1 == len(items):
+                say(start + (end - start) * (i + 1) / max(len(items), 1),
+                    f"dequantising tensor {i + 1} of {len(items)}")
             yield item
 
+    def waiting() -> None:
+        # Before its first tensor transformers parses the whole file (SmolLM2's 49,152-token
+        # vocabulary into Python lists), which took 100 s at a load of 9 with nothing to count:
+        # the bar says so each second instead of sitting at one number.
+        started = time.monotonic()
+        while not done.wait(1.0):
+            if not begun.is_set():
+                say(start, f"reading the GGUF file before dequantising its tensors: {time.monotonic() - started:.0f} s")
+
     gguf_utils.tqdm = tensors
+    ticker = threading.Thread(target=waiting, name="gguf-progress", daemon=True)
+    ticker.start()
     try:
         yield
     finally:
+        done.set()
+        ticker.join()
         gguf_utils.tqdm = original
 
 

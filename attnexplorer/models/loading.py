@@ -286,6 +286,11 @@ def _check(cancelled: Callable[[], bool] | None) -> None:
         raise Cancelled()
 
 
+def first_gguf_open(source: ModelSource) -> bool:
+    """Whether opening ``source`` dequantises a GGUF file (no finished cache of it yet)."""
+    return bool(source.gguf) and not (gguf_cache_folder(source) / CACHE_DONE).is_file()
+
+
 def load_model(spec: str | ModelSource, progress: Progress | None = None,
                cancelled: Callable[[], bool] | None = None, engine: str = "auto") -> LoadedModel:
     """Open ``spec`` (minilm, smollm2, a folder or a .gguf file) offline; ModelError says why not.

@@ -194,3 +194,40 @@ def test_a_malformed_or_missing_tokenizer_is_named(tiny_llama, tmp_path):
         (bare / name).unlink()
     with pytest.raises(ModelError, match="holds no tokenizer"):
         load_model(str(bare))
+
+
+def test_dequantising_reports_the_wait_and_every_tensor():
+    # issue 27, item 14: the first SmolLM2 open sat at "20 %" for 43 s and import-model printed nothing
+    import threading
+
+    from attnexplorer.models import hf
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    said = []
+    heard = threading.Event()
+
+    def say(fraction, message):
+        said.append((fraction, message))
+        heard.set()
+
+    with hf._gguf_progress(say, lambda: None, 0.2, 0.7):
+        assert heard.wait(30)            # the parse before the first tensor: counted in seconds
+        assert said[0] == (0.2, said[0][1]) and "reading the GGUF file" in said[0][1]
+        list(gguf_utils.tqdm(range(20), desc="tensors"))
+    assert said[-1] == (0.7, "dequantising tensor 20 of 20")
+    assert "dequantising tensor 1 of 20" in [m for _, m in said]
+    assert gguf_utils.tqdm is not None and gguf_utils.tqdm.__module__ != hf.__name__
+
+
+def test_import_model_shows_progress_only_for_a_first_gguf_open(tmp_path, model_cache):
+    from attnexplorer.models.loading import CACHE_DONE, first_gguf_open
+    from attnexplorer.models.sources import ModelSource, gguf_cache_folder
+
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    source = ModelSource(label="m", folder=tmp_path, gguf="m.gguf")
+    assert first_gguf_open(source)
+    cache = gguf_cache_folder(source)
+    cache.mkdir(parents=True)
+    (cache / CACHE_DONE).write_text("done")
+    assert not first_gguf_open(source)
+    assert not first_gguf_open(ModelSource(label="f", folder=tmp_path, gguf=None))
