@@ -148,8 +148,9 @@ def test_import_model_shows_a_bar_for_a_long_text(tiny_gpt2, tmp_path, capsys, l
 def test_long_badge_texts():
     found = {"output": 2e-5, "output_scale": 40.0, "lse": 3e-6, "lse_scale": 9.0, "rows": 512}
     assert long_badge_text(found) == ("matches the model: attention output max |Δ| = 2e-5 on 512 queries, "
-                                      "every row's log Σ exp max |Δ| = 3e-6")
-    assert long_badge_text(dict(found, lse=None)) == "matches the model: attention output max |Δ| = 2e-5 on 512 queries"
+                                      "every row's log Σ exp max |Δ| = 3e-6 (checked to 1e-4 of the values' size)")
+    assert long_badge_text(dict(found, lse=None)) == ("matches the model: attention output max |Δ| = 2e-5 on 512 "
+                                                      "queries (checked to 1e-4 of the values' size)")
     assert long_badge_text(dict(found, output=0.5)).startswith("edited: the attention output differs")
     assert "normalisers by up to 0.1" in long_badge_text(dict(found, lse=0.1))
     assert long_badge_text(dict(found, output=float("inf"))).startswith("edited: the shape no longer")

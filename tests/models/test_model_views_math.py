@@ -42,8 +42,11 @@ def test_colours_are_distinct():
 def test_badge():
     a = _weights()
     assert max_difference(a, a + 2e-7) < 3e-7
-    assert badge_text(2e-7) == "matches the model: max |Δ| = 2e-7"
-    assert badge_text(0.0) == "matches the model: max |Δ| = 0"
+    assert badge_text(2e-7) == "matches the model: max |Δ| = 2e-7 (checked to 1e-5)"
+    assert badge_text(0.0) == "matches the model: max |Δ| = 0 (checked to 1e-5)"
+    # issue 27, item 6: rounding the check does not allow for is not an edit, and is not a match
+    assert badge_text(8.1e-5) == ("near the model but not within 1e-5: weights max |Δ| = 8.1e-05 "
+                                  "(float32 rounding, e.g. of RoPE's angles on a long text)")
     assert badge_text(max_difference(a, a * 0.5)) == "edited: differs from the model by up to 0.5 (weights)"
     assert badge_text(max_difference(a, a[:, :2, :2])).startswith("edited: the shape")
 
