@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 import pyqtgraph as pg
 from PySide6.QtCore import QBuffer, QIODevice, QMarginsF, QPointF, QRectF, QSize, QSizeF, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QImage, QPageSize, QPainter, QPdfWriter, QPicture
+from PySide6.QtGui import QBrush, QColor, QFont, QImage, QPageSize, QPainter, QPdfWriter, QPen, QPicture
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsRectItem, QGraphicsView
 
@@ -148,6 +148,43 @@ def _export_mode(item, painter: QPainter, scale: float):
             it.setExportMode(False)
 
 
+def _pen_of(it) -> QPen | None:
+    """The pen an item draws its lines with, where it says (shape items, axes, infinite lines,
+    curves, bars)."""
+    if not hasattr(it, "setPen"):
+        return None
+    pen = getattr(it, "pen", None)
+    if callable(pen):
+        try:
+            pen = pen()
+        except TypeError:
+            pen = None
+    if pen is None and isinstance(getattr(it, "opts", None), dict):
+        pen = it.opts.get("pen")
+    return pen if isinstance(pen, QPen) else None
+
+
+@contextlib.contextmanager
+def _thicker_lines(item, scale: float):
+    """Lines ``scale`` times as wide while a PNG is painted ``scale`` times the logical size.
+    Cosmetic pens (pyqtgraph's, and the selection frames) are drawn in device pixels, so a
+    2× PNG had its axes, outlines and selection at 1× while everything else doubled."""
+    changed = []
+    for it in _tree(item):
+        pen = _pen_of(it)
+        if pen is None or pen.style() == Qt.PenStyle.NoPen:
+            continue
+        wider = QPen(pen)
+        wider.setWidthF(max(pen.widthF(), 1.0) * scale)  # a cosmetic width of 0 is drawn 1 px wide
+        changed.append((it, QPen(pen)))
+        it.setPen(wider)
+    try:
+        yield
+    finally:
+        for it, pen in changed:
+            it.setPen(pen)
+
+
 def _can_relayout(item) -> bool:
     # Only a top-level item (a view's central layout or plot) may be resized on its own;
     # a plot nested in a layout would overlap its neighbours.
@@ -262,7 +299,8 @@ def _panel_figure(panel, with_title: bool = True, selection: bool = True) -> _Fi
             _draw_title(painter, QRectF(0, 0, size.width(), band), title, 12)
         colorbars = _vector_colorbars(item) if vector else contextlib.nullcontext()
         marks = contextlib.nullcontext() if selection else _hidden(_selection_marks(panel))
-        with _laid_out(item, body.size()), _export_mode(item, painter, scale), colorbars, marks:
+        lines = _thicker_lines(item, scale) if not vector and abs(scale - 1.0) > 1e-3 else contextlib.nullcontext()
+        with _laid_out(item, body.size()), _export_mode(item, painter, scale), colorbars, marks, lines:
             source = item.sceneBoundingRect()
             target = _fit(source.size(), body)
             item.scene().render(painter, target, source, Qt.AspectRatioMode.IgnoreAspectRatio)
@@ -344,12 +382,28 @@ def _paint_on(device, fig: _Figure, logical: QSizeF, pixels: QSize, vector: bool
 
 
 def _render_image(fig: _Figure, logical: QSizeF, pixels: QSize) -> QImage:
+    """The figure painted at ``pixels``. The scale from the logical size is the image's
+    device pixel ratio, not a painter transform, so what is drawn in device pixels (cell
+    numbers, cosmetic pens: axes, outlines, hatching, the selection) grows with it as the
+    rest does; a 2× PNG had them at 1×, half the size of the SVG's."""
     image = QImage(pixels, QImage.Format.Format_ARGB32)
     dpm = round(_dpi() / 0.0254)
     image.setDotsPerMeterX(dpm)
     image.setDotsPerMeterY(dpm)
     image.fill(QColor("white"))
-    _paint_on(image, fig, logical, pixels, vector=False)
+    s = pixels.width() / logical.width()
+    image.setDevicePixelRatio(s)
+    painter = QPainter(image)
+    try:
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+        painter.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
+        painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)  # solid cells
+        # the rest of the pixel size's rounding, in the image's own logical units
+        painter.scale(1.0, (pixels.height() / logical.height()) / s)
+        fig.paint(painter, logical, False, s)
+    finally:
+        painter.end()
+    image.setDevicePixelRatio(1.0)  # the file and the caller count pixels
     return image
 
 

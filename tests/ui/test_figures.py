@@ -394,6 +394,8 @@ def test_exporting_a_large_scatter_plot_does_not_abort(qtbot, doc, tmp_path):
 
 
 def test_real_weights_panel_figure_matches_its_screen(qtbot):
+    from PySide6.QtCore import QPointF, QRectF
+
     from attnexplorer.core.presets import build_preset
     from attnexplorer.ui.panels import WeightsPanel
 
@@ -405,5 +407,57 @@ def test_real_weights_panel_figure_matches_its_screen(qtbot):
         exported = as_array(figures.render_panel(panel))
         assert exported.shape == screen.shape
         assert np.abs(exported.astype(int) - screen.astype(int)).mean() < 3.0
+    finally:
+        document.shutdown()
+
+
+def test_a_2x_png_scales_cell_numbers_and_lines_too(qtbot):
+    # Cell numbers and cosmetic pens (axes, outlines, the selection frame) are drawn in device
+    # pixels: a 2× PNG had them at 1×, half the size of the SVG's at the same pixels.
+    from PySide6.QtCore import QPointF, QRectF
+
+    from attnexplorer.core.presets import build_preset
+    from attnexplorer.ui.panels import WeightsPanel
+    from attnexplorer.ui.panels import theme
+
+    document = SessionDocument(build_preset("pronoun").session)
+    try:
+        panel = shown(qtbot, WeightsPanel(document), size=(460, 400))
+        assert document.compute.wait_idle(30)
+        qtbot.waitUntil(lambda: bool(panel.view.numbers.cells))
+        mask = document.result.mask
+        n = mask.shape[0]
+        # the cells' rectangle in the figure's logical pixels
+        vb = panel.view.vb
+        origin = panel.figure_item().sceneBoundingRect().topLeft()
+        rect = QRectF(vb.mapViewToScene(QPointF(0, 0)) - origin, vb.mapViewToScene(QPointF(n, n)) - origin).normalized()
+
+        def number_ink(image, scale):
+            """Pixels far from their cell's own colour, over the cells not blocked: the numbers."""
+            cw, ch = rect.width() / n * scale, rect.height() / n * scale
+            ink = 0
+            for r in range(n):
+                for c in range(n):
+                    if mask[r, c]:
+                        continue
+                    x0, y0 = int(rect.left() * scale + c * cw) + 2, int(rect.top() * scale + r * ch) + 2
+                    block = image[y0:int(y0 + ch) - 4, x0:int(x0 + cw) - 4].reshape(-1, 3).astype(int)
+                    assert block.size, (r, c)
+                    ink += int((np.abs(block - np.median(block, axis=0)).sum(axis=1) > 150).sum())
+            return ink
+
+        def orange(image):
+            target = np.array(theme.SELECTION_COLOR.getRgb()[:3])
+            return int((np.abs(image.astype(int) - target).sum(axis=2) < 60).sum())
+
+        one = as_array(figures.render_panel(panel, scale=1, with_title=False))
+        two = as_array(figures.render_panel(panel, scale=2, with_title=False))
+        assert two.shape[0] == 2 * one.shape[0]
+        assert number_ink(one, 1) > 100
+        # twice as wide and twice as tall: about four times the pixels (1× text gave about one)
+        assert number_ink(two, 2) >= 3.0 * number_ink(one, 1), (number_ink(two, 2), number_ink(one, 1))
+        assert orange(two) >= 3.0 * orange(one), (orange(two), orange(one))
+        # and the screen keeps its own pens and numbers afterwards
+        assert as_array(figures.render_panel(panel, scale=1, with_title=False)).tolist() == one.tolist()
     finally:
         document.shutdown()

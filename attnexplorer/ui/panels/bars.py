@@ -72,6 +72,13 @@ class Bars(pg.GraphicsObject):
         self._bounds = None
         self.update()
 
+    def pen(self) -> QPen:
+        """The outline pen (cosmetic: its width in device pixels)."""
+        return self._pen
+
+    def setPen(self, pen) -> None:
+        self.setOpts(pen=pen)
+
     def _empty_again(self, opts: dict) -> bool:
         """Whether ``opts`` leave an item without bars as it is: no bars, no other change."""
         if len(self._corners) or set(opts) - {"x", "height", "y0", "width"}:
