@@ -96,6 +96,11 @@ def format_report(r: dict) -> str:
 
         out.append("")
         out.extend(format_rows(r["models"]))
+    if r.get("behaviour"):
+        from .behaviour import format_rows as behaviour_rows
+
+        out.append("")
+        out.extend(behaviour_rows(r["behaviour"]))
     out.append("")
     out.append(f"({r['seconds']:.0f} s in all)")
     return "\n".join(out)

@@ -23,6 +23,8 @@ same run, so a busy machine slows both sides alike):
 - ``fit_steps``, ``fit_gui``: fitting a head, steps per second at n = 16 with no window
   (target ≥ 200) and the GUI's longest block during a fit at n = 512 (target ≤ 50 ms); see
   ``bench/fit.py``.
+- ``behaviour``: an edit or an ablation of a real model → its Predictions panel redrawn, and
+  the logit lens's cost (``bench/behaviour.py``; not with ``--quick``).
 - ``startup``: a fresh ``attnexplorer --preset pronoun`` to its first painted window (before
   torch has loaded) and to every panel drawn, beside ``python -c "import torch,
   PySide6.QtWidgets, pyqtgraph"`` to its imports done (none counts the interpreter's exit).
@@ -110,6 +112,14 @@ def row_kinds(quick: bool = False, devices: tuple[str, ...] = ("cpu",)) -> dict[
 
         return bench_models()
 
+    def behaviour() -> list:
+        # An edit or an ablation of a real model → its prediction (fresh processes; not with --quick)
+        if quick:
+            return []
+        from .behaviour import bench_behaviour
+
+        return bench_behaviour()
+
     devices = list(devices)
     sizes = {"engine": [16, 256] if quick else [16, 64, 256, 512, 1024, 2048, 4096],
              "stages": [256] if quick else [1024, 2048], "redraw": [16, 64] if quick else [16, 64, 256, 512],
@@ -128,6 +138,7 @@ def row_kinds(quick: bool = False, devices: tuple[str, ...] = ("cpu",)) -> dict[
         "fit_steps": lambda: bench_fit_steps(steps=100 if quick else 300, repeats=1 if quick else 3),
         "fit_gui": lambda: bench_fit_gui(128 if quick else 512, seconds=1.0 if quick else 3.0),
         "models": models,
+        "behaviour": behaviour,
     }
 
 

@@ -112,6 +112,7 @@ class Behaviour:
     run: Any
     _models: dict = field(default_factory=dict)    # layer → the model's own session of that layer
     _patches: dict = field(default_factory=dict)   # patch text → (ids, {layer: heads' outputs})
+    _lens_probs: Any = None                          # (position, the unedited lens's probabilities)
 
     def __post_init__(self):
         from .forward import head_problem
@@ -279,7 +280,8 @@ class Behaviour:
         if picked:
             out["target"] = self._target(picked, base, edited, target, versus)
         if lens:
-            out["logit_lens"] = self._lens(base_layers, after, position, picked[0] if picked else None, base, edited)
+            out["logit_lens"] = self._lens(base_layers, after, position, picked[0] if picked else None, base, edited,
+                                           interventions.first_layer())
         return out
 
     def _top(self, scores, k: int, base=None) -> list[dict]:
@@ -314,29 +316,35 @@ class Behaviour:
                 "intervened": None if edited is None else float(edited[0][picked[0]] - edited[0][picked[1]])}
         return out
 
-    def _lens(self, base_layers, after, position: int, picked: int | None, base_scores, edited_scores) -> list[dict]:
-        """Each layer's residual through the final norm and the unembedding; the last layer's is
-        the prediction's own row (one batched product for the others would round differently)."""
+    def _lens(self, base_layers, after, position: int, picked: int | None, base_scores, edited_scores,
+              first: int | None) -> list[dict]:
+        """Each layer's residual through the final norm and the unembedding. The unedited
+        model's is computed once per position (its probabilities kept: layers × vocabulary),
+        and with the interventions only from their first layer on: before it the stream is the
+        unedited one. The last layer's is the prediction's own row (one batched product would
+        round it differently)."""
         import torch
 
-        rows = []
-        stack = torch.from_numpy(np.stack([b[position] for b in base_layers[:-1]]))
-        base = torch.cat([self.logits(stack).double(), torch.from_numpy(base_scores[0])[None]])
+        layers = len(base_layers)
+        if self._lens_probs is None or self._lens_probs[0] != position:
+            stack = torch.from_numpy(np.stack([b[position] for b in base_layers[:-1]]))
+            logits = torch.cat([self.logits(stack).double(), torch.from_numpy(base_scores[0])[None]])
+            self._lens_probs = (position, torch.softmax(logits, dim=-1))
+        base = self._lens_probs[1]
         edited = None
         if after is not None:
-            edited = torch.cat([self.logits(torch.stack([a[position] for a in after[:-1]])).double(),
-                                torch.from_numpy(edited_scores[0])[None]])
-        for layer in range(len(base_layers)):
-            entry = {"layer": layer, "baseline": self._lens_entry(base[layer], picked),
-                     "intervened": None if edited is None else self._lens_entry(edited[layer], picked)}
-            rows.append(entry)
-        return rows
+            rows = [a[position] for a in after[first:-1]]
+            fresh = self.logits(torch.stack(rows)).double() if rows else torch.zeros((0, base.shape[1]), dtype=torch.float64)
+            edited = torch.cat([base[:first], torch.softmax(fresh, dim=-1),
+                                torch.softmax(torch.from_numpy(edited_scores[0]), dim=-1)[None]])
+        return [{"layer": layer, "baseline": self._lens_entry(base[layer], picked),
+                 "intervened": None if edited is None else self._lens_entry(edited[layer], picked)}
+                for layer in range(layers)]
 
-    def _lens_entry(self, logits, picked: int | None) -> dict:
+    def _lens_entry(self, probs, picked: int | None) -> dict:
         import torch
 
-        probs = torch.softmax(logits, dim=-1)
-        best = int(torch.argmax(logits))
+        best = int(torch.argmax(probs))
         return {"top": {"id": best, "token": self.token(best), "prob": float(probs[best])},
                 "target_prob": None if picked is None else float(probs[picked])}
 

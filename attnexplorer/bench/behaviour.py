@@ -1,0 +1,144 @@
+"""The behaviour rows of ``attnexplorer bench`` (issue 23): how fast an edit or an ablation
+reaches the model's prediction in the running app.
+
+One fresh process per model, the app's main window up, the model opened through File ▸ Open
+model…'s own call (``ModelController.start``) on a 32-token text:
+
+- **SmolLM2**, layer 15 in the tables: one cell edit (W_q of head 0) → the Predictions panel
+  redrawn with the edited layer's prediction (``edit_ms``, target ≤ 150 ms; the recompute
+  runs layers 15–29 only, which the row checks: ``recomputed_layers``); one ablation toggle
+  (L15H0 zero-ablated, then restored) → the panel redrawn (``ablation_ms``, ≤ 150 ms); the
+  whole logit lens on top of a prediction (``Behaviour.predict`` with and without it, same
+  interventions: ``lens_ms``, ≤ 50 ms more).
+- **MiniLM** (no LM head: the pooled embedding's cosine): an ablation toggle → the panel
+  redrawn (``ablation_ms``, ≤ 60 ms).
+
+Each time is the median of several repeats; the load average is reported beside them.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from .real_models import TEXT_32, _load, _probe
+
+TARGETS = {"smollm2": {"edit_ms": 150.0, "ablation_ms": 150.0, "lens_ms": 50.0}, "minilm": {"ablation_ms": 60.0}}
+LAYER = 15
+
+_PROBE = r"""
+import json, statistics, sys, time
+from attnexplorer.bench.harness import close_window, open_window, start_app
+from attnexplorer.core.presets import build_preset
+app = start_app()
+document, window = open_window(build_preset("pronoun").session)
+document.compute.wait_idle(60.0)
+window.ask_unsaved = lambda: "discard"
+errors = []
+window.show_error = lambda title, text: errors.append(text)
+name, text, layer, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+from attnexplorer.ui.model_window import ModelController
+window.model_controller = controller = ModelController(window, document, window.actions)
+control = controller.behaviour
+controller.start(name, text, layer)
+
+def wait(done, limit=600.0):
+    end = time.perf_counter() + limit
+    while not done() and not errors and time.perf_counter() < end:
+        app.processEvents()
+        time.sleep(0.0005)
+    if errors or not done():
+        raise SystemExit(errors[0] if errors else "timed out")
+
+def shows(what):
+    def done():
+        r = control.last_result
+        return r is not None and ((r.get("intervened") or {}).get("interventions") or []) == what
+    return done
+
+wait(shows([]))
+behaviour = control.behaviour
+out = {"tokens": len(behaviour.run.ids), "layers": behaviour.loaded.num_layers, "edit_ms": [], "ablation_ms": []}
+if behaviour.problem is None:
+    session = document.session
+    for i in range(repeats):
+        w = session.w_query.copy()
+        w[0, 0, 0] += 0.5 * (i + 1)
+        started = time.perf_counter()
+        document.edit(session.replace(w_query=w), "Edit W_q")
+        wait(shows([f"layer {layer} edited"]))
+        out["edit_ms"].append(1000 * (time.perf_counter() - started))
+    edited = control.interventions()
+    out["recomputed_layers"] = out["layers"] - behaviour.effective(edited).first_layer()
+    document.edit(session, "back")
+    wait(shows([]))
+for i in range(repeats):
+    started = time.perf_counter()
+    control.set_ablation(layer, 0, "zero")
+    wait(lambda: control.last_result is not None and control.last_result.get("intervened") is not None)
+    out["ablation_ms"].append(1000 * (time.perf_counter() - started))
+    control.set_ablation(layer, 0, None)
+    wait(lambda: control.last_result is not None and control.last_result.get("intervened") is None)
+if behaviour.problem is None:
+    from attnexplorer.models.interventions import Interventions
+    ablated = Interventions().with_ablation(layer, 0, "zero")
+    lens = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        behaviour.predict(ablated, top=10)
+        t1 = time.perf_counter()
+        behaviour.predict(ablated, top=10, lens=True)
+        t2 = time.perf_counter()
+        lens.append(1000 * ((t2 - t1) - (t1 - t0)))
+    out["lens_ms"] = lens
+print(json.dumps(out))
+controller.window.close()
+controller.shutdown()
+close_window(document, window)
+"""
+
+
+def bench_behaviour(repeats: int = 7) -> list[dict]:
+    """One row per model: the medians, each against its target."""
+    from ..models import missing_dependencies, packaged_models
+
+    problem = missing_dependencies()
+    installed = {name: ok for name, _what, ok in packaged_models()}
+    rows = []
+    for name, targets in TARGETS.items():
+        row = {"model": name, "targets": targets}
+        if problem or not installed.get(name):
+            row.update(error=problem or f"{name} is not installed", met=None)
+            rows.append(row)
+            continue
+        row["load_before"] = _load()
+        result = _probe(_PROBE, name, TEXT_32, str(LAYER if name == "smollm2" else 3), str(repeats))
+        row["load_after"] = _load()
+        if "error" in result:
+            row.update(error=result["error"], met=False)
+            rows.append(row)
+            continue
+        row.update(tokens=result["tokens"], layers=result["layers"], recomputed_layers=result.get("recomputed_layers"))
+        for key in targets:
+            row[key] = statistics.median(result[key]) if result.get(key) else None
+            row[key + "_all"] = result.get(key)
+        row["met"] = all(row[key] is not None and row[key] <= target for key, target in targets.items())
+        rows.append(row)
+    return rows
+
+
+def format_rows(rows: list[dict]) -> list[str]:
+    out = ["Behaviour: an edit or an ablation → the Predictions panel redrawn (median, in the running app)"]
+    names = {"edit_ms": "cell edit", "ablation_ms": "ablation toggle", "lens_ms": "logit lens on top"}
+    for row in rows:
+        if row.get("error"):
+            out.append(f"  {row['model']:8} not measured: {row['error']}")
+            continue
+        parts = [f"{names[key]} {row[key]:.0f} ms (≤ {target:.0f})" for key, target in row["targets"].items()
+                 if row.get(key) is not None]
+        recomputed, layers = row.get("recomputed_layers"), row.get("layers")
+        extra = f", layers {layers - recomputed}–{layers - 1} recomputed" if recomputed else ""
+        out.append(f"  {row['model']:8} {row['tokens']} tokens{extra}: " + "; ".join(parts)
+                   + ("  ok" if row["met"] else "  MISSED"))
+        if row.get("load_before") is not None:
+            out.append(f"           load average {row['load_before']:.2f} before, {row['load_after']:.2f} after")
+    return out
