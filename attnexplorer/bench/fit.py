@@ -72,7 +72,7 @@ def bench_fit_gui(n: int = 512, seconds: float = 3.0) -> dict:
     document.compute.wait_idle(60.0)
     window.docks["fit"].raise_()
     fit = window.fit
-    fit.steps_spin.setValue(1_000_000)
+    fit.controls.steps_spin.setValue(1_000_000)
     frames = {"count": 0}
     document.result_changed.connect(lambda _r: frames.__setitem__("count", frames["count"] + 1))
     worst = {"wall": 0.0, "cpu": 0.0, "work": 0.0}
@@ -92,7 +92,7 @@ def bench_fit_gui(n: int = 512, seconds: float = 3.0) -> dict:
     timer.setInterval(1)
     timer.timeout.connect(tick)
     timer.start()
-    if not fit.start():
+    if not fit.controls.start():
         timer.stop()
         close_window(document, window)
         return {"n": n, "error": fit.report}

@@ -60,8 +60,8 @@ def test_a_fit_in_the_window_matches_the_target_and_is_one_undo_step(make_window
     start = doc.session
     frames = []
     doc.result_changed.connect(lambda r: frames.append(r))
-    assert fit.target_kind == "previous-token"
-    assert fit.start()
+    assert fit.editor.target_kind == "previous-token"
+    assert fit.controls.start()
     assert fit.runner.wait(120)
     assert fit.runner.last.status == "converged"
     assert "matched the target" in fit.report
@@ -72,11 +72,11 @@ def test_a_fit_in_the_window_matches_the_target_and_is_one_undo_step(make_window
     weights_panel = next(p for p in window.panels if p.kind == "weights")
     np.testing.assert_array_equal(weights_panel.view.data, shown)
     # The loss curve holds every step, falling, on a log axis.
-    xs, ys = fit.loss_curve.getData()
+    xs, ys = fit.controls.loss_curve.getData()
     assert len(fit.runner.history) == fit.runner.last.step + 1
     assert fit.runner.history[-1][1] < fit.runner.history[0][1] / 100
-    assert fit.loss_plot.getPlotItem().ctrl.logYCheck.isChecked()
-    assert "max |w − t|" in fit.status_label.text()
+    assert fit.controls.loss_plot.getPlotItem().ctrl.logYCheck.isChecked()
+    assert "max |w − t|" in fit.controls.status_label.text()
     # One undo step, back to the exact start, and redo to the fit.
     assert doc.undo_stack.count() == 1 and doc.undo_stack.text(0).startswith("Fit head 0")
     fitted = doc.session
@@ -91,10 +91,10 @@ def test_a_fit_in_the_window_matches_the_target_and_is_one_undo_step(make_window
 
 def _slow_fit(fit, steps=100000):
     """A fit that cannot finish soon: SGD with a small step toward the first token."""
-    fit.target_combo.setCurrentIndex(fit.target_combo.findData("first-token"))
-    fit.optimizer_combo.setCurrentIndex(fit.optimizer_combo.findData("sgd"))
-    fit.lr_spin.setValue(0.0001)
-    fit.steps_spin.setValue(steps)
+    fit.editor.target_combo.setCurrentIndex(fit.editor.target_combo.findData("first-token"))
+    fit.controls.optimizer_combo.setCurrentIndex(fit.controls.optimizer_combo.findData("sgd"))
+    fit.controls.lr_spin.setValue(0.0001)
+    fit.controls.steps_spin.setValue(steps)
 
 
 def _wait_for_steps(qtbot, fit, count):
@@ -106,22 +106,22 @@ def test_pause_resume_and_stop_keep_the_weights_reached(make_window, qtbot):
     doc, fit = window.document, window.fit
     start = doc.session
     _slow_fit(fit)
-    assert fit.start()
-    assert not fit.start_button.isEnabled() and fit.stop_button.isEnabled()
-    assert not fit.lr_spin.isEnabled()  # settings are fixed while it runs
+    assert fit.controls.start()
+    assert not fit.controls.start_button.isEnabled() and fit.controls.stop_button.isEnabled()
+    assert not fit.controls.lr_spin.isEnabled()  # settings are fixed while it runs
     _wait_for_steps(qtbot, fit, 5)
-    fit.pause_button.click()
-    assert fit.runner.state == "paused" and fit.pause_button.text() == "Resume"
+    fit.controls.pause_button.click()
+    assert fit.runner.state == "paused" and fit.controls.pause_button.text() == "Resume"
     qtbot.wait(150)  # let the step in flight land
     paused_at = fit.runner.last.step
     qtbot.wait(300)
     assert fit.runner.last.step == paused_at
-    fit.pause_button.click()
+    fit.controls.pause_button.click()
     assert fit.runner.state == "running"
     _wait_for_steps(qtbot, fit, paused_at + 5)
-    fit.stop_button.click()
+    fit.controls.stop_button.click()
     assert fit.runner.wait(30)
-    assert fit.runner.state == "idle" and fit.start_button.isEnabled()
+    assert fit.runner.state == "idle" and fit.controls.start_button.isEnabled()
     assert "stopped at step" in fit.report
     reached = fit.runner.fitter.session()
     np.testing.assert_array_equal(doc.session.w_query, reached.w_query)
@@ -136,7 +136,7 @@ def test_an_edit_during_a_fit_stops_it_and_keeps_both_undo_steps(make_window, qt
     doc, fit = window.document, window.fit
     start = doc.session
     _slow_fit(fit)
-    assert fit.start()
+    assert fit.controls.start()
     _wait_for_steps(qtbot, fit, 3)
     qtbot.waitUntil(lambda: doc.session is not start, timeout=10000)  # a frame was shown
     x = doc.session.embeddings.copy()
@@ -168,8 +168,8 @@ def _press_move_release(canvas, points):
 
 
 def _cell_centre(fit, row, col):
-    scene = fit.view.vb.mapViewToScene(QPointF(col + 0.5, row + 0.5))
-    return fit.canvas.mapFromScene(scene)
+    scene = fit.editor.view.vb.mapViewToScene(QPointF(col + 0.5, row + 0.5))
+    return fit.editor.canvas.mapFromScene(scene)
 
 
 def test_drawing_a_target_by_dragging_then_fitting_it(make_window, qtbot):
@@ -178,18 +178,18 @@ def test_drawing_a_target_by_dragging_then_fitting_it(make_window, qtbot):
     QApplication.processEvents()
     # A stroke along row 5 over keys 1..3 (moves may skip a cell; the line between them counts):
     # that row becomes uniform over them.
-    _press_move_release(fit.canvas, [_cell_centre(fit, 5, c) for c in (1, 1.5, 3)])
-    assert fit.target_kind == "custom"
-    target = fit.shown_target.matrix
+    _press_move_release(fit.editor.canvas, [_cell_centre(fit, 5, c) for c in (1, 1.5, 3)])
+    assert fit.editor.target_kind == "custom"
+    target = fit.editor.shown_target.matrix
     np.testing.assert_allclose(target[5], [0, 1 / 3, 1 / 3, 1 / 3, 0, 0])
     np.testing.assert_allclose(target[:5], previous_token(6)[:5])  # the rest is the target drawn from
     np.testing.assert_allclose(target.sum(axis=1), 1.0)
     # A masked cell cannot be drawn on.
-    assert not fit.paint_cell(1, 4, new_stroke=True)
+    assert not fit.editor.paint_cell(1, 4, new_stroke=True)
     assert "masked" in fit.report
-    np.testing.assert_array_equal(fit.shown_target.matrix, target)
-    fit.steps_spin.setValue(2000)
-    assert fit.start()
+    np.testing.assert_array_equal(fit.editor.shown_target.matrix, target)
+    fit.controls.steps_spin.setValue(2000)
+    assert fit.controls.start()
     assert fit.runner.wait(120)
     assert fit.runner.last.status == "converged", fit.report
     assert np.abs(doc.result.weights[0] - target).max() < 0.01
@@ -198,32 +198,32 @@ def test_drawing_a_target_by_dragging_then_fitting_it(make_window, qtbot):
 def test_refusals_are_one_line_and_start_nothing(make_window, tmp_path):
     window = make_window(heads=2)
     doc, fit = window.document, window.fit
-    fit.target_combo.setCurrentIndex(fit.target_combo.findData("head"))
-    fit.param_spin.setValue(0)  # the selected head itself
-    assert "is the head being fitted" in fit.report and fit.shown_target is None
-    assert not fit.start()
+    fit.editor.target_combo.setCurrentIndex(fit.editor.target_combo.findData("head"))
+    fit.editor.param_spin.setValue(0)  # the selected head itself
+    assert "is the head being fitted" in fit.report and fit.editor.shown_target is None
+    assert not fit.controls.start()
     assert doc.undo_stack.count() == 0 and not fit.runner.running
-    fit.param_spin.setValue(1)
-    assert fit.shown_target is not None and fit.report == ""
-    fit.train_q.setChecked(False)
-    fit.train_k.setChecked(False)
-    assert not fit.start() and fit.report == "nothing to train: choose q, k and/or biases"
+    fit.editor.param_spin.setValue(1)
+    assert fit.editor.shown_target is not None and fit.report == ""
+    fit.controls.train_q.setChecked(False)
+    fit.controls.train_k.setChecked(False)
+    assert not fit.controls.start() and fit.report == "nothing to train: choose q, k and/or biases"
     np.save(tmp_path / "small.npy", np.eye(3))
-    assert not fit.import_file(tmp_path / "small.npy")
+    assert not fit.editor.import_file(tmp_path / "small.npy")
     assert "must be 8×8" in fit.report
     np.save(tmp_path / "t.npy", np.tril(np.ones((8, 8))))
-    assert fit.import_file(tmp_path / "t.npy")
-    assert fit.target_kind == "custom"
-    np.testing.assert_allclose(fit.shown_target.matrix[3], [0.25] * 4 + [0] * 4)
+    assert fit.editor.import_file(tmp_path / "t.npy")
+    assert fit.editor.target_kind == "custom"
+    np.testing.assert_allclose(fit.editor.shown_target.matrix[3], [0.25] * 4 + [0] * 4)
     assert doc.undo_stack.count() == 0
 
 
 def test_one_target_per_head(make_window):
     window = make_window(heads=2, seed=4)
     doc, fit = window.document, window.fit
-    fit.target_combo.setCurrentIndex(fit.target_combo.findData("self"))
-    fit.scope_combo.setCurrentIndex(fit.scope_combo.findData("all"))
-    assert fit.start()
+    fit.editor.target_combo.setCurrentIndex(fit.editor.target_combo.findData("self"))
+    fit.editor.scope_combo.setCurrentIndex(fit.editor.scope_combo.findData("all"))
+    assert fit.controls.start()
     assert fit.runner.wait(120)
     assert fit.runner.last.status == "converged", fit.report
     assert np.abs(doc.result.weights - np.eye(8)).max() < 0.01
@@ -233,14 +233,14 @@ def test_one_target_per_head(make_window):
 def test_the_target_follows_the_session_only_while_the_dock_is_on_screen(make_window, qtbot):
     window = make_window()
     doc, fit = window.document, window.fit
-    before = fit.shown_target
+    before = fit.editor.shown_target
     fit.hide()  # as when its tab is behind Controls
     doc.edit(doc.session.replace(mask=Mask("none")), "No mask")
     QApplication.processEvents()
-    assert fit.shown_target is before  # an edit costs the hidden dock nothing
+    assert fit.editor.shown_target is before  # an edit costs the hidden dock nothing
     fit.show()
-    assert fit.shown_target is not before
-    np.testing.assert_array_equal(fit.view.hatch.isVisible(), False)  # no mask: nothing hatched
+    assert fit.editor.shown_target is not before
+    np.testing.assert_array_equal(fit.editor.view.hatch.isVisible(), False)  # no mask: nothing hatched
 
 
 def test_rope_with_biases_trained_adds_them_in_the_fit_s_one_undo_step(make_window):
@@ -248,10 +248,10 @@ def test_rope_with_biases_trained_adds_them_in_the_fit_s_one_undo_step(make_wind
         mask=Mask("causal"), positions=Positions("rope", theta=100.0))
     window = make_window(session=start)
     doc, fit = window.document, window.fit
-    assert fit.train_b.isEnabled()
-    fit.train_b.setChecked(True)
-    assert fit.train() == ("q", "k", "biases")
-    assert fit.start()
+    assert fit.controls.train_b.isEnabled()
+    fit.controls.train_b.setChecked(True)
+    assert fit.controls.train() == ("q", "k", "biases")
+    assert fit.controls.start()
     assert fit.runner.wait(120)
     assert fit.runner.last.status == "converged", fit.report
     assert np.abs(doc.result.weights[0] - previous_token(6)).max() < 0.01
@@ -267,17 +267,17 @@ def test_rope_with_biases_trained_adds_them_in_the_fit_s_one_undo_step(make_wind
 def test_cross_attention_target_is_queries_by_source_tokens(make_window):
     window = make_window(session=build_preset("translate", {}).session)
     doc, fit = window.document, window.fit
-    assert "previous-token needs one sequence" in fit.report and fit.shown_target is None
-    assert not fit.start() and doc.undo_stack.count() == 0
-    fit.target_combo.setCurrentIndex(fit.target_combo.findData("custom"))
-    assert fit.shown_target.matrix.shape == (3, 3)
-    assert fit.view.data.shape == (3, 3)
-    assert fit.paint_cell(2, 2, new_stroke=True)  # "noir" to "cat"
-    np.testing.assert_array_equal(fit.shown_target.matrix[2], [0, 0, 1])
-    assert fit.start()
+    assert "previous-token needs one sequence" in fit.report and fit.editor.shown_target is None
+    assert not fit.controls.start() and doc.undo_stack.count() == 0
+    fit.editor.target_combo.setCurrentIndex(fit.editor.target_combo.findData("custom"))
+    assert fit.editor.shown_target.matrix.shape == (3, 3)
+    assert fit.editor.view.data.shape == (3, 3)
+    assert fit.editor.paint_cell(2, 2, new_stroke=True)  # "noir" to "cat"
+    np.testing.assert_array_equal(fit.editor.shown_target.matrix[2], [0, 0, 1])
+    assert fit.controls.start()
     assert fit.runner.wait(120)
     assert fit.runner.last.status == "converged", fit.report
-    assert np.abs(doc.result.weights[0] - fit.shown_target.matrix).max() < 0.01
+    assert np.abs(doc.result.weights[0] - fit.editor.shown_target.matrix).max() < 0.01
 
 
 def test_grouped_query_fit_says_which_other_heads_change(make_window):
@@ -285,7 +285,7 @@ def test_grouped_query_fit_says_which_other_heads_change(make_window):
     s = s.replace(w_key=s.w_key[:1], w_value=s.w_value[:1], mask=Mask("causal"))  # one K/V head for both
     window = make_window(session=s)
     doc, fit = window.document, window.fit
-    assert fit.start()
+    assert fit.controls.start()
     assert "share K/V head 0" in fit.report and "head 1 change too" in fit.report
     assert fit.runner.wait(120)
     assert "share K/V head 0" in fit.report  # still said when the fit ends
@@ -299,8 +299,8 @@ def test_a_long_input_is_refused_by_the_fit_dock_without_building_a_target(make_
     monkeypatch.setattr(long_result, "DENSE_BUDGET", 1000)  # every session is a long input
     window = make_window(n=12)
     doc, fit = window.document, window.fit
-    assert fit.shown_target is None and "12 tokens × 1 heads is a long input" in fit.report
-    assert not fit.start() and not fit.runner.running and doc.undo_stack.count() == 0
+    assert fit.editor.shown_target is None and "12 tokens × 1 heads is a long input" in fit.report
+    assert not fit.controls.start() and not fit.runner.running and doc.undo_stack.count() == 0
 
 
 def test_what_a_fit_shows_is_computed_on_the_worker_thread(make_window, qtbot):
@@ -331,11 +331,11 @@ def test_start_hands_the_fit_the_weights_already_shown_instead_of_computing_them
     real = fit_dock.Fitter
     monkeypatch.setattr(fit_dock, "Fitter", lambda *a, **k: handed.append(k.get("shown_weights")) or real(*a, **k))
     on_screen = doc.result.weights
-    assert fit.start()
+    assert fit.controls.start()
     assert len(handed) == 1 and handed[0] is on_screen
     assert fit.runner.wait(120) and fit.runner.last.status == "converged"
     # While a compute is pending, or at another precision, the fit computes them itself.
-    assert fit._shown_weights("float64") is None
+    assert fit.controls._shown_weights("float64") is None
 
 
 def test_a_weight_edit_keeps_a_built_in_target_but_head_h_and_a_token_edit_redraw_it(make_window):
@@ -345,20 +345,20 @@ def test_a_weight_edit_keeps_a_built_in_target_but_head_h_and_a_token_edit_redra
     window = make_window(heads=2, seed=5)
     doc, fit = window.document, window.fit
     QApplication.processEvents()
-    kept = fit.shown_target
+    kept = fit.editor.shown_target
     assert user_actions.set_cell(doc, "W_q", 0, 0, "3")
     QApplication.processEvents()
-    assert fit.shown_target is kept  # previous-token reads tokens and mask, not weights: not redrawn
-    np.testing.assert_array_equal(kept.matrix, target_for(doc.session, fit.target_spec()).matrix)
+    assert fit.editor.shown_target is kept  # previous-token reads tokens and mask, not weights: not redrawn
+    np.testing.assert_array_equal(kept.matrix, target_for(doc.session, fit.editor.target_spec()).matrix)
     assert user_actions.rename_token(doc, 1, "dog")
     QApplication.processEvents()
-    assert fit.shown_target is not kept  # the tokens changed: drawn again
-    fit.target_combo.setCurrentIndex(fit.target_combo.findData("head"))
-    fit.param_spin.setValue(1)
+    assert fit.editor.shown_target is not kept  # the tokens changed: drawn again
+    fit.editor.target_combo.setCurrentIndex(fit.editor.target_combo.findData("head"))
+    fit.editor.param_spin.setValue(1)
     QApplication.processEvents()
-    before = fit.shown_target
+    before = fit.editor.shown_target
     assert user_actions.set_cell(doc, "W_q", 0, 0, "-3", head=1)
     QApplication.processEvents()
     # head:1's weights changed with its W_q: the target shown is head 1's new weights.
-    assert fit.shown_target is not before
-    np.testing.assert_allclose(fit.shown_target.matrix, target_for(doc.session, "head:1").matrix)
+    assert fit.editor.shown_target is not before
+    np.testing.assert_allclose(fit.editor.shown_target.matrix, target_for(doc.session, "head:1").matrix)

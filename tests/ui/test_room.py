@@ -101,11 +101,11 @@ def test_the_fit_tab_brought_forward_shows_all_its_controls_and_its_plots(qtbot,
     QApplication.processEvents()
     assert not scroll.horizontalScrollBar().isVisible()
     dock = scroll.widget()
-    for widget in (dock.steps_spin, dock.stop_button, dock.loss_plot, dock.canvas):
+    for widget in (dock.controls.steps_spin, dock.controls.stop_button, dock.controls.loss_plot, dock.editor.canvas):
         assert widget.isVisible()
         right = widget.mapTo(scroll.viewport(), widget.rect().bottomRight())
         assert 0 <= right.x() <= scroll.viewport().width() and 0 <= right.y() <= scroll.viewport().height()
-    assert dock.loss_plot.height() >= 130
+    assert dock.controls.loss_plot.height() >= 130
     # The inputs keep part of the column, and the Controls tab raised again leaves the sizes.
     assert window.docks["inputs"].height() >= 200
 
