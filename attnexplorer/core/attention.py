@@ -513,23 +513,28 @@ def attend(inputs: AttentionInputs, wanted=frozenset(INTERMEDIATES), check_finit
     scores, softmax and ·V are ``attention_block``'s, over every row and key at once.
     """
     t = queries_keys_values(inputs)
-    observe = None
-    if check_finite is not None:
-        seen = {}
-
-        def observe(stage, tensor):
-            if stage == "scores":
-                seen["scores"] = tensor
-            elif stage == "scaled_scores":
-                scores = seen["scores"]
-                if not (check_finite(tensor) and (tensor is scores or check_finite(scores))):
-                    raise AttentionOverflow()
-
+    observe = None if check_finite is None else _overflow_check(check_finite)
     block = attention_block(t["Q"], t["K"], t["V"], factor=inputs.factor, bias=inputs.position_bias,
                             mask=inputs.mask, blocked_rows=inputs.blocked_rows, keep=wanted, observe=observe)
     t.update(scores=block.scores, scaled_scores=block.scaled_scores, weights=block.weights,
              head_outputs=block.output, output=combine_heads(block.output, inputs))
     return t
+
+
+def _overflow_check(check_finite):
+    """An ``observe`` for ``attention_block`` that raises ``AttentionOverflow`` when the scaled
+    scores (or the raw scores, when they are a buffer of their own) hold an inf or NaN."""
+    seen = {}
+
+    def observe(stage, tensor):
+        if stage == "scores":
+            seen["scores"] = tensor
+        elif stage == "scaled_scores":
+            scores = seen["scores"]
+            if not (check_finite(tensor) and (tensor is scores or check_finite(scores))):
+                raise AttentionOverflow()
+
+    return observe
 
 
 def combine_heads(head_out, inputs: AttentionInputs):
