@@ -414,6 +414,13 @@ def _file_kind(mode: int) -> str:
 
 def read_file(path, what: str = "a session is a .json file") -> bytes:
     """A regular file's bytes, at most ``MAX_FILE_BYTES``; ``SessionError`` naming ``path``."""
+    if isinstance(path, dict):
+        fail("load_session", None, "takes a file path; for a session already read as a dict, use "
+                                   "session_from_dict(d)")
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        fail("load_session", None, f"takes a file path (a str or a Path), got {type(path).__name__}")
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
     source = str(path)
     if "\0" in os.fspath(path):
         fail(source.replace("\0", "\\0"), None, "is not a file name: it holds a NUL character")

@@ -301,7 +301,7 @@ def load_model(spec: str | ModelSource, progress: Progress | None = None,
     ``engine="transformers"`` always opens the model through transformers, the reference.
     """
     if engine not in ("auto", TRANSFORMERS):
-        raise ValueError(f"engine must be 'auto' or 'transformers', not {engine!r}")
+        raise ModelError(f"engine must be 'auto' or 'transformers', not {engine!r}")
     say = progress or (lambda _f, _m: None)
     check = partial(_check, cancelled)
     source = spec if isinstance(spec, ModelSource) else resolve(spec)
