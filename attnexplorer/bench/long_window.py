@@ -101,7 +101,7 @@ def window_probe(n: int, heads: int) -> None:
     timer.setInterval(1)
     timer.timeout.connect(tick)
     watcher = threading.Thread(target=watch, name="bench-watchdog", daemon=True)
-    runner = document.compute.runner
+    runner = document.compute
     if hasattr(runner, "overview_progress"):
         runner.overview_progress.connect(lambda *_: partials.__setitem__("count", partials["count"] + 1))
     x = document.session.embeddings.copy()

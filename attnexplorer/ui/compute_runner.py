@@ -1,403 +1,149 @@
-"""Runs the engine for a document: inline when that is cheapest, else on a worker thread.
+"""The compute of a document, for widgets: ``app.compute.DocumentCompute`` with Qt signals.
 
-``DocumentCompute`` (below) is a document's side of it: the result its views draw, what the
-on-screen views need kept, the device and dtype, the fall-back to the CPU, and the complete
-result exports ask for. ``ComputeRunner`` is the machinery under it:
+The scheduling (inline or on the worker, newer requests superseding older ones, what is kept,
+the fall-back to the CPU) is ``app/compute.py``'s, Qt-free and tested without Qt; this adapter
+re-emits its answers as Qt signals, so a panel's connection dies with the panel, and waits
+for it in Qt's event loop (``wait_idle``).
 
-``request(session)`` computes the session; a newer request supersedes one not yet finished,
-whose result is then dropped (a generation counter), so ``finished`` only ever carries the
-result of the newest request and ``failed`` the newest error. One compute runs at a time:
-a small CPU session is computed inline (a thread hop would cost more than the compute and
-add a frame of lag to a slider drag) unless the worker is busy, in which case it queues.
-
-What is kept: every intermediate, except for a large session (more than ``LARGE_CELLS``
-score cells) or a device other than the CPU, where only ``needs`` (what the on-screen views
-read) is kept.
+Signals: ``result_changed(AttentionResult)``, ``failed(str)``, ``progress(float)`` and
+``overview_progress(session, {matrix: Pooled})`` while a long compute runs, ``settled()`` when
+nothing is computing or waiting any more.
 """
 
 from __future__ import annotations
 
-import time
-import weakref
 from typing import Iterable
 
-from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QEventLoop, QObject, QTimer, Signal
 
-from ..core.engine import INTERMEDIATES, STAGE_INTERMEDIATES, AttentionResult, carries, compute
-from ..core.long import Cancelled
-from ..core.long.result import compute_any
-from ..core.errors import AttnExplorerError
+from ..app.compute import DocumentCompute as _Compute
+from ..core.engine import AttentionResult
 from ..core.session import Session
-
-# Below this many score cells (heads × n × n) a CPU compute takes a few milliseconds at most
-# (n = 512 with two heads: ~1.5 ms in float32, ~3 ms in float64 on two cores), so it runs
-# inline: a thread hop and the wait for its answer would cost more than that and add a frame
-# of lag to every step of a slider drag.
-INLINE_CELLS = 512 * 512 * 2
-# Above this many score cells each n×n intermediate is tens of megabytes (16 MB in float32
-# here): only what the on-screen views read is computed and kept.
-LARGE_CELLS = 1 << 22
-# Seconds between progress reports of a long (streamed) compute.
-PROGRESS_S = 0.25
-
-
-def _stop_thread(thread: QThread) -> None:
-    thread.quit()
-    thread.wait(5000)
-
-
-def _compute_on_one_thread(session: Session, device: str, dtype: str, keep, pool: str = "max"):
-    """``compute_any`` with one torch thread, for the small computes made inline.
-
-    Waking a second thread for each of a compute's tiny kernels costs more than the arithmetic
-    (as in ``core/fit``), and on a machine busy with other work each wake-up can wait a whole
-    time slice: an inline compute after a one-cell edit at 16 heads of 512 × 512 took 40 to
-    110 ms with two threads on a loaded 2-core machine, about 1 ms with one. torch's thread
-    count is the calling thread's own (the worker thread keeps its threads); it is put back.
-    """
-    import torch
-
-    threads = torch.get_num_threads()
-    if threads == 1:
-        return compute_any(session, device=device, dtype=dtype, keep=keep, pool=pool)
-    torch.set_num_threads(1)
-    try:
-        return compute_any(session, device=device, dtype=dtype, keep=keep, pool=pool)
-    finally:
-        torch.set_num_threads(threads)
-
-
-class _Worker(QObject):
-    done = Signal(int, object, object)  # generation, result or None, error text or None
-    progress = Signal(int, float)  # generation, the fraction of a long compute done
-    overviews = Signal(int, object, object)  # generation, session, {matrix: Pooled so far}
-
-    def __init__(self):
-        super().__init__()
-        # The newest generation requested, written by the GUI thread (an int assignment is
-        # atomic): a long compute of an older one stops at its next block of rows.
-        self.newest = 0
-
-    @Slot(int, object, str, str, object, str)
-    def run(self, generation: int, session: Session, device: str, dtype: str, keep, pool: str):
-        shown = [0.0]
-
-        def progress(done: int, n: int, overviews) -> None:
-            now = time.monotonic()
-            if now - shown[0] >= PROGRESS_S and done < n:  # a few updates a second, not one per block
-                shown[0] = now
-                self.progress.emit(generation, done / n)
-                # The overviews so far, for the heatmaps to fill in (their arrays are the pass's
-                # own: the rows before ``done`` are final, a view copies those).
-                self.overviews.emit(generation, session, overviews)
-
-        try:
-            # A long session (over the dense memory budget) goes the streamed way (core/long).
-            self.done.emit(generation, compute_any(session, device=device, dtype=dtype, keep=keep, progress=progress,
-                                                   cancelled=lambda: self.newest != generation, pool=pool), None)
-        except Cancelled:  # a newer request superseded it: its result would be dropped anyway
-            self.done.emit(generation, None, None)
-        except AttnExplorerError as err:
-            self.done.emit(generation, None, str(err))
-        except Exception as err:  # an engine bug must not kill the thread or the window
-            self.done.emit(generation, None, f"the engine failed: {err}")
-
-
-class ComputeRunner(QObject):
-    finished = Signal(object)  # the AttentionResult of the newest request
-    failed = Signal(str)  # why the newest request failed
-    progress = Signal(float)  # the fraction done of the newest request's long compute
-    # A long compute of the newest request, part way: its session and {matrix: Pooled} so far
-    # (``rows_done`` rows in; the heatmaps fill in as it goes).
-    overview_progress = Signal(object, object)
-    _submit = Signal(int, object, str, str, object, str)
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self.device = "cpu"
-        self.dtype = "float32"
-        self.needs: frozenset[str] | None = None  # None: everything
-        # How a long session's overviews pool cells into pixels ("max" or "mean").
-        self.pool = "max"
-        self._generation = 0
-        self._busy = False
-        self._pending = None
-        self._thread = QThread()
-        self._thread.setObjectName("attnexplorer-compute")
-        self._worker = _Worker()
-        self._worker.moveToThread(self._thread)
-        self._submit.connect(self._worker.run)
-        self._worker.done.connect(self._on_done)
-        self._worker.progress.connect(self._on_progress)
-        self._worker.overviews.connect(self._on_overviews)
-        self._thread.start()
-        # Qt aborts the process when a QThread object is destroyed while its thread runs. A
-        # runner dropped without shutdown() (a test, a closed window collected later) must
-        # stop its thread first: the finaliser holds the thread, not the runner, and also
-        # runs at interpreter exit, before Qt tears down.
-        self._finalizer = weakref.finalize(self, _stop_thread, self._thread)
-
-    @property
-    def computing(self) -> bool:
-        """Whether a compute is running on the worker thread now."""
-        return self._busy
-
-    @property
-    def idle(self) -> bool:
-        """Nothing running and nothing queued."""
-        return not self._busy and self._pending is None
-
-    def partial(self, session: Session) -> bool:
-        """Whether a compute of ``session`` keeps only ``needs``."""
-        return self.device != "cpu" or session.heads * session.n * session.n > LARGE_CELLS
-
-    def keep_for(self, session: Session) -> tuple[str, ...] | None:
-        """The ``keep`` a compute of ``session`` uses: None (everything) for a small session
-        on the CPU, where host arrays share the tensors' memory and keeping costs nothing."""
-        if self.needs is None or not self.partial(session):
-            return None
-        return tuple(name for name in INTERMEDIATES + STAGE_INTERMEDIATES if name in self.needs)
-
-    def request(self, session: Session, background: bool = False) -> None:
-        """Compute ``session``; a request not yet finished is superseded. ``background``: on
-        the worker whatever the size (a live fit: its training thread keeps a core busy, so
-        even a "small" compute takes longer than a frame on the GUI thread)."""
-        self._generation += 1
-        self._worker.newest = self._generation
-        keep = self.keep_for(session)
-        job = (self._generation, session, self.device, self.dtype, keep, self.pool)
-        # Inline only while the worker is idle: one compute at a time (the engine patches its
-        # cached device weights in place, so two computes must not overlap).
-        if (not background and session.heads * session.n * session.n <= INLINE_CELLS and self.device == "cpu"
-                and not self._busy):
-            self._pending = None
-            try:
-                result = _compute_on_one_thread(session, self.device, self.dtype, keep, self.pool)
-            except AttnExplorerError as err:
-                self.failed.emit(str(err))
-                return
-            self.finished.emit(result)
-            return
-        if self._busy:
-            self._pending = job
-        else:
-            self._start(job)
-
-    def drop_in_flight(self) -> None:
-        """Drop the result of any request not yet finished (a newer result was published)."""
-        self._generation += 1
-        self._worker.newest = self._generation
-
-    def _start(self, job) -> None:
-        self._busy = True
-        self._submit.emit(*job)
-
-    @Slot(int, float)
-    def _on_progress(self, generation: int, fraction: float) -> None:
-        if generation == self._generation:
-            self.progress.emit(fraction)
-
-    @Slot(int, object, object)
-    def _on_overviews(self, generation: int, session, overviews) -> None:
-        if generation == self._generation:
-            self.overview_progress.emit(session, overviews)
-
-    @Slot(int, object, object)
-    def _on_done(self, generation: int, result, error) -> None:
-        self._busy = False
-        pending, self._pending = self._pending, None
-        if generation == self._generation and (result is not None or error is not None):
-            if error is not None:
-                self.failed.emit(error)
-            else:
-                if result.tiled:
-                    self.progress.emit(1.0)  # the last report said a few % short of it
-                self.finished.emit(result)
-        if pending is not None and pending[0] == self._generation:
-            self._start(pending)
-
-    def shutdown(self) -> None:
-        """Stop the worker thread (idempotent)."""
-        self._finalizer()
 
 
 class DocumentCompute(QObject):
-    """The results of a document's session, for its views and its exports.
-
-    ``request`` computes the document's current session (newer requests supersede pending
-    ones) and ``result`` is the newest result published (``result_changed``); it may lag the
-    session by one edit while a big compute runs, and carries the session it was computed
-    from (``result.session``). A failed compute on another device falls back to the CPU
-    (``failed`` says why either way; ``last_error`` keeps it until a result is published).
-
-    What is computed: every intermediate, except for a large session (more than
-    ``LARGE_CELLS`` score cells) or a device other than the CPU, where only what the
-    on-screen views read is kept (``set_needs``, from the window: the union of the visible
-    panels' ``needs``); a view that needs more coming on screen recomputes. ``full_result()``
-    gives exports a complete result of the current session, computing it then when the
-    published one is partial or belongs to an earlier session.
-    """
+    """A Qt face on ``app.compute.DocumentCompute`` (``state``); see that class for what each
+    method does."""
 
     result_changed = Signal(object)
     failed = Signal(str)
+    progress = Signal(float)
+    overview_progress = Signal(object, object)
+    settled = Signal()
 
-    def __init__(self, document, start: bool = True):
-        super().__init__(document)
-        self._document = document
-        self._result: AttentionResult | None = None
-        self.last_compute_ms = 0.0
-        # Why the current session has no result (None once one is published): a window made
-        # after the document's first compute failed still has to say why it is blank.
-        self.last_error: str | None = None
-        self._recompute_timer = QTimer(self)
-        self._recompute_timer.setSingleShot(True)
-        self._recompute_timer.setInterval(0)
-        self._recompute_timer.timeout.connect(self.request)
-        self.runner = ComputeRunner(self)
-        self.runner.finished.connect(self._publish)
-        self.runner.failed.connect(self._fail)
-        self.runner.progress.connect(self._on_progress)
-        if not start:
-            pass  # the caller requests the first compute (the app: once the window has painted)
-        elif self.runner.partial(document.session):
-            # A large session waits one turn of the event loop, so that the window can say
-            # what is on screen first and the first compute keeps only that.
-            self._recompute_timer.start()
-        else:
-            self.request()
+    def __init__(self, state: _Compute, parent=None):
+        super().__init__(parent)
+        self.state = state
+        state.result_changed.connect(self._on_result)
+        state.failed.connect(self._on_failed)
+        state.settled.connect(self._on_settled)
+        state.runner.progress.connect(self._on_progress)
+        state.runner.overview_progress.connect(self._on_overview_progress)
 
     # -- reading ----------------------------------------------------------------------
     @property
     def result(self) -> AttentionResult | None:
-        """The newest result (it may lag the session by one edit while a big one runs)."""
-        return self._result
+        return self.state.result
 
     @property
     def computing(self) -> bool:
-        """Whether a compute is running on the worker thread now."""
-        return self.runner.computing
+        return self.state.computing
+
+    @property
+    def idle(self) -> bool:
+        return self.state.idle
 
     @property
     def device(self) -> str:
-        return self.runner.device
+        return self.state.device
 
     @property
     def dtype(self) -> str:
-        return self.runner.dtype
+        return self.state.dtype
+
+    @property
+    def pool(self) -> str:
+        return self.state.pool
 
     @property
     def needs(self) -> frozenset[str] | None:
-        """What the on-screen views read (None: everything); see ``set_needs``."""
-        return self.runner.needs
+        return self.state.needs
+
+    @property
+    def last_compute_ms(self) -> float:
+        return self.state.last_compute_ms
+
+    @property
+    def last_error(self) -> str | None:
+        return self.state.last_error
+
+    @property
+    def worker_thread(self):
+        """The compute's worker thread (None until a compute has gone to the worker)."""
+        return self.state.runner.jobs.thread
 
     def keep_for(self, session: Session | None = None) -> tuple[str, ...] | None:
-        """The ``keep`` a compute of ``session`` (default: the current one) uses."""
-        return self.runner.keep_for(self._document.session if session is None else session)
+        return self.state.keep_for(session)
 
     def current_result(self) -> AttentionResult | None:
-        """The current result when it was computed from the current session, else None (a
-        compute is on its way, or the last one failed)."""
-        result = self._result
-        return result if result is not None and result.session is self._document.session else None
+        return self.state.current_result()
 
     def full_result(self) -> AttentionResult:
-        """A result of the current session with every intermediate, for exports and copies.
-
-        It is the published result when that one belongs to the current session and is
-        complete; otherwise the current session is computed here and now, in full (not
-        published). It never waits for the worker and never runs a nested event loop, so no
-        edit can land in the middle of an export, and the result always carries exactly the
-        session being exported (``result.session``). Raises AttnExplorerError when the engine
-        refuses the session.
-        """
-        self._document.flush()  # an edit posted with edit_later is part of what the user sees
-        result = self.current_result()
-        if result is not None and all(getattr(result, name) is not None for name in INTERMEDIATES):
-            return result
-        return compute(self._document.session, device=self.device, dtype=self.dtype)
+        return self.state.full_result()
 
     def complete(self) -> AttentionResult:
-        """``full_result()``, also published when it is new (a figure export draws panels
-        that are not on screen, and the panels draw the published result)."""
-        result = self.full_result()
-        if result is not self._result:
-            self.runner.drop_in_flight()  # a compute in flight for this same session is now stale
-            self._publish(result)
-        return result
+        return self.state.complete()
 
     # -- changing -----------------------------------------------------------------------
     def set_needs(self, needs: Iterable[str] | None) -> None:
-        """Say what the on-screen views read from a result (names from ``INTERMEDIATES`` and
-        ``STAGE_INTERMEDIATES``; None: everything). A large session then computes only that,
-        and recomputes when a view that needs more than the current result holds comes on
-        screen (a stage the session does not use is None in any result: no reason to)."""
-        new = None if needs is None else frozenset(needs) & frozenset(INTERMEDIATES + STAGE_INTERMEDIATES)
-        if new == self.runner.needs:
-            return
-        self.runner.needs = new
-        result = self._result
-        if result is None or result.session is not self._document.session:
-            return  # the compute on its way (or the next one) uses the new needs
-        if result.tiled:
-            return  # a long input's result (core/long) holds the same whatever the needs
-        wanted = INTERMEDIATES if new is None else new
-        if any(getattr(result, name) is None and carries(result.session, name) for name in wanted):
-            self._recompute_timer.start()  # coalesces a burst of dock changes into one
+        self.state.set_needs(needs)
 
     def set_options(self, device: str | None = None, dtype: str | None = None) -> None:
-        """Compute on ``device`` in ``dtype`` from now on (None: keep), and recompute."""
-        if device is not None:
-            self.runner.device = device
-        if dtype is not None:
-            self.runner.dtype = dtype
-        self.request()
+        self.state.set_options(device, dtype)
+
+    def set_pool(self, pool: str) -> None:
+        self.state.set_pool(pool)
 
     def request(self, background: bool = False) -> None:
-        """Compute the current session; newer requests supersede pending ones.
-        ``background``: on the compute thread whatever the size (see ``ComputeRunner.request``)."""
-        self._recompute_timer.stop()
-        self.runner.request(self._document.session, background)
+        self.state.request(background)
+
+    def publish(self, result: AttentionResult) -> None:
+        self.state.publish(result)
 
     def wait_idle(self, timeout_s: float = 10.0) -> bool:
-        """Block until no compute is in flight, after applying an edit posted with
-        ``edit_later`` (tests and the bench use this)."""
-        from PySide6.QtCore import QCoreApplication
-
-        self._document.flush()
-        if self._recompute_timer.isActive():
-            self.request()
-        end = time.monotonic() + timeout_s
-        while not self.runner.idle:
-            QCoreApplication.processEvents()
-            if time.monotonic() > end:
-                return False
-            time.sleep(0.001)
-        return True
+        """Apply what is posted (an edit from ``edit_later``, a recompute), then run Qt's event
+        loop until the compute has ``settled``; False when ``timeout_s`` passes first (the
+        bench, closing, tests)."""
+        self.state.settle()
+        if self.state.idle:
+            return True
+        loop, timer = QEventLoop(), QTimer()
+        timer.setSingleShot(True)
+        timer.timeout.connect(loop.quit)
+        self.settled.connect(loop.quit)
+        timer.start(max(0, int(timeout_s * 1000)))
+        try:
+            loop.exec()
+        finally:
+            timer.stop()
+            self.settled.disconnect(loop.quit)
+        return self.state.idle
 
     def shutdown(self) -> None:
-        """Stop the compute thread (idempotent)."""
-        self.runner.shutdown()
+        self.state.shutdown()
 
-    # -- the runner's answers -------------------------------------------------------------
-    def _on_progress(self, fraction: float) -> None:
-        # A long input (core/long) computes for seconds on the worker: say how far it is.
-        session = self._document.session
-        self._document.message.emit(f"Computing {session.n:,} tokens × {session.heads} heads: "
-                                    f"{fraction:.0%} of the rows")
-
-    def _publish(self, result: AttentionResult) -> None:
-        self.last_error = None
-        self._result = result
-        self.last_compute_ms = result.compute_ms
+    # -- relays -----------------------------------------------------------------------
+    def _on_result(self, result) -> None:
         self.result_changed.emit(result)
 
-    def _fail(self, error: str) -> None:
-        if self.device != "cpu":
-            failed = self.device
-            self.runner.device = "cpu"
-            self.last_error = f"{error}; falling back to the CPU (was {failed})"
-            self.failed.emit(self.last_error)
-            self.request()
-        else:
-            self.last_error = error
-            self.failed.emit(error)
+    def _on_failed(self, error: str) -> None:
+        self.failed.emit(error)
+
+    def _on_settled(self) -> None:
+        self.settled.emit()
+
+    def _on_progress(self, fraction: float) -> None:
+        self.progress.emit(fraction)
+
+    def _on_overview_progress(self, session, overviews) -> None:
+        self.overview_progress.emit(session, overviews)

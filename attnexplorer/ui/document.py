@@ -1,48 +1,123 @@
-"""The open document: the current session and its undo history.
+"""The open document, for widgets: a thin Qt face on ``app.document.Document``.
 
-Every widget talks to one ``SessionDocument``: inputs go through ``user_actions`` to
-``edit(new_session, text)`` (one undo step, ``undo_steps.py``). Beside the session and its
-history the document holds two parts of its own, each in its module:
+The session, its undo history, edit coalescing, the selection and the compute scheduling are
+``app/``'s (Qt-free, tested without Qt). This adapter gives widgets what they connect to:
 
-- ``selection`` (``selection.py``'s ``CurrentSelection``): the selected head, query and key,
-  kept inside the session as it changes; panels read ``selection.current`` and listen to
-  ``selection.changed``.
-- ``compute`` (``compute_runner.py``'s ``DocumentCompute``): the results of the session,
-  computed on a worker thread or inline, stale ones dropped; what is kept, the device, the
-  complete result exports ask for, ``wait_idle``. The window never computes attention itself.
+- ``session_changed(Session)``, ``result_changed(AttentionResult)`` and ``message(str)`` as Qt
+  signals (a connection dies with the widget that made it);
+- ``selection`` (``selection.py``: ``current``, ``set``, a Qt ``changed``);
+- ``compute`` (``compute_runner.py``: the result, what is kept, the device, ``wait_idle``);
+- ``undo_stack``: the undo history as the Edit menu and the tests see it (``UndoStackView``:
+  undo and redo actions, clean state, step names), fed from ``app.history.UndoHistory``.
 
-For the views, ``result`` and ``result_changed`` are the compute's newest result (as a
-``ResultSource`` offers one fixed result to figures). Every result carries the session it was
-computed from (``result.session``): views read session facts from it, never from
-``document.session``, which may be one edit ahead while a big compute runs.
-
-Signals
-- ``session_changed(Session)``: after every edit, undo or redo (and ``set_session``).
-- ``result_changed(AttentionResult)``: the newest result; stale ones are dropped.
-- ``message(str)``: a short status-bar text (a refused edit says why here).
-
-Bursts of edits (a dragged slider) are coalesced with ``edit_later``: only the newest is
-applied, at the next turn of the event loop; ``flush()`` applies it now.
+Work from ``app/`` reaches the GUI thread through ``gui_thread.GuiThread``: edits posted with
+``edit_later`` run at the next turn of the event loop, a worker's answers on the GUI thread.
+Every result carries the session it was computed from (``result.session``): views read session
+facts from it, never from ``document.session``, which may be one edit ahead while a big
+compute runs.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from PySide6.QtCore import QObject, QTimer, Signal
-from PySide6.QtGui import QUndoStack
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QAction
 
+from ..app.document import Document, LiveEdit
+from ..app.history import UNDO_BYTES, UNDO_STEPS, UndoHistory  # noqa: F401 - tests read the bounds here
 from ..core.engine import AttentionResult
 from ..core.session import Session
 from .compute_runner import DocumentCompute
+from .gui_thread import GuiThread
 from .selection import CurrentSelection
-from .undo_steps import EditStep, LiveEdit, forget_oldest, history_bytes
 
-# The undo history's bounds: this many steps, and about this many bytes of recorded changes
-# (a cell edit records a few bytes; a resize or an import records a whole array). Beyond
-# either, the oldest steps are forgotten.
-UNDO_STEPS = 1000
-UNDO_BYTES = 256 << 20
+
+class UndoStackView(QObject):
+    """The undo history with ``QUndoStack``'s names (what the Edit menu, the session actions
+    and the tests use), and its signals as Qt signals."""
+
+    cleanChanged = Signal(bool)
+    indexChanged = Signal(int)
+    canUndoChanged = Signal(bool)
+    canRedoChanged = Signal(bool)
+    undoTextChanged = Signal(str)
+    redoTextChanged = Signal(str)
+
+    def __init__(self, history: UndoHistory, parent=None):
+        super().__init__(parent)
+        self.history = history
+        history.changed.connect(self._on_changed)
+        history.clean_changed.connect(self._on_clean_changed)
+
+    def count(self) -> int:
+        return self.history.count()
+
+    def index(self) -> int:
+        return self.history.index()
+
+    def text(self, i: int) -> str:
+        return self.history.text(i)
+
+    def undoText(self) -> str:
+        return self.history.undo_text()
+
+    def redoText(self) -> str:
+        return self.history.redo_text()
+
+    def canUndo(self) -> bool:
+        return self.history.can_undo()
+
+    def canRedo(self) -> bool:
+        return self.history.can_redo()
+
+    def isClean(self) -> bool:
+        return self.history.is_clean()
+
+    def undoLimit(self) -> int:
+        return self.history.limit
+
+    def setClean(self) -> None:
+        self.history.set_clean()
+
+    def undo(self) -> None:
+        self.history.undo()
+
+    def redo(self) -> None:
+        self.history.redo()
+
+    def createUndoAction(self, parent, prefix: str = "") -> QAction:
+        """An action that undoes, named "<prefix> <step>" and enabled while there is one."""
+        return self._action(parent, prefix or "Undo", self.undo, self.canUndo, self.undoText,
+                            self.canUndoChanged, self.undoTextChanged)
+
+    def createRedoAction(self, parent, prefix: str = "") -> QAction:
+        return self._action(parent, prefix or "Redo", self.redo, self.canRedo, self.redoText,
+                            self.canRedoChanged, self.redoTextChanged)
+
+    @staticmethod
+    def _action(parent, prefix: str, run, enabled, text, enabled_changed, text_changed) -> QAction:
+        action = QAction(parent)
+
+        def name(step: str) -> None:
+            action.setText(f"{prefix} {step}" if step else prefix)
+
+        name(text())
+        action.setEnabled(enabled())
+        action.triggered.connect(run)
+        enabled_changed.connect(action.setEnabled)
+        text_changed.connect(name)
+        return action
+
+    def _on_changed(self) -> None:
+        self.indexChanged.emit(self.history.index())
+        self.canUndoChanged.emit(self.history.can_undo())
+        self.canRedoChanged.emit(self.history.can_redo())
+        self.undoTextChanged.emit(self.history.undo_text())
+        self.redoTextChanged.emit(self.history.redo_text())
+
+    def _on_clean_changed(self, clean: bool) -> None:
+        self.cleanChanged.emit(clean)
 
 
 class SessionDocument(QObject):
@@ -54,83 +129,55 @@ class SessionDocument(QObject):
         """``compute=False``: no compute until ``compute.request()`` (the app starts the first
         one once its window has painted, so that torch loads after that)."""
         super().__init__(parent)
-        self._session = session
-        self.undo_stack = QUndoStack(self)
-        self.undo_stack.setUndoLimit(UNDO_STEPS)  # Qt allows this only while the stack is empty
-        self._posted: Callable[[], None] | None = None
-        self._post_timer = QTimer(self)
-        self._post_timer.setSingleShot(True)
-        self._post_timer.setInterval(0)
-        self._post_timer.timeout.connect(self.flush)
-        self.selection = CurrentSelection(session, parent=self)
-        self.compute = DocumentCompute(self, start=compute)
+        self.gui_thread = GuiThread(self)
+        self.core = Document(session, self.gui_thread.post, compute=compute)
+        self.undo_stack = UndoStackView(self.core.history, self)
+        self.selection = CurrentSelection(parent=self, state=self.core.selection)
+        self.compute = DocumentCompute(self.core.compute, self)
+        self.core.session_changed.connect(self._on_session_changed)
+        self.core.message.connect(self._on_message)
         self.compute.result_changed.connect(self.result_changed)
 
     # -- reading ----------------------------------------------------------------------
     @property
     def session(self) -> Session:
-        return self._session
+        return self.core.session
 
     @property
     def result(self) -> AttentionResult | None:
         """The newest result (it may lag the session by one edit while a big one runs)."""
-        return self.compute.result
+        return self.core.result
 
     def history_bytes(self) -> int:
         """What the undo history's recorded changes hold, in bytes."""
-        return history_bytes(self.undo_stack)
+        return self.core.history.history_bytes()
 
     # -- changing -----------------------------------------------------------------------
     def edit(self, session: Session, text: str, merge_key=None) -> None:
-        """Make ``session`` current as one undo step named ``text``.
-
-        Consecutive edits with the same non-None ``merge_key`` (e.g. ``("cell", "W_q", 0, 1, 2)``)
-        merge into one step, so typing into one cell again and again is one undo.
-        """
-        if self._posted is not None:
-            self.flush()  # a coalesced edit posted earlier goes first
-        if session == self._session:
-            return
-        self.undo_stack.push(EditStep(self, self._session, session, text, merge_key))
-        forget_oldest(self.undo_stack, UNDO_BYTES)
+        self.core.edit(session, text, merge_key)
 
     def live_edit(self, text: str) -> LiveEdit:
-        """Begin an edit shown as it happens (see ``LiveEdit``): one undo step named ``text``."""
-        if self._posted is not None:
-            self.flush()
-        return LiveEdit(self, text)
+        return self.core.live_edit(text)
 
     def edit_later(self, apply: Callable[[], None]) -> None:
-        """Run ``apply`` (which makes an edit) at the next turn of the event loop, replacing
-        one posted before and not yet run: while a slider is dragged faster than frames are
-        drawn, only the newest value is computed and drawn. ``flush()`` runs it now."""
-        self._posted = apply
-        self._post_timer.start()
+        self.core.edit_later(apply)
 
     def flush(self) -> None:
-        """Apply the edit posted with ``edit_later`` now, if any (a slider's release)."""
-        self._post_timer.stop()
-        apply, self._posted = self._posted, None
-        if apply is not None:
-            apply()
+        self.core.flush()
 
     def set_session(self, session: Session) -> None:
-        """Replace the document (New, Open, a preset): clears undo history."""
-        self.undo_stack.clear()
-        self._set(session)
-        self.selection.show_view(session)
-        self.undo_stack.setClean()
+        self.core.set_session(session)
 
     def refuse(self, reason: str) -> None:
-        """Report a refused edit; nothing changes."""
-        self.message.emit(reason)
-
-    def _set(self, session: Session, background: bool = False) -> None:
-        self._session = session
-        self.session_changed.emit(session)
-        self.selection.follow(session)
-        self.compute.request(background)
+        self.core.refuse(reason)
 
     def shutdown(self) -> None:
         """Stop the compute thread (idempotent)."""
-        self.compute.shutdown()
+        self.core.shutdown()
+
+    # -- relays -----------------------------------------------------------------------
+    def _on_session_changed(self, session: Session) -> None:
+        self.session_changed.emit(session)
+
+    def _on_message(self, text: str) -> None:
+        self.message.emit(text)

@@ -1,86 +1,44 @@
-"""The selected head, query and key: what every panel highlights.
+"""The selection for widgets: ``app.selection``'s ``CurrentSelection`` with a Qt ``changed``.
 
-``Selection`` is the frozen value; ``CurrentSelection`` holds the one a window (the
-document's ``selection``) or a figure (``ResultSource.selection``) shows, keeps it inside the
-session's sizes, and says ``changed`` when it moves. Panels read ``selection.current`` and
-call ``selection.set(...)``.
+Panels read ``selection.current``, call ``selection.set(...)`` and connect ``changed``; a
+Qt signal (not the plain-Python one underneath) so that a connection dies with the widget
+that made it, as Qt connections do.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from PySide6.QtCore import QObject, Signal
 
+from ..app.selection import CurrentSelection as _Current, Selection
 from ..core.session import Session
 
-
-@dataclass(frozen=True)
-class Selection:
-    head: int = 0
-    query: int = 0
-    key: int | None = None
-
-    def clamp(self, session: Session) -> "Selection":
-        head = min(max(self.head, 0), session.heads - 1)
-        query = min(max(self.query, 0), session.n - 1)
-        key = None if self.key is None else min(max(self.key, 0), session.n_keys - 1)  # source positions in cross-attention
-        return Selection(head, query, key)
-
-    @classmethod
-    def from_view(cls, session: Session) -> "Selection":
-        """The selection a session carries under its ``"view"`` key (saved by the window,
-        or set by a preset to open on the walkthrough's query), clamped; else the default."""
-        view = session.extra.get("view")
-        if not isinstance(view, dict):
-            return cls().clamp(session)
-
-        def whole(key, default):
-            value = view.get(key, default)
-            return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-        return cls(whole("head", 0), whole("query", 0), whole("key", None)).clamp(session)
+__all__ = ["CurrentSelection", "Selection"]
 
 
 class CurrentSelection(QObject):
-    """The selection shown now, always inside the session it belongs to.
-
-    ``set`` clamps to that session; ``follow`` moves to a new session (an edit, undo, redo),
-    clamping what was selected; ``show_view`` selects what a session carries under its
-    ``"view"`` key (a file opened, a preset). ``changed(Selection)`` is emitted only when the
-    value differs.
-    """
+    """A Qt face on ``app.selection.CurrentSelection`` (``state``): same methods, and
+    ``changed(Selection)`` emitted whenever the state's ``changed`` is."""
 
     changed = Signal(object)
 
-    def __init__(self, session: Session, selection: Selection | None = None, parent=None):
+    def __init__(self, session: Session | None = None, selection: Selection | None = None, parent=None,
+                 state: _Current | None = None):
         super().__init__(parent)
-        self._session = session
-        self._current = (selection or Selection.from_view(session)).clamp(session)
+        self.state = state if state is not None else _Current(session, selection)
+        self.state.changed.connect(self._on_changed)
 
     @property
     def current(self) -> Selection:
-        return self._current
+        return self.state.current
 
     def set(self, head=None, query=None, key=...) -> None:
-        """Select ``head``, ``query`` and ``key`` (None, or ... for the key: keep that part;
-        a key of None selects no key)."""
-        sel = self._current
-        self._move(Selection(sel.head if head is None else head, sel.query if query is None else query,
-                             sel.key if key is ... else key).clamp(self._session))
+        self.state.set(head, query, key)
 
     def follow(self, session: Session) -> None:
-        """The session became ``session``: keep the selection, clamped to its sizes."""
-        self._session = session
-        self._move(self._current.clamp(session))
+        self.state.follow(session)
 
     def show_view(self, session: Session) -> None:
-        """Select what ``session`` carries under its ``"view"`` key (else the default)."""
-        self.follow(session)
-        view = Selection.from_view(session)
-        self.set(head=view.head, query=view.query, key=view.key)
+        self.state.show_view(session)
 
-    def _move(self, new: Selection) -> None:
-        if new != self._current:
-            self._current = new
-            self.changed.emit(new)
+    def _on_changed(self, selection: Selection) -> None:
+        self.changed.emit(selection)

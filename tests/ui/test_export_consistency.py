@@ -20,7 +20,7 @@ from attnexplorer.ui.document import SessionDocument
 @pytest.fixture
 def slow_document(qtbot, monkeypatch):
     """A document whose worker-thread computes wait for ``release``; inline ones run as usual."""
-    import attnexplorer.ui.compute_runner as runner_module
+    import attnexplorer.app.compute as runner_module
 
     release = threading.Event()
     started = threading.Event()

@@ -111,7 +111,7 @@ def test_window_and_command_line_accept_and_refuse_the_same(long_window, qtbot, 
 
 def test_figures_of_a_long_session_draw_its_overview_never_a_dense_compute(long_window, qtbot, tmp_path,
                                                                            monkeypatch):
-    from attnexplorer.ui import compute_runner
+    from attnexplorer.app import compute as compute_runner
     from attnexplorer.ui.figure_batch import export_figures
     from attnexplorer.ui.figure_dialog import FigureExportDialog
 

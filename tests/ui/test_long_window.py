@@ -111,7 +111,7 @@ def test_every_panel_draws_a_long_session_without_n_by_n(qtbot, monkeypatch, pos
 
 def test_a_newer_edit_cancels_a_long_compute_and_progress_is_shown(qtbot, monkeypatch):
     import attnexplorer.core.long.streamed as stream_module
-    import attnexplorer.ui.compute_runner as runner_module
+    import attnexplorer.app.compute as runner_module
     from attnexplorer.core.long import Cancelled
     from attnexplorer.ui.document import SessionDocument
 

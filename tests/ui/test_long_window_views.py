@@ -51,7 +51,7 @@ def _masked_weights(session, head=0):
 
 def test_the_heatmap_fills_in_while_the_pass_runs(long_window, qtbot, monkeypatch):
     import attnexplorer.core.long.streamed as stream_module
-    import attnexplorer.ui.compute_runner as runner_module
+    import attnexplorer.app.compute as runner_module
 
     document, _window, weights = long_window
     monkeypatch.setattr(stream_module, "BLOCK_BYTES", 1)  # a block per pooled row of cells
@@ -66,7 +66,7 @@ def test_the_heatmap_fills_in_while_the_pass_runs(long_window, qtbot, monkeypatc
             seen.append((session, view.rows_done, np.array(view.image.image), weights.heading.text,
                          view.pending_rows.isVisible(), view.pending_rows.rect().top()))
 
-    document.compute.runner.overview_progress.connect(look)
+    document.compute.overview_progress.connect(look)
     edited = document.session.replace(embeddings=document.session.embeddings * 1.5)
     document.edit(edited, "scale")
     assert document.compute.wait_idle(30)

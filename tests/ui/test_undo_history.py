@@ -50,18 +50,16 @@ def test_typing_into_one_cell_again_is_one_step_that_undoes_to_the_start(doc):
     assert doc.session == start
 
 
-def test_the_history_is_bounded_by_steps_and_by_memory(doc, monkeypatch):
-    import attnexplorer.ui.document as document_module
-
+def test_the_history_is_bounded_by_steps_and_by_memory(doc):
     assert doc.undo_stack.undoLimit() == UNDO_STEPS
     # Each resize records W_q and W_k whole (4 heads × 96 × d_k × 8 bytes each, at the larger
     # d_k): 590, 553, 492, 430 and 369 kB. With 900 kB of room only the last two fit.
-    monkeypatch.setattr(document_module, "UNDO_BYTES", 900_000)
+    doc.undo_stack.history.limit_bytes = 900_000
     start = doc.session
     sizes = (90, 80, 70, 60, 50)
     for d_k in sizes:
         assert user_actions.resize_dk(doc, d_k)
-    assert doc.history_bytes() <= document_module.UNDO_BYTES
+    assert doc.history_bytes() <= 900_000
     for _ in range(doc.undo_stack.count()):
         doc.undo_stack.undo()
     # The last two steps fit (W_q and W_k of d_k 70 → 60 → 50); the older three were forgotten:

@@ -39,7 +39,7 @@ class _SingleMatrixPanel(FigurePanel):
         self._heading_base = ""
         compute = getattr(document, "compute", None)  # a fixed ResultSource (figures) computes nothing
         if compute is not None:
-            compute.runner.overview_progress.connect(self._on_overview_progress)
+            compute.overview_progress.connect(self._on_overview_progress)
 
     def views(self) -> list[MatrixView]:
         return [self.view]

@@ -132,7 +132,7 @@ def apply_overview_pool(document, panels, pool: str) -> None:
     """Pool zoomed-out heatmaps by ``pool``: the panels redraw a dense matrix's overview; a
     long session's (core/long) overview is made by its streamed pass, so a result pooled the
     other way is computed again."""
-    document.compute.runner.pool = pool
+    document.compute.set_pool(pool)
     for panel in panels:
         if hasattr(panel, "set_pool"):
             panel.set_pool(pool)

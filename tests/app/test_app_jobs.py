@@ -1,0 +1,153 @@
+"""The background-job primitive, without Qt: supersede, cancel, progress, state, lifetime."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import threading
+import weakref
+
+import pytest
+
+from attnexplorer.app.jobs import CallQueue, JobRunner
+
+
+@pytest.fixture
+def loop():
+    return CallQueue()
+
+
+@pytest.fixture
+def runner(loop):
+    r = JobRunner("test-jobs", loop.post, progress_s=0.0)
+    yield r
+    r.shutdown()
+
+
+def test_done_is_delivered_on_the_app_thread_and_settles(runner, loop):
+    answers, settled = [], []
+    runner.settled.connect(lambda: settled.append(True))
+    runner.submit(lambda job: threading.current_thread().name, lambda name: answers.append(
+        (name, threading.current_thread() is threading.main_thread())))
+    assert not runner.idle
+    assert loop.run_until(lambda: runner.idle)
+    assert answers == [("test-jobs", True)] and settled == [True]
+
+
+def test_a_job_submitted_while_another_waits_replaces_it(runner, loop):
+    release, started = threading.Event(), threading.Event()
+    ran, answers = [], []
+
+    def blocking(job):
+        started.set()
+        release.wait(10)
+        return "first"
+
+    runner.submit(blocking, answers.append)
+    assert started.wait(10)
+    runner.submit(lambda job: ran.append("second") or "second", answers.append)
+    runner.submit(lambda job: ran.append("third") or "third", answers.append)
+    release.set()
+    assert loop.run_until(lambda: runner.idle)
+    # The running one finished but was superseded (dropped); the waiting one never ran.
+    assert ran == ["third"] and answers == ["third"]
+
+
+def test_the_cancel_token_stops_work_and_its_answer_is_dropped(runner, loop):
+    started, saw_cancel = threading.Event(), threading.Event()
+    answers = []
+
+    def long_work(job):
+        started.set()
+        while not job.cancelled:
+            threading.Event().wait(0.001)
+        saw_cancel.set()
+        raise RuntimeError("stopped part way")
+
+    runner.submit(long_work, answers.append, answers.append)
+    assert started.wait(10)
+    runner.cancel()
+    assert saw_cancel.wait(10)
+    assert loop.run_until(lambda: runner.idle)
+    assert answers == []  # neither done nor failed: a cancelled job says nothing
+
+
+def test_failures_are_delivered_and_the_worker_lives_on(runner, loop):
+    failures, answers = [], []
+    runner.submit(lambda job: 1 / 0, answers.append, failures.append)
+    assert loop.run_until(lambda: runner.idle)
+    assert len(failures) == 1 and isinstance(failures[0], ZeroDivisionError)
+    runner.submit(lambda job: 42, answers.append, failures.append)
+    assert loop.run_until(lambda: runner.idle)
+    assert answers == [42]
+
+
+def test_progress_is_throttled(loop):
+    runner = JobRunner("throttled", loop.post, progress_s=3600.0)
+    seen = []
+    try:
+        def work(job):
+            for i in range(100):
+                job.progress(i)
+            return "done"
+
+        runner.submit(work, seen.append, on_progress=seen.append)
+        assert loop.run_until(lambda: runner.idle)
+        assert seen == [0, "done"]  # the first report, then nothing for an hour: only the answer
+    finally:
+        runner.shutdown()
+
+
+def test_state_is_kept_between_jobs_on_the_worker(runner, loop):
+    def count(job):
+        runner.state["n"] = runner.state.get("n", 0) + 1
+        return runner.state["n"], threading.current_thread().name
+
+    answers = []
+    for _ in range(3):
+        runner.submit(count, answers.append)
+        assert loop.run_until(lambda: runner.idle)
+    assert answers == [(1, "test-jobs"), (2, "test-jobs"), (3, "test-jobs")]
+
+
+def test_shutdown_stops_the_thread_and_later_jobs_never_run(loop):
+    runner = JobRunner("stopping", loop.post)
+    runner.submit(lambda job: None)
+    thread = runner.thread
+    assert loop.run_until(lambda: runner.idle)
+    runner.shutdown()
+    assert not thread.is_alive()
+    ran = []
+    job = runner.submit(lambda job: ran.append(1))
+    assert job.cancelled and runner.idle and not ran
+
+
+def test_a_runner_dropped_without_shutdown_stops_its_thread(loop):
+    class Owner:
+        def __init__(self):
+            self.jobs = JobRunner("dropped", loop.post)
+            self.jobs.submit(lambda job: None, self.on_done)  # its callback holds the owner
+
+        def on_done(self, _result):
+            pass
+
+    owner = Owner()
+    thread = owner.jobs.thread
+    assert owner.jobs.wait(10)  # the job ran; its answer is still queued, undelivered
+    gone = weakref.ref(owner)
+    del owner
+    gc.collect()
+    assert gone() is None
+    thread.join(10)
+    assert not thread.is_alive()
+    loop.run_pending()  # the answer of a runner that is gone goes nowhere
+
+
+def test_the_app_floor_imports_no_qt():
+    code = ("import sys, attnexplorer.app.document, attnexplorer.app.jobs, attnexplorer.app.compute, "
+            "attnexplorer.app.selection, attnexplorer.app.history\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'shiboken6', 'pyqtgraph') "
+            "or m.startswith('attnexplorer.ui'))\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
