@@ -90,7 +90,7 @@ class Job:
         # queued for the app's thread, and must not keep the runner's owner alive.
         self._reports_progress = reports_progress
         self._cancel = threading.Event()
-        self._last_progress = 0.0
+        self._last_progress: float | None = None  # the first report always goes
 
     @property
     def cancelled(self) -> bool:
@@ -104,7 +104,7 @@ class Job:
         if not self._reports_progress:
             return
         now = time.monotonic()
-        if now - self._last_progress < self._shared.progress_s:
+        if self._last_progress is not None and now - self._last_progress < self._shared.progress_s:
             return
         self._last_progress = now
         self._shared.post(self._shared.on_app_thread("_progressed", self, args))
