@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -81,38 +80,50 @@ def test_a_burst_of_edits_is_written_once_with_the_last_state(dirs, qtbot):
         edit(doc, float(k))
         saver.schedule()
     qtbot.waitUntil(lambda: len(writes) == 1, timeout=5000)
-    qtbot.wait(300)
+    assert not saver.pending and not saver.writing  # nothing more is coming
     assert len(writes) == 1
     assert read_recovery(saver.file).session == doc.session
     saver.discard()
     doc.shutdown()
 
 
-def test_steady_editing_cannot_postpone_the_write(dirs, qtbot):
+def test_steady_editing_cannot_postpone_the_write():
     # Regression: each change restarted a single-shot timer, so edits 2.2 s apart (under the
-    # 3 s delay) kept the recovery file 26 s old until the kill. Here: delay 400 ms, deadline
-    # 800 ms, an edit every 150 ms for 2.5 s.
+    # 3 s delay) kept the recovery file 26 s old until the kill. Here, on the write clock's
+    # own terms: delay 400 ms, deadline 800 ms, an edit every 150 ms for 2.5 s.
+    from attnexplorer.app.autosave import WriteClock
+
+    clock = WriteClock(delay_ms=400, max_delay_ms=800)
+    due, writes, first_unwritten = None, [], None
+    for k in range(17):
+        now = 0.15 * k
+        if due is not None and due <= now:  # the timer fired before this edit
+            writes.append((due, first_unwritten))
+            clock.writing()
+        due = clock.change(now)
+        first_unwritten = clock.first_unwritten
+    assert len(writes) >= 2, "the edits kept coming and nothing was written"
+    # Every write started within the deadline of the oldest change it holds.
+    assert all(when - oldest <= 0.8 + 1e-9 for when, oldest in writes)
+    assert writes[0][0] == pytest.approx(0.8)
+
+
+def test_steady_editing_is_written_while_it_goes_on(dirs, qtbot):
+    # The same with the window's timer: edits every 100 ms never let the 400 ms delay run out,
+    # and a write still comes while they go on.
+    from PySide6.QtCore import QTimer
+
     doc = SessionDocument(build_preset("dessert").session)
     saver = Autosaver(doc, directory=dirs / "data", delay_ms=400, max_delay_ms=800)
-    writes = []
-    saver.written.connect(lambda _file: writes.append((time.monotonic(), read_recovery(saver.file).session)))
-    edits = []
+    editing = QTimer()
+    editing.timeout.connect(lambda: (edit(doc, float(doc.session.embeddings[0, 0] + 1)), saver.schedule()))
     try:
-        start = time.monotonic()
-        while time.monotonic() - start < 2.5:
-            edits.append((time.monotonic(), edit(doc, float(len(edits)))))
-            saver.schedule()
-            qtbot.wait(150)
-        assert len(writes) >= 2, "the edits kept coming and nothing was written"
-        # Every write holds a state no older than the deadline (plus a loaded machine's slack),
-        # and the first came one deadline after the first edit.
-        slack = 0.5
-        assert writes[0][0] - edits[0][0] <= 0.8 + slack
-        for when, written in writes:
-            newest = max(t for t, s in edits if s == written)
-            assert when - newest <= 0.8 + slack
-        assert all(b[0] - a[0] <= 0.8 + slack for a, b in zip(writes, writes[1:]))
+        editing.start(100)
+        with qtbot.waitSignal(saver.written, timeout=10000):
+            pass
+        assert editing.isActive()
     finally:
+        editing.stop()
         saver.discard()
         doc.shutdown()
 
@@ -123,9 +134,9 @@ def test_the_deadline_leaves_room_for_a_slow_write(dirs):
     doc = SessionDocument(build_preset("dessert").session)
     saver = Autosaver(doc, directory=dirs / "data")
     assert saver.deadline_ms() == MAX_DELAY_MS == 4000 and LATENCY_MS == 5000
-    saver._last_write_ms = 2000  # a big session: its next write starts 2 s after the change
+    saver.clock.wrote(2000)  # a big session: its next write starts 2 s after the change
     assert saver.deadline_ms() == 2000
-    saver._last_write_ms = 10_000  # never writing all the time
+    saver.clock.wrote(10_000)  # never writing all the time
     assert saver.deadline_ms() == MIN_DEADLINE_MS
     doc.shutdown()
 
@@ -228,7 +239,7 @@ def test_restored_work_is_in_this_windows_recovery_file_at_once(make_window, dir
     assert saver.pending
     assert read_recovery(saver.file).session == kept
     assert [p.name for p in folder.glob("recovery-*.json")] == [saver.file.name]
-    saver._lock.release()  # what a kill does: the lock goes with the process
+    saver.lock.release()  # what a kill does: the lock goes with the process
     (offered,) = find_recoveries(folder)
     assert offered.session == kept and offered.original_path == dirs / "orig.json"
 
@@ -300,7 +311,7 @@ def test_a_big_session_is_written_off_the_gui_thread(qtbot, dirs):
         edited = edit(doc, 7.25, 2047, 63)
         with qtbot.waitSignal(saver.written, timeout=20000):
             saver.schedule()
-        assert saver._thread is not None and not saver._thread.is_alive()
+        assert not saver.writing
         assert read_recovery(saver.file).session == edited
     finally:
         saver.discard()
@@ -314,7 +325,7 @@ def test_a_discard_during_a_background_write_leaves_no_file(qtbot, dirs):
     try:
         edit(doc, 3.5)
         saver.schedule()
-        qtbot.waitUntil(lambda: saver._thread is not None, timeout=5000)
+        qtbot.waitUntil(lambda: saver.writing, timeout=5000)
         saver.discard()  # waits for a write in flight, then removes what it wrote
         saver.wait()
         assert not saver.file.exists()
