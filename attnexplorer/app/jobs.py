@@ -8,8 +8,10 @@ stopped once (``shutdown()``, or when the runner is collected, or at interpreter
   a job submitted while another waits replaces the waiting one (it never runs), and only the
   newest job's answers are delivered: an older one's result is dropped;
 - **a cancel token**: ``job.cancelled`` turns True when a newer job is submitted, ``cancel()``
-  is called or the runner shuts down; long work polls it (``core/long`` stops at its next
-  block of rows, a model load at its next layer) and whatever it then raises is not reported;
+  or ``stop()`` is called or the runner shuts down; long work polls it (``core/long`` stops at
+  its next block of rows, a model load at its next layer, a fit after its step). A superseded
+  or cancelled job's answer is dropped; a stopped one still answers (a fit stopped part way
+  keeps the weights reached);
 - **throttled progress**: ``job.progress(...)`` from the worker reaches ``on_progress`` at most
   every ``progress_s`` (a few times a second, never once per block of rows);
 - **done/failed on the app's thread**: answers are handed to ``post`` (a thread-safe "run this
@@ -228,7 +230,8 @@ class JobRunner:
                on_progress: Callable[..., None] | None = None) -> Job:
         """Run ``work(job)`` on the worker after the job running now; a job still waiting is
         replaced (superseded). ``on_done(result)`` or ``on_failed(error)`` follow on the app's
-        thread, only for the newest job and only if it was not cancelled. After ``shutdown()``
+        thread, only for the newest job and only if it was not cancelled (``stop()`` leaves
+        its answer). After ``shutdown()``
         the job is cancelled at once and never runs."""
         shared = self._shared
         if shared.stopping:  # shut down (a closed window): the job never runs, nothing answers
@@ -249,6 +252,14 @@ class JobRunner:
             self._finalizer.detach()
             self._finalizer = weakref.finalize(self, _stop, shared, self._thread, self._stop_timeout_s)
         return job
+
+    def stop(self) -> None:
+        """Ask the job running (and one waiting) to stop early: their token turns cancelled,
+        and their answers still come (``cancel()`` drops them)."""
+        with self._shared.lock:
+            for job in (self._shared.running, self._shared.pending):
+                if job is not None:
+                    job._cancel.set()
 
     def supersede(self) -> None:
         """Drop the answers of every job submitted so far (cancelling them); the next one
@@ -278,7 +289,8 @@ class JobRunner:
     def _answer(self, job: Job, which: int):
         """The newest job's callback ``which`` (1 done, 2 failed, 3 progress), or None."""
         generation, *calls = self._callbacks
-        return calls[which - 1] if generation == job.generation and not job.cancelled else None
+        current = generation == job.generation == self._shared.newest and not self._shared.stopping
+        return calls[which - 1] if current else None
 
     def _progressed(self, job: Job, args) -> None:
         call = self._answer(job, 3)

@@ -151,3 +151,22 @@ def test_the_app_floor_imports_no_qt():
             "or m.startswith('attnexplorer.ui'))\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_stopped_job_ends_early_and_still_answers(runner, loop):
+    started = threading.Event()
+    answers = []
+
+    def steps(job):
+        started.set()
+        done = 0
+        while not job.cancelled:
+            done += 1
+            threading.Event().wait(0.001)
+        return done
+
+    runner.submit(steps, answers.append)
+    assert started.wait(10)
+    runner.stop()
+    assert loop.run_until(lambda: runner.idle)
+    assert len(answers) == 1 and answers[0] >= 1

@@ -110,15 +110,16 @@ def test_pause_resume_and_stop_keep_the_weights_reached(make_window, qtbot):
     assert not fit.controls.start_button.isEnabled() and fit.controls.stop_button.isEnabled()
     assert not fit.controls.lr_spin.isEnabled()  # settings are fixed while it runs
     _wait_for_steps(qtbot, fit, 5)
-    fit.controls.pause_button.click()
-    assert fit.runner.state == "paused" and fit.controls.pause_button.text() == "Resume"
-    qtbot.wait(150)  # let the step in flight land
+    with qtbot.waitSignal(fit.runner.parked, timeout=30000):  # the step in flight has landed
+        fit.controls.pause_button.click()
+        assert fit.runner.state == "paused" and fit.controls.pause_button.text() == "Resume"
     paused_at = fit.runner.last.step
-    qtbot.wait(300)
-    assert fit.runner.last.step == paused_at
+    assert fit.runner.history[-1][0] == paused_at  # the worker stopped after the step shown last
     fit.controls.pause_button.click()
     assert fit.runner.state == "running"
     _wait_for_steps(qtbot, fit, paused_at + 5)
+    steps = [point[0] for point in fit.runner.history]
+    assert steps == list(range(steps[0], steps[0] + len(steps)))  # none lost across the pause
     fit.controls.stop_button.click()
     assert fit.runner.wait(30)
     assert fit.runner.state == "idle" and fit.controls.start_button.isEnabled()
