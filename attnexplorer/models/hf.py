@@ -9,7 +9,7 @@ importing transformers' modeling code alone takes seconds. transformers is still
   tokenizer class), with the model's own forward and ``output_attentions``;
 - by the tests, as the reference the native route is checked against.
 
-The hub is forced offline while transformers is imported and used (``offline()``), and every
+The hub is switched offline (``offline()``) before transformers is imported and used, and every
 ``from_pretrained`` gets ``local_files_only=True``: nothing is ever downloaded.
 """
 
@@ -30,27 +30,21 @@ from .sources import Cancelled, ModelError, ModelSource, missing_dependencies
 
 Progress = Callable[[float, str], None]
 
-OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
-
-
 @contextmanager
 def offline():
-    """The hub offline for as long as transformers is being used, the user's settings after.
+    """The hub offline for whatever runs inside (transformers' import and loads), and after.
 
-    huggingface_hub reads HF_HUB_OFFLINE when it is first imported, which happens inside this
-    block, so it stays offline in this process afterwards; the variables themselves are put
-    back, so child processes and other libraries see the environment the user started with.
+    Switched through huggingface_hub's own settings (``constants.HF_HUB_OFFLINE``, read at each
+    request by the huggingface_hub transformers 5 needs), never through ``os.environ``: this runs on the
+    model loader's worker thread, and the environment is process-wide state that other threads
+    read, and that child processes inherit (they see the environment the user started with).
+    ``local_files_only=True`` on every ``from_pretrained`` keeps it offline on any version.
     """
-    saved = {k: os.environ.get(k) for k in OFFLINE}
-    os.environ.update(OFFLINE)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    from huggingface_hub import constants
+
+    constants.HF_HUB_OFFLINE = True
+    constants.HF_HUB_DISABLE_TELEMETRY = True
+    yield
 
 
 def first_line(err: BaseException) -> str:

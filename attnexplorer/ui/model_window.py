@@ -3,10 +3,10 @@
 ``ModelController`` (owned by the main window) runs the whole path:
 1. ``OpenModelDialog`` asks for the model (a packaged one, a folder or a .gguf file), the text
    and the layer, and refuses what ``models.resolve`` refuses before anything is loaded;
-2. a worker thread opens the model (kept for the next open of the same model) and runs it on
-   the text, reporting progress to a cancellable progress dialog (while the model runs, layer
-   by layer; a long text stops at the next layer or block when cancelled); a cancelled or
-   superseded load's result is dropped (generation counter, as the document does);
+2. a background job (``app.jobs.JobRunner``) opens the model (kept in the runner's state for
+   the next open of the same model) and runs it on the text, reporting progress to a
+   cancellable progress dialog (while the model runs, layer by layer; a long text stops at the
+   next layer or block when cancelled); a cancelled or superseded load's result is dropped;
 3. ``ModelWindow`` shows the model view (every layer × head) and the head view, and the chosen
    layer goes into the tables as a session, unsaved, with the head selected. A badge says how
    far the tables' weights are from the model's for that layer. A long text (``ModelRun.long``)
@@ -20,20 +20,20 @@ until a layer is ready.
 
 from __future__ import annotations
 
-import threading
-import weakref
 from pathlib import Path
 
 import numpy as np
 
-from PySide6.QtCore import QObject, QThread, Qt, Signal, Slot
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout,
                                QLabel, QLineEdit, QProgressDialog, QPushButton, QScrollArea, QSpinBox, QSplitter,
                                QTabWidget, QVBoxLayout, QWidget)
 
+from ..app.jobs import JobRunner
 from ..core.errors import AttnExplorerError
 from ..models import missing_dependencies, packaged_models, resolve
 from ..models.views import badge_text, long_badge_text, long_differences, max_difference
+from .gui_thread import GuiThread
 from .model_views import HeadView, ModelGrid
 
 DEFAULT_TEXT = "The dog fetched the ball and she was happy"
@@ -143,44 +143,32 @@ class OpenModelDialog(QDialog):
         super().accept()
 
 
-class _Loader(QObject):
-    progress = Signal(int, float, str)
-    done = Signal(int, object, object)   # generation, (loaded, run) or None, error text or None
+def _open_and_run(job, models: dict, spec: str, text: str, layer: int):
+    """On the loader's worker: open ``spec`` (or reuse it from ``models``, the runner's state),
+    run it on ``text`` and build ``layer``'s session here too: at 4,096 tokens checking and
+    freezing its arrays takes a quarter of a second that the GUI thread would otherwise block.
+    Returns (loaded, run, session, behaviour); a cancelled load raises and its answer is dropped."""
+    from ..io.session_file import session_from_dict
+    from ..models.loading import Cancelled, load_model
 
-    def __init__(self):
-        super().__init__()
-        self.models: dict[Path, object] = {}   # opened models, by their file or folder
-        self.cancel = threading.Event()
+    def check() -> bool:
+        return job.cancelled
 
-    @Slot(int, str, str, int)
-    def run(self, generation: int, spec: str, text: str, layer: int) -> None:
-        """Open, run, and build ``layer``'s session here too: at 4,096 tokens checking and
-        freezing its arrays takes a quarter of a second that the GUI thread would otherwise block."""
-        from ..io.session_file import session_from_dict
-        from ..models.loading import Cancelled, load_model
+    source = resolve(spec)
+    loaded = models.get(source.path)
+    if loaded is None:
+        loaded = load_model(source, job.progress, check)
+        models[source.path] = loaded
+    if job.cancelled:
+        raise Cancelled()
+    job.progress(0.0, f"running {source.label} on the text")
+    run = loaded.run(text, job.progress, check)
+    session = None
+    if 0 <= layer < loaded.num_layers:
+        session = session_from_dict(loaded.layer_parts(run, layer), f"{loaded.source.label} layer {layer}")
+    from ..models.interventions import Behaviour
 
-        try:
-            source = resolve(spec)
-            loaded = self.models.get(source.path)
-            if loaded is None:
-                loaded = load_model(source, lambda f, m: self.progress.emit(generation, f, m), self.cancel.is_set)
-                self.models[source.path] = loaded
-            if self.cancel.is_set():
-                raise Cancelled()
-            self.progress.emit(generation, 0.0, f"running {source.label} on the text")
-            run = loaded.run(text, lambda f, m: self.progress.emit(generation, f, m), self.cancel.is_set)
-            session = None
-            if 0 <= layer < loaded.num_layers:
-                session = session_from_dict(loaded.layer_parts(run, layer), f"{loaded.source.label} layer {layer}")
-            from ..models.interventions import Behaviour
-
-            self.done.emit(generation, (loaded, run, session, Behaviour(loaded, run)), None)
-        except Cancelled:
-            self.done.emit(generation, None, None)
-        except AttnExplorerError as err:
-            self.done.emit(generation, None, str(err))
-        except Exception as err:   # a model that breaks transformers must not take the window down
-            self.done.emit(generation, None, f"the model failed to run: {err}")
+    return loaded, run, session, Behaviour(loaded, run)
 
 
 class ModelWindow(QWidget):
@@ -296,41 +284,32 @@ class ModelWindow(QWidget):
                            + badge_text(max_difference(weights, self.run.attentions[layer])))
 
 
-def _stop(thread: QThread, cancel: threading.Event) -> None:
-    cancel.set()   # a load in progress stops at its next step
-    thread.quit()
-    thread.wait(120000)
-
-
 class ModelController(QObject):
-    """Owns the loader thread, the progress dialog and the model window for a main window."""
+    """Owns the loader (a ``JobRunner`` whose state keeps the models opened), the progress
+    dialog and the model window for a main window. ``progressed(fraction, message)`` follows
+    the load that is shown."""
+
+    progressed = Signal(float, str)
 
     def __init__(self, main_window, document, actions):
         super().__init__(main_window)
         self.main_window, self.document, self.actions = main_window, document, actions
-        self._generation = 0
         self._progress: QProgressDialog | None = None
         self._request = ("minilm", DEFAULT_TEXT, 0)
         self.tables_layer: int | None = None   # the run's layer that the tables were loaded with
-        self._thread = QThread()
-        self._thread.setObjectName("attnexplorer-model-loader")
-        self._loader = _Loader()
-        self._loader.moveToThread(self._thread)
-        self._loader.progress.connect(self._on_progress)
-        self._loader.done.connect(self._on_done)
-        self._thread.start()
+        # Every report goes (one per layer or block); the models opened stay in the runner's state.
+        self._loader = JobRunner("attnexplorer-model-loader", GuiThread(self).post, progress_s=0.0,
+                                 stop_timeout_s=120)
         self.window = ModelWindow(main_window)
         self.window.layer_chosen.connect(self.load_layer)
         from .behaviour_control import BehaviourControl
 
         self.behaviour = BehaviourControl(self, main_window, document)
         document.result_changed.connect(self._on_result)
-        # Qt aborts when a QThread object dies while its thread runs: stop it with the controller.
-        self._finalizer = weakref.finalize(self, _stop, self._thread, self._loader.cancel)
 
     def shutdown(self) -> None:
         self.behaviour.shutdown()
-        self._finalizer()
+        self._loader.shutdown()   # a load in progress stops at its next step
 
     def open_dialog(self) -> None:
         problem = missing_dependencies()
@@ -345,23 +324,19 @@ class ModelController(QObject):
     def start(self, spec: str, text: str, layer: int) -> int:
         """Load (or reuse) ``spec`` and run it on ``text`` off the GUI thread; returns the generation."""
         self._request = (spec, text, layer)
-        self._generation += 1
-        self._loader.cancel.clear()
         self._progress = QProgressDialog(f"Opening {spec}…", "Cancel", 0, 100, self.main_window)
         self._progress.setWindowTitle("Open model")
         self._progress.setMinimumDuration(300)
         self._progress.setWindowModality(Qt.WindowModality.WindowModal)
         self._progress.canceled.connect(self.cancel)
         self._progress.setValue(0)
-        from PySide6.QtCore import QMetaObject, Q_ARG
-
-        QMetaObject.invokeMethod(self._loader, "run", Qt.ConnectionType.QueuedConnection,
-                                 Q_ARG(int, self._generation), Q_ARG(str, spec), Q_ARG(str, text), Q_ARG(int, layer))
-        return self._generation
+        models = self._loader.state.setdefault("models", {})   # opened models, by their file or folder
+        job = self._loader.submit(lambda job: _open_and_run(job, models, spec, text, layer),
+                                  self._on_done, self._on_failed, self._on_progress)
+        return job.generation
 
     def cancel(self) -> None:
-        self._loader.cancel.set()
-        self._generation += 1   # whatever arrives now is dropped
+        self._loader.cancel()   # a load in progress stops at its next step; what it sends is dropped
         self._close_progress()
 
     def _close_progress(self) -> None:
@@ -371,20 +346,20 @@ class ModelController(QObject):
             self._progress.deleteLater()
             self._progress = None
 
-    def _on_progress(self, generation: int, fraction: float, message: str) -> None:
-        if generation == self._generation and self._progress is not None:
+    def _on_progress(self, fraction: float, message: str) -> None:
+        self.progressed.emit(fraction, message)
+        if self._progress is not None:
             self._progress.setLabelText(message)
             self._progress.setValue(int(round(100 * fraction)))
 
-    def _on_done(self, generation: int, payload, error) -> None:
-        if generation != self._generation:
-            return
+    def _on_failed(self, err: BaseException) -> None:
         self._close_progress()
-        if error:
-            self.main_window.show_error("Open model", error)
-            return
-        if payload is None:
-            return
+        # A model that breaks transformers must not take the window down.
+        error = str(err) if isinstance(err, AttnExplorerError) else f"the model failed to run: {err}"
+        self.main_window.show_error("Open model", error)
+
+    def _on_done(self, payload) -> None:
+        self._close_progress()
         loaded, run, session, behaviour = payload
         spec, text, layer = self._request
         if layer >= loaded.num_layers:

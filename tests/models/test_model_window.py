@@ -197,7 +197,7 @@ def test_a_long_text_opens_with_progress_pooled_thumbnails_and_a_streamed_layer(
     monkeypatch.setattr(long_result, "DENSE_BUDGET", 0)
     win.model_controller = controller = ModelController(win, win.document, win.actions)
     said = []
-    controller._loader.progress.connect(lambda _g, f, message: said.append(message))
+    controller.progressed.connect(lambda _fraction, message: said.append(message))
     controller.start(str(tiny_llama), "The dog fetched the ball and she was happy because life is short", 1)
     qtbot.waitUntil(lambda: controller.window.run is not None or bool(win.errors), timeout=120000)
     assert not win.errors, win.errors

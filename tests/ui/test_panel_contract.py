@@ -42,17 +42,17 @@ def test_each_panel_draws_a_result_computed_with_only_its_needs(preset, qtbot):
             # Everything not needed is absent, so a panel that read it would fail here.
             assert all(getattr(partial, name) is None for name in set(INTERMEDIATES) - panel.needs)
             # Published: every shown panel redraws it, those that need more than it has too.
-            document.compute._publish(partial)
+            document.compute.publish(partial)
             panel.refresh()
             figure = panel.export_item()
             if figure is not None:
                 assert figure.scene() is not None
-            document.compute._publish(full)
+            document.compute.publish(full)
         # What the partial results drew equals what the full one draws, panel by panel.
         weights = next(p for p in panels if p.kind == "weights")
-        document.compute._publish(compute(document.session, keep=weights.needs))
+        document.compute.publish(compute(document.session, keep=weights.needs))
         partial_image = np.array(weights.view.image.image)
-        document.compute._publish(full)
+        document.compute.publish(full)
         np.testing.assert_array_equal(np.isnan(partial_image), np.isnan(weights.view.image.image))
         np.testing.assert_allclose(np.nan_to_num(partial_image), np.nan_to_num(weights.view.image.image))
     finally:

@@ -241,7 +241,7 @@ def test_alibi_panel_draws_a_window_around_the_query_when_the_result_has_no_bias
     assert small.position_bias is None
     old, alibi_panel.WINDOW = alibi_panel.WINDOW, 4
     try:
-        doc.compute._publish(small)
+        doc.compute.publish(small)
         doc.selection.set(head=1, query=6, key=5)
         want = alibi_bias(session.positions.slopes_for(4), slice(0, 8), slice(0, 8)).numpy()[1, 4:8, 4:8]
         np.testing.assert_allclose(panel.view.data, want)
