@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from PySide6.QtCore import QEventLoop, QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Signal
 
 from ..app.compute import DocumentCompute as _Compute
 from ..core.engine import AttentionResult
 from ..core.session import Session
+from .gui_thread import wait_for
 
 
 class DocumentCompute(QObject):
@@ -115,19 +116,7 @@ class DocumentCompute(QObject):
         loop until the compute has ``settled``; False when ``timeout_s`` passes first (the
         bench, closing, tests)."""
         self.state.settle()
-        if self.state.idle:
-            return True
-        loop, timer = QEventLoop(), QTimer()
-        timer.setSingleShot(True)
-        timer.timeout.connect(loop.quit)
-        self.settled.connect(loop.quit)
-        timer.start(max(0, int(timeout_s * 1000)))
-        try:
-            loop.exec()
-        finally:
-            timer.stop()
-            self.settled.disconnect(loop.quit)
-        return self.state.idle
+        return wait_for(self.settled, lambda: self.state.idle, timeout_s)
 
     def shutdown(self) -> None:
         self.state.shutdown()

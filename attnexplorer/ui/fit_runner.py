@@ -25,10 +25,10 @@ from __future__ import annotations
 import threading
 import time
 
-from PySide6.QtCore import QEventLoop, QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from ..app.jobs import JobRunner
-from .gui_thread import GuiThread
+from .gui_thread import GuiThread, wait_for
 
 FRAME_S = 1 / 30
 
@@ -153,19 +153,8 @@ class FitRunner(QObject):
         """Run the event loop until the fit has finished and the window shows its last
         weights (the bench, tests); False when ``timeout_s`` passes first."""
         end = time.monotonic() + timeout_s
-        if self._box is not None:
-            loop, timer = QEventLoop(), QTimer()
-            timer.setSingleShot(True)
-            timer.timeout.connect(loop.quit)
-            self.finished.connect(loop.quit)
-            timer.start(max(0, int(timeout_s * 1000)))
-            try:
-                loop.exec()
-            finally:
-                timer.stop()
-                self.finished.disconnect(loop.quit)
-            if self._box is not None:
-                return False
+        if not wait_for(self.finished, lambda: self._box is None, timeout_s):
+            return False
         return self.document.compute.wait_idle(max(0.0, end - time.monotonic()))
 
     def shutdown(self) -> None:

@@ -4,6 +4,10 @@
 the ``GuiThread`` was made on (the GUI thread), through a queued signal. Calls posted after
 the object (or its parent) has been deleted are dropped, so a worker finishing after its
 window closed hears nothing and crashes nothing.
+
+``wait_for(signal, done, timeout_s)`` runs the event loop until ``done()`` holds, looking
+each time ``signal`` fires: how the bench, a closing window and tests wait for work in the
+background, by its event, never by polling.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from typing import Callable
 
 import shiboken6
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Signal
 
 
 class GuiThread(QObject):
@@ -31,3 +35,26 @@ class GuiThread(QObject):
 
     def _run(self, call: Callable[[], None]) -> None:
         call()
+
+
+def wait_for(signal, done: Callable[[], bool], timeout_s: float) -> bool:
+    """Run Qt's event loop until ``done()``, checked whenever ``signal`` is emitted; False when
+    ``timeout_s`` passes first."""
+    if done():
+        return True
+    loop, timer = QEventLoop(), QTimer()
+    timer.setSingleShot(True)
+    timer.timeout.connect(loop.quit)
+
+    def look(*_args) -> None:
+        if done():
+            loop.quit()
+
+    signal.connect(look)
+    timer.start(max(0, int(timeout_s * 1000)))
+    try:
+        loop.exec()
+    finally:
+        timer.stop()
+        signal.disconnect(look)
+    return done()
