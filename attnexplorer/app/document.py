@@ -10,8 +10,13 @@ the session and its history the document holds two parts of its own:
   or inline, stale ones dropped; ``compute.result`` carries the session it was computed from,
   which may be one edit behind ``session`` while a big compute runs.
 
+A document may be of a real model (``model``, a ``ModelLayer``: the model, its run on a text,
+and the layer the session holds, File ▸ Open model…); edits keep it (the tables then hold
+that layer, edited), a new session replaces it (``set_session``).
+
 Signals (plain Python, ``psygnal``): ``session_changed(Session)`` after every edit, undo or
-redo (and ``set_session``); ``message(str)``, a short status text (a refused edit says why).
+redo (and ``set_session``); ``model_changed(ModelLayer | None)``; ``message(str)``, a short
+status text (a refused edit says why).
 
 ``post`` is how work reaches the app's thread at its next turn, from any thread (the Qt
 adapter posts into the event loop; ``jobs.CallQueue`` is the Qt-free one). Bursts of edits (a
@@ -21,7 +26,8 @@ turn; ``flush()`` applies it now.
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from psygnal import Signal
 
@@ -33,8 +39,24 @@ from .jobs import Post
 from .selection import CurrentSelection
 
 
+@dataclass(frozen=True, eq=False)
+class ModelLayer:
+    """What a document of a real model holds beside its session: the model opened
+    (``models.LoadedModel``), its run on a text (``models.ModelRun``: the text, its tokens, the
+    model's own attention) and the layer of that run the session was made from."""
+
+    model: Any
+    run: Any
+    layer: int
+
+    @property
+    def text(self) -> str:
+        return self.run.text
+
+
 class Document:
     session_changed = Signal(object)
+    model_changed = Signal(object)
     message = Signal(str)
 
     def __init__(self, session: Session, post: Post, undo_steps: int = UNDO_STEPS, undo_bytes: int = UNDO_BYTES,
@@ -42,6 +64,7 @@ class Document:
         """``compute=False``: no compute until ``compute.request()`` (the window starts the first
         one once it has painted, so that torch loads after that)."""
         self._session = session
+        self._model: ModelLayer | None = None
         self._post = post
         self._posted: Callable[[], None] | None = None
         self._flush_posted = False
@@ -53,6 +76,11 @@ class Document:
     @property
     def session(self) -> Session:
         return self._session
+
+    @property
+    def model(self) -> ModelLayer | None:
+        """The real model this document's session is a layer of, or None."""
+        return self._model
 
     @property
     def result(self):
@@ -93,9 +121,13 @@ class Document:
         if apply is not None:
             apply()
 
-    def set_session(self, session: Session) -> None:
-        """Replace the document (New, Open, a preset): clears undo history."""
+    def set_session(self, session: Session, model: ModelLayer | None = None) -> None:
+        """Replace the document (New, Open, a preset; ``model``: a real model's layer): clears
+        undo history. The model is in place before the session's first result comes."""
         self.history.clear()
+        if model is not self._model:
+            self._model = model
+            self.model_changed.emit(model)
         self._set(session)
         self.selection.show_view(session)
         self.history.set_clean()

@@ -24,7 +24,7 @@ from typing import Callable
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction
 
-from ..app.document import Document, LiveEdit
+from ..app.document import Document, LiveEdit, ModelLayer
 from ..app.history import UNDO_BYTES, UNDO_STEPS, UndoHistory  # noqa: F401 - tests read the bounds here
 from ..core.engine import AttentionResult
 from ..core.session import Session
@@ -148,6 +148,11 @@ class SessionDocument(QObject):
         """The newest result (it may lag the session by one edit while a big one runs)."""
         return self.core.result
 
+    @property
+    def model(self) -> ModelLayer | None:
+        """The real model the session is a layer of (File ▸ Open model…), or None."""
+        return self.core.model
+
     def history_bytes(self) -> int:
         """What the undo history's recorded changes hold, in bytes."""
         return self.core.history.history_bytes()
@@ -165,8 +170,8 @@ class SessionDocument(QObject):
     def flush(self) -> None:
         self.core.flush()
 
-    def set_session(self, session: Session) -> None:
-        self.core.set_session(session)
+    def set_session(self, session: Session, model: ModelLayer | None = None) -> None:
+        self.core.set_session(session, model)
 
     def refuse(self, reason: str) -> None:
         self.core.refuse(reason)

@@ -8,8 +8,9 @@
    cancellable progress dialog (while the model runs, layer by layer; a long text stops at the
    next layer or block when cancelled); a cancelled or superseded load's result is dropped;
 3. ``ModelWindow`` shows the model view (every layer × head) and the head view, and the chosen
-   layer goes into the tables as a session, unsaved, with the head selected. A badge says how
-   far the tables' weights are from the model's for that layer. A long text (``ModelRun.long``)
+   layer goes into the tables as a session, unsaved, with the head selected: the document is
+   then of the model (``document.model``: the model, the run on the text, the layer). A badge
+   says how far the tables' weights are from the model's for that layer. A long text (``ModelRun.long``)
    keeps no n × n weights: the thumbnails are max-pooled, the head view (one line per query-key
    pair) is not drawn, and the badge compares the tables' attention output and row normalisers
    with the model's (``models.views.long_differences``).
@@ -29,6 +30,7 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog
                                QLabel, QLineEdit, QProgressDialog, QPushButton, QScrollArea, QSpinBox, QSplitter,
                                QTabWidget, QVBoxLayout, QWidget)
 
+from ..app.document import ModelLayer
 from ..app.jobs import JobRunner
 from ..core.errors import AttnExplorerError
 from ..models import missing_dependencies, packaged_models, resolve
@@ -296,7 +298,6 @@ class ModelController(QObject):
         self.main_window, self.document, self.actions = main_window, document, actions
         self._progress: QProgressDialog | None = None
         self._request = ("minilm", DEFAULT_TEXT, 0)
-        self.tables_layer: int | None = None   # the run's layer that the tables were loaded with
         # Every report goes (one per layer or block); the models opened stay in the runner's state.
         self._loader = JobRunner("attnexplorer-model-loader", GuiThread(self).post, progress_s=0.0,
                                  stop_timeout_s=120)
@@ -306,6 +307,12 @@ class ModelController(QObject):
 
         self.behaviour = BehaviourControl(self, main_window, document)
         document.result_changed.connect(self._on_result)
+
+    @property
+    def tables_layer(self) -> int | None:
+        """The layer of the window's run that the tables hold (the document is of that run), or None."""
+        model = self.document.model
+        return model.layer if model is not None and model.run is self.window.run else None
 
     def shutdown(self) -> None:
         self.behaviour.shutdown()
@@ -386,12 +393,10 @@ class ModelController(QObject):
             except AttnExplorerError as err:
                 self.main_window.show_error("Open model", str(err))
                 return False
-        # Set before the switch: a small session's result can arrive inside adopt_session.
-        previous, self.tables_layer = self.tables_layer, layer
         self.window.set_layer(layer, head)
         self.behaviour.tables_loading()   # the selection moves with the new session: not a click
-        if not self.actions.adopt_session(session):
-            self.tables_layer = previous
+        # The document becomes of this model's run (in place before the first result comes).
+        if not self.actions.adopt_session(session, ModelLayer(loaded, run, layer)):
             return False
         self.document.selection.set(head=head)
         self.behaviour.tables_loaded(layer)

@@ -143,11 +143,11 @@ class SessionActions(QObject):
         self.path = None if path is None else Path(path).resolve()
         self.path_changed.emit(self.path)
 
-    def _replace(self, session: Session, path: Path | None = None, modified: bool = False) -> None:
+    def _replace(self, session: Session, path: Path | None = None, modified: bool = False, model=None) -> None:
         """Switch the document to ``session`` (the caller has already asked about unsaved work)."""
         self.autosaver.discard()
         self._dirty_override = modified
-        self.document.set_session(session)  # restores the saved view too
+        self.document.set_session(session, model)  # restores the saved view too
         self._set_path(path)
         self._update_modified()
         if modified:
@@ -198,14 +198,15 @@ class SessionActions(QObject):
         self._replace(session, path=None)
         return True
 
-    def adopt_session(self, session: Session) -> bool:
-        """Switch to a session made in memory (a real model's layer, File ▸ Open model…), after
-        the unsaved-changes question; it belongs to no file. It starts unmodified: the model
-        can make it again, so moving to another layer asks nothing until the user edits it.
-        Returns True when the document was replaced."""
+    def adopt_session(self, session: Session, model=None) -> bool:
+        """Switch to a session made in memory (a real model's layer, File ▸ Open model…, with
+        ``model`` its ``app.document.ModelLayer``), after the unsaved-changes question; it
+        belongs to no file. It starts unmodified: the model can make it again, so moving to
+        another layer asks nothing until the user edits it. Returns True when the document was
+        replaced."""
         if not self.confirm_discard():
             return False
-        self._replace(session, path=None)
+        self._replace(session, path=None, model=model)
         return True
 
     def open_dialog(self) -> bool:

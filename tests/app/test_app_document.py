@@ -261,3 +261,24 @@ def test_a_large_session_computes_only_what_is_needed_and_more_on_request(loop, 
         assert full.session is doc.session and all(getattr(full, name) is not None for name in INTERMEDIATES)
     finally:
         doc.shutdown()
+
+
+def test_a_document_of_a_model_keeps_it_through_edits_and_a_new_session_drops_it(doc):
+    from attnexplorer.app.document import ModelLayer
+
+    class Run:
+        text = "the dog"
+
+    changes = []
+    doc.model_changed.connect(changes.append)
+    layer_session = small_session()
+    opened = ModelLayer(model="a model", run=Run(), layer=2)
+    results = []
+    doc.compute.result_changed.connect(lambda r: results.append(doc.model))
+    doc.set_session(layer_session, opened)
+    assert doc.model is opened and opened.text == "the dog"
+    assert results == [opened]  # the model was in place when the layer's first result came
+    doc.edit(cell(doc.session, 4.0), "edit the layer")
+    assert doc.model is opened
+    doc.set_session(small_session())  # File ▸ New, Open: a document of no model
+    assert doc.model is None and changes == [opened, None]

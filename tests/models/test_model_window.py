@@ -132,6 +132,9 @@ def test_open_model_fills_the_views_and_the_tables(win, qtbot, tiny_gpt2):
     assert run.attentions.shape[:2] == (2, 4)
     assert tuple(win.document.session.tokens) == run.tokens
     assert win.document.session.heads == 4
+    # the document is of the model: the model, its run on the text, the layer in the tables
+    model = win.document.model
+    assert model.run is run and model.text == TEXT and model.layer == 1 and model.model is controller.window.loaded
     qtbot.waitUntil(lambda: controller.window.badge.text().startswith("Tables: layer 1: matches the model"), timeout=30000)
     # another thumbnail: layer 0, head 3 goes into the tables with that head selected
     with qtbot.waitSignal(win.document.result_changed, timeout=30000):
@@ -146,6 +149,10 @@ def test_open_model_fills_the_views_and_the_tables(win, qtbot, tiny_gpt2):
     with qtbot.waitSignal(win.document.result_changed, timeout=30000):
         win.document.edit(session.replace(embeddings=x), "Edit X")
     assert "edited: differs from the model by up to" in controller.window.badge.text()
+    assert win.document.model.layer == 0  # an edit keeps the document of the model
+    win.actions.new_session("dessert")  # a preset: a document of no model
+    assert win.document.model is None
+    assert controller.window.badge.text() == "the tables hold another session"
 
 
 def test_a_bad_model_is_a_message_and_changes_nothing(win, qtbot, tmp_path):
