@@ -7,6 +7,7 @@ The wheel is built from a copy of the checkout (its tracked and not-ignored file
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -105,3 +106,29 @@ def test_installed_wheel_passes_the_self_test(installed, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"installed at {installed / 'attnexplorer'}" in proc.stdout.splitlines()[0]
     assert proc.stdout.splitlines()[-1].startswith("self-test passed: ")
+
+
+@pytest.mark.slow  # about 10 s: a fresh interpreter with torch, and the three rows
+def test_installed_wheel_runs_the_cheapest_bench_rows(installed, tmp_path):
+    # The bench's one quick real run (tests/test_bench.py has the rest): the command's entry in
+    # an install, the row table, the JSON and its text report, with no window.
+    from attnexplorer.bench.report import format_report
+    from test_bench import ENGINE_FIELDS, FIT_STEPS_FIELDS, STAGES_FIELDS
+
+    proc = _run_installed(installed, tmp_path, "-m", "attnexplorer", "bench", "--quick", "--only",
+                          "engine,stages,fit_steps", "--device", "cpu", "--json", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert set(data) == {"machine", "targets", "engine", "stages", "fit_steps", "seconds"}
+    assert {"python", "cpu", "cores", "torch", "devices"} <= set(data["machine"])
+    assert [row["n"] for row in data["engine"]] == [16, 256] and {row["device"] for row in data["engine"]} == {"cpu"}
+    assert all(ENGINE_FIELDS <= set(row) and row["engine_ms"] > 0 and row["bare_ms"] > 0 for row in data["engine"])
+    assert {row["positions"] for row in data["stages"]} == {"rope", "alibi"}
+    assert all(STAGES_FIELDS <= set(row) and row["engine_ms"] > 0 for row in data["stages"])
+    assert FIT_STEPS_FIELDS <= set(data["fit_steps"]) and data["fit_steps"]["steps_per_s"] > 0
+    # The text report of those figures: their sections, and none of the rows not measured.
+    report = format_report(data)
+    assert "Engine vs bare torch" in report and "8 query heads sharing 2 K/V heads" in report
+    assert "Fit a head (Adam, previous token, causal), CPU, no window: n = 16" in report
+    for absent in ("Edit → every", "Dragging", "Heatmap", "Large session", "Start-up", "Fit in the window"):
+        assert absent not in report
