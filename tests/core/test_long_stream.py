@@ -188,3 +188,11 @@ def test_overflow_and_bad_requests_are_refused_in_one_line():
         stream(small_session(), overviews=("values",))
     with pytest.raises(EngineError, match="no position bias"):
         result.tile(0, slice(None), slice(None), "position_bias")
+
+
+def test_one_cancelled_for_the_streamed_path_and_model_loading():
+    # A caller that stops either kind of work catches one exception, whichever raised it.
+    from attnexplorer.core.errors import Cancelled as core_cancelled
+    from attnexplorer.models.sources import Cancelled as model_cancelled
+
+    assert Cancelled is core_cancelled is model_cancelled

@@ -21,6 +21,7 @@ tests/core/test_long_stream.py checks it on hypothesis-drawn sessions with every
 """
 
 from .pooling import POOLS, Pooled, pool_grid
-from .streamed import Cancelled, StreamedResult, stream
+from ..errors import Cancelled
+from .streamed import StreamedResult, stream
 
 __all__ = ["POOLS", "Cancelled", "Pooled", "StreamedResult", "pool_grid", "stream"]

@@ -391,7 +391,7 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
         dead = None
         if blocked is not None:
             dead = blocked.all(dim=-1)
-            blocked_rows[rows] = dead.cpu().numpy()
+            blocked_rows[rows] = to_host(dead)
             dead = dead if blocked_rows[rows].any() else None
         found = {}
 
