@@ -145,8 +145,24 @@ def test_a_runner_dropped_without_shutdown_stops_its_thread(loop):
 
 
 def test_the_app_floor_imports_no_qt():
-    code = ("import sys, attnexplorer.app.document, attnexplorer.app.jobs, attnexplorer.app.compute, "
-            "attnexplorer.app.selection, attnexplorer.app.history\n"
+    # In a fresh interpreter (this test session may have Qt loaded by other tests): a document
+    # edited, undone, computed inline and on the worker, with no Qt module loaded at any point.
+    code = ("import sys\n"
+            "import numpy as np\n"
+            "import attnexplorer.app.compute as c\n"
+            "from attnexplorer.app.document import Document\n"
+            "from attnexplorer.app.jobs import CallQueue\n"
+            "from attnexplorer.core.presets import build_preset\n"
+            "loop = CallQueue()\n"
+            "doc = Document(build_preset('dessert').session, loop.post)\n"
+            "x = doc.session.embeddings.copy(); x[0, 0] += 1\n"
+            "doc.edit(doc.session.replace(embeddings=x), 'edit')\n"
+            "doc.history.undo(); doc.history.redo()\n"
+            "c.INLINE_CELLS = 0\n"
+            "doc.compute.request()\n"
+            "assert loop.run_until(lambda: doc.compute.idle, 60)\n"
+            "assert doc.result.session is doc.session and doc.session.embeddings[0, 0] == x[0, 0]\n"
+            "doc.shutdown()\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'shiboken6', 'pyqtgraph') "
             "or m.startswith('attnexplorer.ui'))\n"
             "assert not bad, bad\n")
