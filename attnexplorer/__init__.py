@@ -8,6 +8,8 @@ The notebook API (no Qt needed)::
     r.weights[0, 1]                                # head 0, query 1: the softmax row
     ax.save_session(s, "mine.json")
     ax.list_presets()
+    s                                              # in Jupyter: the weights heatmap (SVG)
+    ax.show(s)                                     # the desktop window on it, without blocking
 
 Names are imported lazily so that ``import attnexplorer`` does not pull in torch.
 """
@@ -35,6 +37,7 @@ _API = {
     "session_to_dict": ("io.session_file", "session_to_dict"),
     "AttnExplorerError": ("core.errors", "AttnExplorerError"),
     "SessionError": ("core.errors", "SessionError"),
+    "show": ("commands.show", "show"),
 }
 
 __all__ = sorted(_API) + ["__version__"]

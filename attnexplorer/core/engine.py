@@ -224,6 +224,17 @@ class AttentionResult:
     def any_blocked_rows(self) -> bool:
         return bool(self.blocked_rows.any())
 
+    # -- in a notebook: the weights heatmap of head 0 with its tokens (core/notebook_figure) --
+    def _repr_svg_(self) -> str | None:
+        from .notebook_figure import weights_svg
+
+        return None if self.weights is None else weights_svg(self, 0)
+
+    def _repr_png_(self) -> bytes | None:
+        from .notebook_figure import weights_png
+
+        return None if self.weights is None else weights_png(self, 0)
+
     # -- one interface for dense and long results ---------------------------------------------
     # A view, an export or an explanation reads the n × n_k matrices through these, whichever
     # path computed the result: a dense result holds them as arrays, a long one (core/long)

@@ -318,6 +318,20 @@ class Session:
         """A new, validated session with some fields changed."""
         return dataclasses.replace(self, **changes)
 
+    # In a notebook a session shows its computed weights (head 0), as its result does; a long
+    # session shows its text repr rather than being computed for display.
+    def _repr_svg_(self) -> str | None:
+        from .notebook_session import session_result
+
+        result = session_result(self)
+        return None if result is None else result._repr_svg_()
+
+    def _repr_png_(self) -> bytes | None:
+        from .notebook_session import session_result
+
+        result = session_result(self)
+        return None if result is None else result._repr_png_()
+
     def __eq__(self, other):
         if not isinstance(other, Session):
             return NotImplemented
