@@ -105,3 +105,18 @@ def test_kv_head_map_and_uneven_groups():
     assert kv_head_map(6, 2).tolist() == [0, 0, 0, 1, 1, 1]
     with pytest.raises(ValueError, match="cannot share"):
         attention_block(torch.zeros(3, 2, 2), torch.zeros(2, 2, 2), torch.zeros(2, 2, 2))
+
+
+def test_a_causal_block_differentiates_as_the_explicit_mask():
+    g = torch.Generator().manual_seed(11)
+    q = torch.randn(2, 5, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    k, v = torch.randn(2, 6, 3, generator=g, dtype=torch.float64), torch.randn(2, 6, 2, generator=g, dtype=torch.float64)
+    causal = attention_block(q, k, v, factor=0.5, causal=True, key_offset=1)
+    (grad_causal,) = torch.autograd.grad(causal.output.square().sum(), q)
+    blocked = torch.ones(5, 6, dtype=torch.bool).triu(2)  # row i sees keys up to i + 1
+    explicit = attention_block(q, k, v, factor=0.5, mask=blocked)
+    (grad_mask,) = torch.autograd.grad(explicit.output.square().sum(), q)
+    torch.testing.assert_close(causal.weights, explicit.weights, rtol=0, atol=0)
+    torch.testing.assert_close(grad_causal, grad_mask)
+    assert torch.autograd.gradcheck(lambda x: attention_block(x, k, v, factor=0.5, causal=True, key_offset=1).output,
+                                    (q,))

@@ -131,3 +131,31 @@ def test_explain_of_a_streamed_result_across_many_blocks_equals_the_dense_one(mo
                 _assert_same_explanation(explain_cell(long, head, query, j), explain_cell(dense, head, query, j), tol)
             _assert_same_explanation(explain_output(long, head, query, top=8), explain_output(dense, head, query, top=8),
                                      tol)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stage_sessions(max_n=6, values=unit, extra_ok=False), st.sampled_from(["float32", "float64"]), st.data())
+def test_matrix_row_and_rows_read_a_long_result_as_a_dense_one(session, dtype, data):
+    dense = compute(session, dtype=dtype)
+    long = compute_long(session, dtype=dtype)
+    # A dense result computed without its n × n matrices: rows from Q and K by the engine's kernel.
+    lean = compute(session, dtype=dtype, keep=("Q", "K", "V", "head_outputs"))
+    assert long.tiled and not dense.tiled
+    tol = 1e-6 if dtype == "float32" else 1e-12
+    h = data.draw(st.integers(0, session.heads - 1))
+    i = data.draw(st.integers(0, session.n - 1))
+    r0 = data.draw(st.integers(0, session.n - 1))
+    r1 = data.draw(st.integers(r0 + 1, session.n))
+    for name in ("scores", "scaled_scores", "weights", "position_bias"):
+        want = getattr(dense, name)
+        if want is None:  # ALiBi's bias in a session without ALiBi
+            assert long.matrix(name, h) is None and long.row(name, h, i) is None and lean.row(name, h, i) is None
+            continue
+        scale = tol * max(1.0, float(np.abs(want).max(initial=0.0)))
+        np.testing.assert_array_equal(dense.matrix(name, h), want[h])
+        np.testing.assert_allclose(long.matrix(name, h)[r0:r1, :], want[h, r0:r1], rtol=tol, atol=scale, err_msg=name)
+        for result in (long, lean):
+            np.testing.assert_allclose(result.row(name, h, i), want[h, i], rtol=tol, atol=scale, err_msg=name)
+        np.testing.assert_allclose(long.rows(name, h, [i, r0]), want[h, [i, r0]], rtol=tol, atol=scale)
+    with pytest.raises(Exception, match="unknown matrix 'values'"):
+        dense.matrix("values", 0)
