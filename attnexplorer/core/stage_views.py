@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .attention import alibi_bias
 from .stages import rope_pairs
 
 
@@ -97,5 +98,5 @@ def alibi_window(slopes, n: int, head: int, query: int, size: int) -> tuple[int,
     result does not hold the H × n × n bias, the panel draws this window instead."""
     m = min(int(size), n)
     first = min(max(int(query) - m // 2, 0), n - m)
-    i = np.arange(m)
-    return first, 0.0 - float(np.asarray(slopes)[head]) * np.abs(i[:, None] - i[None, :]).astype(np.float64)
+    window = slice(first, first + m)
+    return first, alibi_bias(np.asarray(slopes)[head:head + 1], window, window).numpy()[0]
