@@ -34,6 +34,28 @@ LABEL_FONT_PX = 11  # the tick font's natural size
 MIN_LABEL_FONT_PX = 7  # smaller is unreadable on a slide
 
 
+# A block whose largest magnitude is under this shows significant digits, not decimals.
+SMALL_BLOCK = 0.01
+
+
+def _short_exponent(text: str) -> str:
+    """'5.1e-05' → '5.1e-5' (the exponent without its padding zero or plus sign)."""
+    if "e" not in text:
+        return text
+    mantissa, exponent = text.split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _significant(numbers: list[float], digits: int) -> list[str]:
+    """``numbers`` to ``digits`` significant digits, all plain ("0.00012") or all with a short
+    exponent ("1.2e-4"), whichever makes the longest text shorter (one style per block)."""
+    plain = ["0" if x == 0 else np.format_float_positional(x, precision=digits, unique=False, fractional=False,
+                                                           trim="-") for x in numbers]
+    exponent = ["0" if x == 0 else _short_exponent(format(x, f".{digits - 1}e")) for x in numbers]
+    longest = lambda texts: max(map(len, texts), default=0)  # noqa: E731
+    return exponent if longest(exponent) < longest(plain) else plain
+
+
 def _no_negative_zero(text: str) -> str:
     return text[1:] if text.startswith("-") and not text.strip("-0.") else text
 
@@ -46,11 +68,7 @@ def format_number(value: float, number_format: str = DEFAULT_NUMBER_FORMAT, digi
         return _no_negative_zero(f"{value:.{int(number_format[5:])}f}")
     if value == 0:
         return "0"
-    text = f"{value:.{digits}g}"
-    if "e" in text:
-        mant, exp = text.split("e")
-        text = f"{mant}e{int(exp)}"
-    return text
+    return _short_exponent(f"{value:.{digits}g}")
 
 
 def cell_texts(values: np.ndarray, max_chars: Sequence[int],
@@ -63,7 +81,9 @@ def cell_texts(values: np.ndarray, max_chars: Sequence[int],
 
     ``auto``: precision comes first: 4 (the walkthroughs print 4 decimals) or 3 significant
     digits, then 3 and 2 decimals, 2 significant digits, then 1 decimal (a tiny value next to
-    big ones reads as "0.000" rather than "1.2e-5"). A fixed format is only that format.
+    big ones reads as "0.000" rather than "1.2e-5"). A block whose numbers are all small
+    (under ``SMALL_BLOCK``) tries 3, 2 and 1 significant digits first, with a short exponent
+    ("5.1e-5"), rather than "0.000" in every cell. A fixed format is only that format.
     """
     if number_format not in NUMBER_FORMATS:
         raise ValueError(f"unknown number format {number_format!r}; use one of {', '.join(NUMBER_FORMATS)}")
@@ -77,11 +97,19 @@ def cell_texts(values: np.ndarray, max_chars: Sequence[int],
             # A number that needs 4 significant digits takes 5 characters at least; one that
             # needs fewer reads the same at 3, so the 3-digit style decides alone.
             specs.remove(".4g")
+        largest = max(map(abs, numbers), default=0.0)
+        if 0 < largest < SMALL_BLOCK:
+            # Every number of the block is small (a long sentence's weights, about 5e-5):
+            # decimals would write "0.000" in every cell, so significant digits come first,
+            # with a short exponent where needed ("5.1e-5").
+            specs = ["~.3g", "~.2g", "~.1g"] + specs
     else:
         specs = [f".{number_format[5:]}f"]
     # This runs on every redraw of a small heatmap, so each style is one tight comprehension.
     for spec in specs:
-        if spec[-1] == "g":
+        if spec[0] == "~":
+            texts = _significant(numbers, int(spec[2]))
+        elif spec[-1] == "g":
             texts = ["0" if x == 0 else format(x, spec) for x in numbers]
             if any("e" in t for t in texts):
                 continue  # "4.416e-07" in a cell is noise: fixed decimals read better

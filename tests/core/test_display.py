@@ -99,3 +99,25 @@ def test_beyond_32_labels_are_evenly_spaced_and_keep_the_selection():
     assert [i for i in display.label_indices(3, 40, 4) if i >= 8] == [i for i in display.label_indices(8, 40, 4)]
     assert display.label_indices(5, 4, 2) == []
     assert display.label_indices(0, 10, 3, always=(None, 99)) == [0, 3, 6, 9]
+
+
+def test_a_block_of_small_numbers_shows_significant_digits_not_zeros():
+    # A long sentence's weights (about 5e-5) read "0.000" in every zoomed cell.
+    import numpy as np
+
+    from attnexplorer.core.display import cell_texts
+
+    values = np.array([5.13e-5, 4.87e-5, 1.2e-4, 0.0, 3.3e-5])
+    for width in (8, 6, 4):
+        texts, _ = cell_texts(values, [width])
+        assert all(len(t) <= width for t in texts)
+        assert texts[3] == "0"
+        for value, text in zip(values, texts):
+            if value:
+                assert text != "0.000" and float(text) != 0
+                assert abs(float(text) - value) <= 0.5 * value  # one significant digit at worst
+                assert ("e" in text) == ("e" in texts[0])  # one style for the block
+    texts, _ = cell_texts(values, [8])
+    assert texts[:2] == ["5.13e-5", "4.87e-5"]
+    # next to a large number a tiny one still reads as zero, in the block's decimals
+    assert cell_texts(np.array([0.883, 4.4e-7]), [8])[0] == ["0.883", "0.000"]

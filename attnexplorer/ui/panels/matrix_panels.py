@@ -187,7 +187,7 @@ class WeightsPanel(_SingleMatrixPanel):
 
     def heading_text(self, head: int, heads: int) -> str:
         text = super().heading_text(head, heads)
-        if self.color_range == "auto":
+        if self.color_range == "auto" and self.view.levels[1] < 1.0:  # (up to 1: nothing to say)
             text += f" — colours 0 to {theme.format_value(self.view.levels[1], 3)} (auto)"
         return text
 

@@ -479,11 +479,24 @@ class MatrixView(pg.PlotItem):
         r0, r1 = max(0, math.floor(y0)), min(rows, math.ceil(y1))
         return r0, r1, c0, c1, width / (x1 - x0), height / (y1 - y0)
 
+    def whole_cells(self):
+        """``visible_cells`` less the cells cut by the view's edges: a number written in a
+        half-visible cell was clipped (the first column's, zoomed in)."""
+        visible = self.visible_cells()
+        if visible is None:
+            return None
+        r0, r1, c0, c1, cell_w, cell_h = visible
+        (x0, x1), (y0, y1) = self.vb.viewRange()
+        slack = 0.05  # of a cell: a view that ends a hair inside a cell still shows it whole
+        c0, c1 = max(c0, math.ceil(x0 - slack)), min(c1, math.floor(x1 + slack))
+        r0, r1 = max(r0, math.ceil(y0 - slack)), min(r1, math.floor(y1 + slack))
+        return (r0, r1, c0, c1, cell_w, cell_h) if c1 > c0 and r1 > r0 else None
+
     def _update_cell_texts(self) -> None:
         """Numbers in the cells in view, when few enough are and they are big enough (none
         while a long compute is still running)."""
         ready = self._heatmap is not None and self._heatmap.rows_done is None
-        visible = self.visible_cells() if ready else None
+        visible = self.whole_cells() if ready else None
         self.numbers.write(None if visible is None else self._heatmap.cells, visible, self.lut, self._levels,
                            self._number_format)
 

@@ -81,6 +81,13 @@ class MainWindow(QMainWindow):
         self.compute_label = self.status.compute_label
         self.draw_label = self.status.draw_label
         menus.build_menus(self)
+        # Weights coloured up to the largest weight follows the session's size (on for a long
+        # one, whose weights are all small: 0 to 1 drew a blank purple square) until the user
+        # chooses in the View menu.
+        self.weight_colors_chosen = False
+        self.auto_weight_colors_action.triggered.connect(self._on_weight_colors_chosen)
+        document.session_changed.connect(self._follow_size_with_weight_colors)
+        self._follow_size_with_weight_colors()
         self.dock_layout.follow_panels()
 
         document.session_changed.connect(self._on_session_changed)
@@ -171,6 +178,18 @@ class MainWindow(QMainWindow):
     def _on_session_changed(self, session) -> None:
         self.dock_layout.sync_applicable(session)
         self._update_title()
+
+    def _on_weight_colors_chosen(self, _checked=False) -> None:
+        self.weight_colors_chosen = True
+
+    def _follow_size_with_weight_colors(self, *_) -> None:
+        if self.weight_colors_chosen:
+            return
+        from ..matrix_export import is_long_document
+
+        long = is_long_document(self.document)
+        if self.auto_weight_colors_action.isChecked() != long:
+            self.auto_weight_colors_action.setChecked(long)
 
     def _on_compute_failed(self, text: str) -> None:
         self.status.refresh_device()

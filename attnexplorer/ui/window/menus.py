@@ -73,7 +73,8 @@ def build_menus(window) -> None:
     window.auto_weight_colors_action = view.addAction("&Weights coloured up to the largest weight")
     window.auto_weight_colors_action.setCheckable(True)
     window.auto_weight_colors_action.setToolTip("Off: weights coloured 0 to 1. On: 0 to the largest weight "
-                                                "shown, for long sentences whose weights are all small")
+                                                "shown, for long sentences whose weights are all small (on by "
+                                                "default for a long session, until you choose)")
     window.auto_weight_colors_action.toggled.connect(lambda on: apply_weight_colors(window.panels, on))
     window.reset_layout_action = view.addAction("&Reset layout", window.reset_layout)
     from ..lesson.actions import build_lesson_menus
