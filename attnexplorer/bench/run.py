@@ -12,7 +12,7 @@ same run, so a busy machine slows both sides alike):
 - ``redraw``: one cell edit → engine → every visible panel and table of the real main window
   repainted, n = 16 … 512, d = 64, one head. Targets: ≤ 16 ms at n = 64, ≤ 50 ms at n = 512.
 - ``drag``: redraws per second while the sine preset's τ slider is dragged at N = 512.
-  Target: ≥ 30.
+  Target: ≥ 40.
 - ``heatmap``: one heatmap redraw (new matrix, fixed levels, repaint) against the habit it
   replaces, matplotlib ``imshow`` plus a canvas draw of the same matrix at the same pixel
   size, each timed in alternating runs of consecutive redraws (see ``bench_heatmap``).

@@ -2,7 +2,7 @@
 
 - ``redraw``: one cell edit → engine → every visible panel and table of the real main window
   repainted, n = 16 … 512, d = 64, one head. Targets: ≤ 16 ms at n = 64, ≤ 50 ms at n = 512.
-- ``drag``: redraws per second while the sine preset's τ slider is dragged. Target: ≥ 30.
+- ``drag``: redraws per second while the sine preset's τ slider is dragged. Target: ≥ 40.
 - ``heatmap``: one heatmap redraw against matplotlib ``imshow`` plus a canvas draw of the same
   matrix at the same pixel size (see ``bench_heatmap``). Target: ≥ 10× faster for n ≤ 512.
 """
@@ -14,7 +14,7 @@ from statistics import median
 
 from .harness import close_window, open_window, settle, start_app
 
-TARGETS = {"redraw_ms": {64: 16.0, 512: 50.0}, "drag_per_s": 30.0, "heatmap_speedup": 10.0}
+TARGETS = {"redraw_ms": {64: 16.0, 512: 50.0}, "drag_per_s": 40.0, "heatmap_speedup": 10.0}
 
 
 def _edit_and_paint(document, window, value: float) -> float:
@@ -59,19 +59,23 @@ def bench_drag(n: int, steps: int) -> dict:
     slider.setSliderDown(True)
     lo, hi = slider.minimum(), slider.maximum()
     positions = [lo + (hi - lo) * (k % 40 + 10) // 60 for k in range(steps + 2)]
-    times = []
+    times, cpu = [], []
     for k, pos in enumerate(positions):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.thread_time()
         slider.setValue(pos)
         document.compute.wait_idle(60.0)
         settle()
         if k >= 2:
             times.append(time.perf_counter() - start)
+            cpu.append(time.thread_time() - start_cpu)
     slider.setSliderDown(False)
     undo_steps = document.undo_stack.count()
     close_window(document, window)
     per_s = 1.0 / median(times)
+    # gui_cpu_ms: the GUI thread's own processor time a frame (the compute runs inline, on it):
+    # on a machine shared with other work the wall time also holds the waits for a processor.
     return {"n": n, "steps": steps, "median_ms": median(times) * 1000.0, "redraws_per_s": per_s,
+            "gui_cpu_ms": median(cpu) * 1000.0,
             "undo_steps": undo_steps, "target_per_s": TARGETS["drag_per_s"], "met": per_s >= TARGETS["drag_per_s"]}
 
 def bench_heatmap(sizes, repeats, runs: int = 4) -> list[dict]:

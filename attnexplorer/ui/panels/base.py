@@ -126,6 +126,11 @@ class Panel(QWidget):
         self._drawn_result = self.document.result
         self._say_waiting()
         self.redraw()
+        self.settle_views()
+
+    def settle_views(self) -> None:
+        """Bring the panel's views up to date with what ``redraw`` set, before they paint
+        (``FigurePanel``: each plot's new range and transform). Nothing here."""
 
     @property
     def is_stale(self) -> bool:
@@ -182,6 +187,7 @@ class Panel(QWidget):
             self.refresh()
         else:
             self.redraw_selection()
+            self.settle_views()
 
     def _say_waiting(self) -> None:
         """Over a panel with no result yet, say why: "computing…" (the window paints before

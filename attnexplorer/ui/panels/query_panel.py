@@ -64,6 +64,9 @@ class _BarChart(pg.PlotItem):
         self.setMouseEnabled(x=True, y=False)
         theme.light_grid(self, y=True)
         self.getAxis("left").enableAutoSIPrefix(False)
+        # The axis keeps the widest width its labels needed: shrinking it as a drag changed
+        # the labels laid the panel out again and painted it a second time.
+        self.getAxis("left").setStyle(autoReduceTextSpace=False)
         # A few bar items with one brush each, not one brush per bar: at 4,096 keys a redraw
         # stays a handful of numpy calls. ``highlight`` colours a few chosen keys on top,
         # ``blocked`` draws masked keys hatched, ``marked`` outlines the selected key.
@@ -162,6 +165,7 @@ class QueryPanel(FigurePanel):
         self.sum_chart.hideButtons()
         theme.light_grid(self.sum_chart, y=True)
         self.sum_chart.getAxis("left").enableAutoSIPrefix(False)
+        self.sum_chart.getAxis("left").setStyle(autoReduceTextSpace=False)
         self.sum_chart.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("k", width=1)), ignoreBounds=True)
         # The stacked bars and their legend share the second row's width; the legend paints
         # itself (key_legend.py) and asks for no height, so the charts above keep theirs.

@@ -85,13 +85,22 @@ class SignalPanel(FigurePanel):
         self._x = x
         clean = curves.get("clean")
         if clean is not None and len(clean) == n:
-            self.clean.setData(x, np.asarray(clean, dtype=float))
+            self._set(self.clean, x, np.asarray(clean, dtype=float))
         else:
-            self.clean.setData([], [])
+            self._set(self.clean, np.zeros(0), np.zeros(0))
         # The samples this output was computed from (column 0 of X is the noisy signal).
-        self.noisy.setData(x, np.asarray(result.session.embeddings[:, 0], dtype=float))
-        self.output.setData(x, np.asarray(result.output[:, 0], dtype=float))
+        self._set(self.noisy, x, np.asarray(result.session.embeddings[:, 0], dtype=float))
+        self._set(self.output, x, np.asarray(result.output[:, 0], dtype=float))
         self.redraw_selection()
+
+    def _set(self, item: pg.PlotDataItem, x: np.ndarray, y: np.ndarray) -> None:
+        """``item.setData(x, y)`` unless it already shows those numbers. A τ drag changes the
+        output only: setting the 512 noisy dots again rebuilt the scatter's points (about a
+        tenth of each frame's time in the panel); the clean curve is the same too."""
+        old_x, old_y = item.getData()
+        if old_x is not None and np.array_equal(old_x, x) and np.array_equal(old_y, y):
+            return
+        item.setData(x, y)
 
     def redraw_selection(self) -> None:
         result = self.document.result
