@@ -139,3 +139,24 @@ def test_a_minilm_like_encoder_says_why_there_are_no_tokens(tiny_bert, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["baseline"] is None and "without a masked-LM head" in result["embedding"]["why"]
     assert 0 < result["embedding"]["cosine"] < 1
+
+
+@pytest.mark.slow
+def test_the_packaged_models_through_the_command_line(smollm2, model_cache):
+    # SmolLM2 from the session's cache (the fixture filled it): the IOI sentence, a head ablated
+    text = "When Mary and John went to the store, John gave a drink to"
+    out = _cli("predict", "smollm2", "--text", text, "--ablate", "0.0", "--target", " Mary", "--versus", " John",
+               "--top", "3", "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["baseline"]["top"][0]["token"] == "␣Mary"
+    diff = result["target"]["logit_difference"]
+    assert diff["baseline"] > diff["intervened"] > 0
+    cached = load_model("smollm2")
+    expected = Behaviour(cached, cached.run(text)).predict(Interventions().with_ablation(0, 0, "zero"), top=3,
+                                                          target=" Mary", versus=" John")
+    assert abs(diff["intervened"] - expected["target"]["logit_difference"]["intervened"]) < 1e-5
+    # MiniLM has no LM head: the pooled embedding's cosine, and why
+    out = _cli("predict", "minilm", "--text", "The dog fetched the ball", "--ablate", "2.3")
+    assert out.returncode == 0, out.stderr
+    assert "no tokens to predict" in out.stdout and "cosine similarity to the unedited one 0.9" in out.stdout
