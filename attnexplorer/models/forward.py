@@ -1,19 +1,27 @@
 """attnexplorer's own forward pass for the three supported families, in float32 torch.
 
-It computes what the model view and the sessions need and nothing else: every layer's input
-(the residual stream entering it), every layer's attention weights, and every attention
-module's output before the residual add. It follows transformers 5's eager code step by step
-(the same operations in the same order: ``q·kᵀ · scale``, softmax in float32, GPT-2's
-``Conv1D`` as ``x·W + b``, Llama's RMSNorm in float32 and RoPE's ``cat(freqs, freqs)`` with
-``rotate_half``), so its numbers agree with the model's ``output_attentions`` to float32
-rounding; ``tests/models/test_own_forward.py`` checks that against transformers on every
-family, MiniLM and SmolLM2. The last layer's MLP is skipped: nothing reads its output.
+It computes every layer's input (the residual stream entering it), every layer's attention
+weights, every attention module's output before the residual add, and the residual stream after
+the last layer, from which ``logits`` makes the prediction (the final norm and the LM head;
+BERT's masked-LM head). It follows transformers 5's eager code step by step (the same
+operations in the same order: ``q·kᵀ · scale``, softmax in float32, GPT-2's ``Conv1D`` as
+``x·W + b``, Llama's RMSNorm in float32 and RoPE with float32 angles), and the attention, the
+RMSNorm and RoPE are core/attention.py's (``attention_block``, ``normalise``, ``rotate``: one
+kernel for the whole product; the grouped K/V heads are shared there, never copied), so its
+numbers agree with the model's ``output_attentions`` to float32 rounding;
+``tests/models/test_own_forward.py`` checks that against transformers on every family, MiniLM
+and SmolLM2, and ``tests/models/test_behaviour.py`` the logits.
+
+The forward runs a family's steps (``_Family``: ``embed``, ``layer``, ``final_norm``,
+``lm_head``), so that an intervention (``LayerChange``: other weights, another residual
+stream entering a layer, a head's output changed) recomputes only from its first layer on
+(``forward_from``), from a cached run's residual stream.
 
 A long text cannot keep every layer's n × n weights (SmolLM2 at 4,096 tokens: 30 layers × 9
 heads × 4,096² floats, 18 GB). With ``keep_attentions=False`` the attention runs a block of query
-rows at a time (``_Blocks``): each block's scores, softmax and ·V are the eager code's, on those
+rows at a time (``_Layers._blocks``): each block is the kernel's ``attention_block`` on those
 rows only (a causal block reads only the keys up to its last row: the later ones would weigh
-exactly 0; the softmax is written out so that each row's log Σ exp comes with it), and of the weights only a max-pooled thumbnail per head (about ``THUMBNAIL_CELLS`` a
+exactly 0; each row's log Σ exp comes with it), and of the weights only a max-pooled thumbnail per head (about ``THUMBNAIL_CELLS`` a
 side) and each query's log Σ exp(score) are kept, and the attention outputs of every
 ``n / OUTPUT_ROWS``-th query. Memory is then O(block × n) for the attention and O(layers × n × d)
 for the layer inputs, which opening any layer needs.
@@ -89,22 +97,23 @@ def _heads(x: torch.Tensor, count: int, size: int) -> torch.Tensor:
 
 
 def _attend(q, k, v, scaling: float, causal: bool, blocked: torch.Tensor | None = None):
-    scores = torch.matmul(q, k.transpose(-1, -2)) * scaling
-    if blocked is None and causal:
-        n = scores.shape[-1]
-        blocked = torch.ones(n, n, dtype=torch.bool).triu(1)
-    if blocked is not None:
-        scores = scores.masked_fill(blocked, torch.finfo(scores.dtype).min)
-    weights = torch.softmax(scores, dim=-1, dtype=torch.float32)
-    context = torch.matmul(weights, v).transpose(0, 1)
-    return weights, context.reshape(context.shape[0], -1)
+    """Every query row over every key: the kernel's block (``core.attention.attention_block``)
+    as transformers' eager attention does it (blocked cells filled with ``finfo.min``, the
+    softmax in float32). K and V have their own (K/V) heads; the kernel shares them without
+    copies. Returns the weights (H, n, n) and the heads' outputs side by side (n, H·d_v)."""
+    from ..core.attention import attention_block
+
+    block = attention_block(q, k, v, factor=scaling, mask=blocked, causal=causal and blocked is None,
+                            fill=torch.finfo(q.dtype).min, softmax_dtype=torch.float32)
+    context = block.output.transpose(0, 1)
+    return block.weights, context.reshape(context.shape[0], -1)
 
 
 class _Layers:
     """Each layer's attention, output and progress, as the family forwards hand them over.
 
     Dense (``keep`` True): every layer's weights are kept, as transformers' ``output_attentions``.
-    Otherwise ``_Blocks`` does the attention. ``progress(layer, layers)`` is called as each layer
+    Otherwise ``_blocks`` does the attention, a block of query rows at a time. ``progress(layer, layers)`` is called as each layer
     starts (and with ``layers, layers`` at the end); ``cancelled()`` is asked then and between
     blocks, and ``Cancelled`` raised when it says True.
 
@@ -179,6 +188,7 @@ class _Layers:
         self.outputs[layer] = out if self.rows is None else out[self.rows]
 
     def _blocks(self, layer: int, q, k, v, scaling: float, causal: bool):
+        from ..core.attention import attention_block
         from ..core.long.pooling import pool_grid, pool_rows
 
         heads, n, _ = q.shape
@@ -194,21 +204,16 @@ class _Layers:
             self.check()
             r1 = min(n, r0 + step)
             width = r1 if causal else n   # a causal row's later keys weigh exactly 0: not computed
-            scores = torch.matmul(q[:, r0:r1], k[:, :width].transpose(-1, -2)).mul_(scaling)
-            if causal:   # only the block's own diagonal square has blocked cells
-                blocked = torch.ones(r1 - r0, r1 - r0, dtype=torch.bool).triu(1)
-                scores[:, :, r0:r1].masked_fill_(blocked, float("-inf"))
-            # softmax written out, in place (max, exp, sum, divide: four passes over the block
-            # where softmax and logsumexp apart took seven), so that log Σ exp comes with it
-            top = scores.amax(dim=-1, keepdim=True)
-            weights = scores.sub_(top).exp_()
-            total = weights.sum(dim=-1, keepdim=True)
-            self.log_sum_exp[layer, :, r0:r1] = (top + total.log())[..., 0]
-            weights.div_(total)
-            context[:, r0:r1] = torch.matmul(weights, v[:, :width])
+            # the kernel's block on these rows (row i over keys ≤ i + r0 when causal), the softmax
+            # written out so that each row's log Σ exp comes with it
+            block = attention_block(q[:, r0:r1], k[:, :width], v[:, :width], factor=scaling, causal=causal,
+                                    key_offset=r0, log_sum_exp=True)
+            weights = block.weights
+            self.log_sum_exp[layer, :, r0:r1] = block.log_sum_exp
+            context[:, r0:r1] = block.output
             pooled = pool_rows(weights, None, f, f, "weights", "max")
             self.thumbnails[layer, :, r0 // f:r0 // f + pooled.shape[1], :pooled.shape[2]] = pooled
-            del scores, weights, pooled
+            del block, weights, pooled
         context = context.transpose(0, 1)
         return context.reshape(context.shape[0], -1)
 
@@ -330,13 +335,10 @@ class _Gpt2(_Family):
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    x32 = x.to(torch.float32)
-    return weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    """transformers' LlamaRMSNorm: the kernel's one RMSNorm (``core.attention.normalise``)."""
+    from ..core.attention import normalise
 
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return normalise(x, "rms", weight, None, eps)
 
 
 class _Llama(_Family):
@@ -348,15 +350,18 @@ class _Llama(_Family):
         self.Hkv = int(getattr(config, "num_key_value_heads", None) or self.H)
         self.hd = head_dim(config)
         self.eps, self.act = float(config.rms_norm_eps), ACT[config.hidden_act]
-        self.inv_freq = 1.0 / (rope_theta(config) ** (torch.arange(0, self.hd, 2, dtype=torch.float) / self.hd))
-        self._rope: tuple[int, torch.Tensor, torch.Tensor] | None = None
+        self.theta = rope_theta(config)
+        self._rope: tuple | None = None
 
     def rope(self, n: int):
-        if self._rope is None or self._rope[0] != n:
-            freqs = torch.arange(n, dtype=torch.float)[:, None] * self.inv_freq
-            emb = torch.cat((freqs, freqs), dim=-1)
-            self._rope = (n, emb.cos(), emb.sin())
-        return self._rope[1:]
+        """The kernel's RoPE over every head dimension, ``half`` layout, its angles made in
+        float32 as transformers' Llama makes them (``rotate_half`` gives the same numbers)."""
+        if self._rope is None or self._rope[0].shape[0] != n:
+            from ..core.attention import rope_cos_sin
+
+            cos, sin = rope_cos_sin(n, self.hd, self.theta, torch.float32, "cpu", float32_angles=True)
+            self._rope = (cos, sin, self.hd, "half")
+        return self._rope
 
     def embed(self, ids, w=None):
         w = self.weights if w is None else w
@@ -368,13 +373,14 @@ class _Llama(_Family):
         def lin(x, name):
             return F.linear(x, w[name + ".weight"], w.get(name + ".bias"))
 
-        cos, sin = self.rope(x.shape[0])
+        from ..core.attention import rotate
+
+        rope = self.rope(x.shape[0])
         h = _rms(x, w[p + "input_layernorm.weight"], self.eps)
         q = _heads(lin(h, p + "self_attn.q_proj"), H, hd)
         k = _heads(lin(h, p + "self_attn.k_proj"), Hkv, hd)
         v = _heads(lin(h, p + "self_attn.v_proj"), Hkv, hd)
-        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
-        k, v = k.repeat_interleave(H // Hkv, dim=0), v.repeat_interleave(H // Hkv, dim=0)
+        q, k = rotate(q, rope), rotate(k, rope)   # K and V keep their Hkv heads: the kernel shares them
         context = run.heads(layer, run.attend(layer, q, k, v, hd ** -0.5, causal=True))
         out = lin(context, p + "self_attn.o_proj")
         run.output(layer, out)
