@@ -8,23 +8,26 @@ layer edited and left for another stays edited, and comes back edited). Ablation
 text and Reset interventions are undo steps on the model window's own stack (the document's
 history starts again at each layer switch, the interventions outlive it).
 
-Every change posts one prediction job (``predictions.PredictionWorker``): the newest replaces
-one waiting, a running one stops at its next layer, and only the newest answer is drawn in the
-model window's Predictions and Logit lens tabs and in the main window's Predictions dock.
-Save edited model… writes the folder ``models.saving`` makes, on the same worker thread.
+Every change submits one prediction job to the app's job primitive (``app.jobs.JobRunner``):
+the newest replaces one waiting, a running one stops at its next layer (its cancel token), and
+only the newest answer is drawn in the model window's Predictions and Logit lens tabs and in
+the main window's Predictions dock. Save edited model… writes the folder ``models.saving``
+makes, as a job of a runner of its own (a prediction does not supersede a save).
 """
 
 from __future__ import annotations
 
-import weakref
 from pathlib import Path
 
-from PySide6.QtCore import QMetaObject, QObject, QThread, Qt
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QUndoCommand, QUndoStack
 from PySide6.QtWidgets import QDockWidget, QFileDialog
 
+from ..app.jobs import JobRunner
+from ..core.errors import AttnExplorerError
 from ..models.interventions import Interventions
-from .predictions import PredictionsPanel, PredictionWorker
+from .gui_thread import GuiThread
+from .predictions import PredictionsPanel
 
 TOP = 10
 
@@ -43,11 +46,6 @@ class InterventionStep(QUndoCommand):
         self._control._apply(self._before)
 
 
-def _stop(thread: QThread) -> None:
-    thread.quit()
-    thread.wait(120000)
-
-
 class BehaviourControl(QObject):
     def __init__(self, controller, main_window, document):
         super().__init__(controller)
@@ -64,16 +62,9 @@ class BehaviourControl(QObject):
         self.stack = QUndoStack(self)
         self.last_result: dict | None = None
         self.last_error: str | None = None
-        self._thread = QThread()
-        self._thread.setObjectName("attnexplorer-predictions")
-        self.worker = PredictionWorker()
-        self.saver = PredictionWorker()
-        for w in (self.worker, self.saver):
-            w.moveToThread(self._thread)
-        self.worker.done.connect(self._on_done)
-        self.saver.done.connect(self._on_saved)
-        self._thread.start()
-        self._finalizer = weakref.finalize(self, _stop, self._thread)
+        gui = GuiThread(self)
+        self.jobs = JobRunner("attnexplorer-predictions", gui.post)
+        self.saver = JobRunner("attnexplorer-save-model", gui.post, stop_timeout_s=120)
         self.dock_panel = PredictionsPanel()
         self.dock = QDockWidget("Predictions", main_window)
         self.dock.setObjectName("dock-predictions")
@@ -98,7 +89,8 @@ class BehaviourControl(QObject):
         document.selection.changed.connect(self._on_selection)
 
     def shutdown(self) -> None:
-        self._finalizer()
+        self.jobs.shutdown()
+        self.saver.shutdown()
 
     # -- state ----------------------------------------------------------------------------
     def start(self, behaviour) -> None:
@@ -197,23 +189,20 @@ class BehaviourControl(QObject):
 
     # -- the prediction -------------------------------------------------------------------
     def request(self) -> int | None:
-        """Post the prediction for the current state; returns its generation."""
+        """Submit the prediction for the current state; returns its generation."""
         if self.behaviour is None:
             return None
         behaviour, interventions = self.behaviour, self.interventions()
         position, target, versus = self.position, self.target, self.versus
         self.window.behaviour_bar.state.setText("computing…")
 
-        def job(cancelled):
-            return predict(behaviour, interventions, position, target, versus, cancelled)
+        def work(job):
+            return predict(behaviour, interventions, position, target, versus, lambda: job.cancelled)
 
-        generation = self.worker.post(job)
-        QMetaObject.invokeMethod(self.worker, "work", Qt.ConnectionType.QueuedConnection)
-        return generation
+        return self.jobs.submit(work, lambda result: self._on_done(result, None),
+                                lambda err: self._on_done(None, _reason(err, "the prediction failed"))).generation
 
-    def _on_done(self, generation: int, result, error) -> None:
-        if self.worker.stale(generation):
-            return
+    def _on_done(self, result, error) -> None:
         self.last_result, self.last_error = result, error
         bar = self.window.behaviour_bar
         if error:
@@ -238,18 +227,17 @@ class BehaviourControl(QObject):
     def save(self, path) -> int:
         behaviour, interventions = self.behaviour, self.interventions()
 
-        def job(_cancelled):
+        def work(_job):
             from ..models.saving import save_edited_model
 
             save_edited_model(behaviour, behaviour.effective(interventions), Path(path))
             return str(path)
 
         self.window.behaviour_bar.state.setText(f"saving {path}…")
-        generation = self.saver.post(job)
-        QMetaObject.invokeMethod(self.saver, "work", Qt.ConnectionType.QueuedConnection)
-        return generation
+        return self.saver.submit(work, lambda done: self._on_saved(done, None),
+                                 lambda err: self._on_saved(None, _reason(err, "the model was not saved"))).generation
 
-    def _on_saved(self, _generation: int, path, error) -> None:
+    def _on_saved(self, path, error) -> None:
         if error:
             self.main_window.show_error("Save edited model", error)
             self.window.behaviour_bar.state.setText("not saved")
@@ -270,6 +258,12 @@ class BehaviourControl(QObject):
                 export_panel(panel, path)
             except Exception as err:   # FigureError, WriteError: one line
                 self.main_window.show_error("Export figure", str(err))
+
+
+def _reason(err: BaseException, what: str) -> str:
+    """One line for the panel or a message box: a refusal says itself; anything else is named
+    (a model that breaks must not take the window down)."""
+    return str(err) if isinstance(err, AttnExplorerError) else f"{what}: {err}"
 
 
 def predict(behaviour, interventions, position, target, versus, cancelled) -> dict:

@@ -1,9 +1,6 @@
 """The model's prediction in the window: the Predictions panel, the logit-lens strip, and the
 worker that computes them off the GUI thread.
 
-- ``PredictionWorker``: one thread; ``post(job)`` replaces the job waiting (stale work is never
-  started) and a running job is cancelled at its next layer when a newer one is posted; only
-  the newest generation's answer is delivered (``done``), as the document's compute does.
 - ``PredictionsPanel``: at the chosen position, the unedited model's top-k next tokens and the
   same tokens with the interventions, as bars side by side and as a table with Δlogit and Δrank;
   a token the user picks (and a second one: their logit difference); for an encoder without an
@@ -12,71 +9,20 @@ worker that computes them off the GUI thread.
 - ``LogitLensPanel``: per layer, the top token and its probability and the picked token's
   probability, unedited and intervened: a plot and a table.
 
-Both only draw the dict ``Behaviour.predict`` returns (``models/interventions.py``), which the
-model controller hands them; the arithmetic is Qt-free and tested without a display.
+Both only draw the dict ``Behaviour.predict`` returns (``models/interventions.py``), which
+``BehaviourControl`` computes off the GUI thread and hands them; the arithmetic is Qt-free and
+tested without a display.
 """
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, Qt, Signal, Slot
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QLineEdit, QTableView, QVBoxLayout, QWidget
 
-from ..core.errors import AttnExplorerError
 
 UNEDITED, INTERVENED = (70, 110, 190), (235, 130, 40)
-
-
-class _Superseded(Exception):
-    """A newer job was posted while this one ran."""
-
-
-class PredictionWorker(QObject):
-    """Runs the newest posted job on its thread; ``done(generation, result, error)``."""
-
-    done = Signal(int, object, object)
-
-    def __init__(self):
-        super().__init__()
-        self._lock = threading.Lock()
-        self._pending = None
-        self.generation = 0
-
-    def post(self, job) -> int:
-        """``job(cancelled)`` will run (unless replaced first); returns its generation."""
-        with self._lock:
-            self.generation += 1
-            self._pending = (self.generation, job)
-            return self.generation
-
-    def stale(self, generation: int) -> bool:
-        return generation != self.generation
-
-    @Slot()
-    def work(self) -> None:
-        with self._lock:
-            item, self._pending = self._pending, None
-        if item is None:
-            return   # a newer post took this one's place and already ran
-        generation, job = item
-        from ..models.sources import Cancelled
-
-        def cancelled() -> bool:
-            return self.stale(generation)
-
-        try:
-            result = job(cancelled)
-        except (Cancelled, _Superseded):
-            return
-        except AttnExplorerError as err:
-            self.done.emit(generation, None, str(err))
-        except Exception as err:   # a model that breaks must not take the window down
-            self.done.emit(generation, None, f"the prediction failed: {err}")
-        else:
-            self.done.emit(generation, result, None)
 
 
 class _RowsTable(QAbstractTableModel):
