@@ -10,6 +10,7 @@ long one (a newer request, or the view moving on, cancels it).
 
 from __future__ import annotations
 
+import weakref
 from typing import Callable
 
 import numpy as np
@@ -23,7 +24,9 @@ class ImageDetail:
     """The overview and region shown by ``view``'s ``image`` item (see the module)."""
 
     def __init__(self, view, image):
-        self.view = view
+        # A proxy, not the view itself: a view ↔ detail cycle would leave the view to the
+        # garbage collector, which may free it after Qt has torn the scene down (a crash at exit).
+        self.view = weakref.proxy(view)
         self.image = image
         self.heatmap = None
         self.overview: np.ndarray | None = None

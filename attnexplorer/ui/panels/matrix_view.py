@@ -12,6 +12,7 @@ the y axis is inverted so row 0 is at the top, as a matrix is written.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Callable, Sequence
 
 import numpy as np
@@ -138,7 +139,7 @@ class RowNotes:
     (at most ``MAX_ROW_NOTES``; beyond them the hover still says so)."""
 
     def __init__(self, plot: pg.PlotItem):
-        self.plot = plot
+        self.plot = weakref.proxy(plot)  # no plot ↔ notes cycle (see ImageDetail)
         self.items: list[pg.TextItem] = []
 
     def place(self, blocked_rows: np.ndarray | None, cols: int, note: str) -> None:
