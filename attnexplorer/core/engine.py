@@ -291,6 +291,23 @@ class AttentionResult:
         return np.asarray(values[head, rows])
 
     @property
+    def log_sum_exp(self) -> np.ndarray | None:
+        """log Σ_j exp(scaled score) over each query's unblocked keys, (H, n) (−inf for a fully
+        blocked query): a long result's from its row normalisers, a dense one's from its
+        scaled scores (None when it was computed without them)."""
+        if self.streamed is not None:
+            return self.streamed.log_sum_exp
+        if self.scaled_scores is None:
+            return None
+        torch = _torch()
+        with torch.inference_mode():
+            scaled = torch.from_numpy(np.array(self.scaled_scores))
+            mask = np.asarray(self.mask)
+            if mask.any():
+                scaled = scaled.masked_fill(torch.from_numpy(np.array(mask, dtype=bool)), float("-inf"))
+            return to_host(torch.logsumexp(scaled, dim=-1))
+
+    @property
     def pooled_by(self) -> str | None:
         """How a long result's overviews pool their cells ("max" or "mean"); None for a dense
         result (a view pools its arrays as it likes)."""

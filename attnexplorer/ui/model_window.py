@@ -274,9 +274,8 @@ class ModelWindow(QWidget):
             if result is None:
                 self.badge.setText("")
                 return
-            streamed = getattr(result, "streamed", None)
             found = long_differences(self.run, layer, getattr(result, "output", None),
-                                     None if streamed is None else streamed.log_sum_exp)
+                                     getattr(result, "log_sum_exp", None))
             self.badge.setText(f"Tables: layer {layer}: " + long_badge_text(found))
             return
         if self.run is None or weights is None:

@@ -159,3 +159,20 @@ def test_matrix_row_and_rows_read_a_long_result_as_a_dense_one(session, dtype, d
         np.testing.assert_allclose(long.rows(name, h, [i, r0]), want[h, [i, r0]], rtol=tol, atol=scale)
     with pytest.raises(Exception, match="unknown matrix 'values'"):
         dense.matrix("values", 0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_log_sum_exp_is_the_same_for_a_dense_and_a_long_result(dtype):
+    blocked = np.zeros((5, 5), dtype=bool)
+    blocked[2] = True  # a query that sees no key: −inf
+    blocked[4, :3] = True
+    session = small_session(mask=Mask("custom", blocked=blocked))
+    dense, long = compute(session, dtype=dtype), compute_long(session, dtype=dtype)
+    with np.errstate(divide="ignore"):
+        want = np.log(np.where(blocked, 0.0, np.exp(np.asarray(dense.scaled_scores, dtype=np.float64))).sum(-1))
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for result in (dense, long):
+        got = result.log_sum_exp
+        assert got.shape == (session.heads, 5) and np.isneginf(got[:, 2]).all()
+        np.testing.assert_allclose(np.delete(got, 2, axis=1), np.delete(want, 2, axis=1), rtol=tol, atol=tol)
+    assert compute(session, keep=("Q",)).log_sum_exp is None
