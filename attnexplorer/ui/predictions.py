@@ -183,7 +183,8 @@ class PredictionsPanel(QWidget):
         embedding = result.get("embedding")
         if embedding is not None:
             cosine = embedding["cosine"]
-            self.heading.setText(embedding["why"].capitalize() + "." + (
+            why = embedding["why"]
+            self.heading.setText(why[:1].upper() + why[1:] + "." + (
                 "" if cosine is None else f" Mean-pooled embedding with the interventions: cosine similarity "
                 f"{cosine:.6f} to the unedited one."))
             self._draw_bars([], [], [])

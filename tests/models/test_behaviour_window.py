@@ -174,3 +174,33 @@ def test_figures_export_and_the_edited_model_saves(opened, qtbot, tmp_path):
     control.save(tmp_path / "mean")
     qtbot.waitUntil(lambda: bool(window.errors), timeout=60000)
     assert "mean ablation" in window.errors[0] and not (tmp_path / "mean").exists()
+
+
+def test_an_encoder_without_a_head_says_why_and_compares_embeddings(qtbot, tmp_path, monkeypatch, tiny_bert):
+    from attnexplorer.ui.model_window import ModelController
+
+    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
+    doc = SessionDocument(build_preset("pronoun").session)
+    window = MainWindow(doc, AppSettings())
+    window.errors = []
+    window.show_error = lambda title, text: window.errors.append(text)
+    window.ask_unsaved = lambda: "discard"
+    qtbot.addWidget(window)
+    window.model_controller = controller = ModelController(window, doc, window.actions)
+    control = controller.behaviour
+    try:
+        controller.start(str(tiny_bert), TEXT, 0)
+        qtbot.waitUntil(lambda: control.last_result is not None or bool(window.errors), timeout=120000)
+        assert not window.errors, window.errors
+        panel = controller.window.predictions
+        assert "without a masked-LM head" in panel.heading.text() and panel.table_model.rowCount() == 0
+        assert "No logit lens" in controller.window.lens.note.text()
+        control.set_ablation(1, 2, "zero")
+        result = _wait(qtbot, control, lambda res: res["embedding"]["cosine"] is not None)
+        assert 0 < result["embedding"]["cosine"] < 1
+        assert f"{result['embedding']['cosine']:.6f}" in panel.heading.text()
+    finally:
+        controller.window.close()
+        controller.shutdown()
+        window.actions.autosaver.discard()
+        doc.shutdown()
