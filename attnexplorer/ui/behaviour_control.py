@@ -244,20 +244,19 @@ class BehaviourControl(QObject):
         else:
             self.window.behaviour_bar.state.setText(f"saved {path}")
 
-    def export_dialog(self) -> None:
-        from .figures import export_panel
+    def export_dialog(self):
+        """The window's Export figure dialog over the Predictions and Logit lens panels (and
+        their dashboard), the one on show chosen; nothing drawn yet is said, not opened."""
+        from .figure_dialog import open_export_dialog
 
-        panel = self.window.lens if self.window.side_tabs.currentWidget() is self.window.lens else self.window.predictions
-        if panel.export_item() is None:
-            self.main_window.show_error("Export figure", f"the {panel.title} panel has nothing drawn yet")
-            return
-        path, _ = QFileDialog.getSaveFileName(self.window, f"Export the {panel.title} figure", f"{panel.kind}.png",
-                                              "PNG (*.png);;SVG (*.svg);;PDF (*.pdf)")
-        if path:
-            try:
-                export_panel(panel, path)
-            except Exception as err:   # FigureError, WriteError: one line
-                self.main_window.show_error("Export figure", str(err))
+        panels = [self.window.predictions, self.window.lens]
+        if all(p.export_item() is None for p in panels):
+            self.main_window.show_error("Export figure", "the prediction has not been drawn yet")
+            return None
+        current = self.window.side_tabs.currentWidget()
+        loaded = self.window.loaded
+        title = None if loaded is None else f"{loaded.source.label}: “{self.behaviour.run.text}”"
+        return open_export_dialog(panels, self.window, current=current, title=title)
 
 
 def _reason(err: BaseException, what: str) -> str:

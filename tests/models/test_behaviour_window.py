@@ -204,3 +204,17 @@ def test_an_encoder_without_a_head_says_why_and_compares_embeddings(qtbot, tmp_p
         controller.shutdown()
         window.actions.autosaver.discard()
         doc.shutdown()
+
+
+def test_export_figure_opens_the_windows_export_dialog(opened, qtbot, tmp_path):
+    window, controller, control, reference = opened
+    controller.window.side_tabs.setCurrentWidget(controller.window.lens)
+    dialog = control.export_dialog()
+    qtbot.addWidget(dialog)
+    assert [dialog.figure_box.itemText(i) for i in range(dialog.figure_box.count())] == \
+        ["Predictions", "Logit lens", "Whole dashboard"]
+    assert dialog.target() is controller.window.lens
+    dialog.set_format("svg")
+    dialog.path_edit.setText(str(tmp_path / "lens.svg"))
+    written = dialog.export()
+    assert written == tmp_path / "lens.svg" and written.stat().st_size > 1000
