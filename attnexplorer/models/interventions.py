@@ -111,7 +111,7 @@ class Behaviour:
     loaded: Any
     run: Any
     _models: dict = field(default_factory=dict)    # layer → the model's own session of that layer
-    _patches: dict = field(default_factory=dict)   # patch text → (ids, {layer: heads' outputs})
+    _patches: dict = field(default_factory=dict)   # patch text → {layer: heads' outputs}
     _lens_probs: Any = None                          # (position, the unedited lens's probabilities)
 
     def __post_init__(self):
@@ -156,13 +156,15 @@ class Behaviour:
             if not 0 <= a.head < H:
                 raise ModelError(f"head {a.head} is out of range: {self.loaded.source.label} has heads 0..{H - 1}")
         if any(a.kind == "patch" for a in interventions.ablations):
-            self._patch(interventions.patch_text)
+            self._patch(interventions.patch_text, {a.layer for a in interventions.ablations if a.kind == "patch"})
 
-    def _patch(self, text: str | None):
-        """The heads' outputs of every layer on the unedited run of the patch text."""
+    def _patch(self, text: str | None, layers: set[int]):
+        """The heads' outputs of ``layers`` on the unedited run of the patch text (n × H·d_v
+        each: only the layers a patched head is in, kept for the next request)."""
         if text is None or not str(text).strip():
             raise ModelError("a patched head needs a second text to take its output from (--patch-text)")
-        if text not in self._patches:
+        kept = self._patches.get(text, {})
+        if not set(layers) <= set(kept):
             import torch
 
             from .forward import forward_from
@@ -177,8 +179,8 @@ class Behaviour:
             with torch.no_grad():
                 x = family(self.kind, self.loaded.config, self.loaded.weights).embed(torch.tensor(ids))
             _after, contexts = forward_from(self.kind, self.loaded.config, self.loaded.weights, 0, x,
-                                            capture=range(self.loaded.num_layers))
-            self._patches.clear()   # one patch text at a time: each is layers × n × d
+                                            capture=set(layers) | set(kept))
+            self._patches.clear()   # one patch text at a time
             self._patches[text] = contexts
         return self._patches[text]
 
@@ -191,7 +193,8 @@ class Behaviour:
         by_layer: dict[int, list[Ablation]] = {}
         for a in interventions.ablations:
             by_layer.setdefault(a.layer, []).append(a)
-        patch = self._patch(interventions.patch_text) if any(a.kind == "patch" for a in interventions.ablations) else {}
+        patched = {a.layer for a in interventions.ablations if a.kind == "patch"}
+        patch = self._patch(interventions.patch_text, patched) if patched else {}
         for layer, ablations in by_layer.items():
             cuts = [(slice(a.head * size, (a.head + 1) * size), a.kind) for a in ablations]
             source = patch.get(layer)

@@ -268,3 +268,14 @@ def test_smollm2_logits_and_an_ablation_equal_transformers(smollm2, model_cache)
     assert np.abs(ours - theirs).max() < TOL
     # the route through transformers (the fixture's first open) predicts the same
     assert np.abs(_ours(Behaviour(smollm2, smollm2.run(text))) - _ours(behaviour)).max() < TOL
+
+
+def test_patched_heads_in_more_layers_reuse_and_extend_the_patch_run(decoder):
+    loaded, behaviour, _reference_model = decoder
+    one = Interventions(Interventions().with_ablation(1, 0, "patch").ablations, patch_text=SAME_LENGTH)
+    two = Interventions(one.with_ablation(2, 1, "patch").ablations, patch_text=SAME_LENGTH)
+    _ours(behaviour, one)          # the patch run kept for layer 1 only
+    after_one = _ours(behaviour, two)
+    fresh = Behaviour(loaded, behaviour.run)
+    assert np.array_equal(after_one, _ours(fresh, two))
+    assert np.abs(after_one - _ours(behaviour, one)).max() > 1e-4
