@@ -34,6 +34,11 @@ LABEL_FONT_PX = 11  # the tick font's natural size
 MIN_LABEL_FONT_PX = 7  # smaller is unreadable on a slide
 
 
+def counted(count: int, noun: str) -> str:
+    """"1 row", "2 rows": a count and its noun, singular for one."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 # A block whose largest magnitude is under this shows significant digits, not decimals.
 SMALL_BLOCK = 0.01
 

@@ -29,6 +29,7 @@ from .limits import MAX_DIM, MAX_HEADS, MAX_TOKEN_CHARS, MAX_TOKENS
 from .mask import Mask
 from .session_arrays import derived_from, frozen_matrix
 from .stages import Norm, Positions, Source
+from .display import counted
 
 ScaleKind = Literal["inv_sqrt_dk", "none", "temperature"]
 
@@ -183,7 +184,7 @@ class Session:
         wk = frozen_matrix(self.w_key, "W_k", 3)
         wv = frozen_matrix(self.w_value, "W_v", 3)
         if x.shape[0] != n:
-            raise SessionError(f"has {x.shape[0]} rows, expected {n} (one per token)", "embeddings")
+            raise SessionError(f"has {counted(x.shape[0], 'row')}, expected {n} (one per token)", "embeddings")
         d = x.shape[1]
         if not 1 <= d <= MAX_DIM:
             raise SessionError(f"width {d} is outside 1..{MAX_DIM}", "embeddings")
@@ -204,11 +205,11 @@ class Session:
             if w.shape[0] != heads:
                 raise SessionError(f"has {w.shape[0]} heads, expected {heads}", name)
             if w.shape[1] != rows:
-                raise SessionError(f"has {w.shape[1]} rows, expected {rows} ({rows_why})", name)
+                raise SessionError(f"has {counted(w.shape[1], 'row')}, expected {rows} ({rows_why})", name)
             if not 1 <= w.shape[2] <= MAX_DIM:
                 raise SessionError(f"width {w.shape[2]} is outside 1..{MAX_DIM}", name)
         if wk.shape[2] != wq.shape[2]:
-            raise SessionError(f"has {wk.shape[2]} columns, expected {wq.shape[2]} (W_q and W_k share d_k)", "W_k")
+            raise SessionError(f"has {counted(wk.shape[2], 'column')}, expected {wq.shape[2]} (W_q and W_k share d_k)", "W_k")
         object.__setattr__(self, "embeddings", x)
         object.__setattr__(self, "w_query", wq)
         object.__setattr__(self, "w_key", wk)
@@ -216,7 +217,7 @@ class Session:
         if self.w_out is not None:
             wo = frozen_matrix(self.w_out, "W_o", 2)
             if wo.shape[0] != h * wv.shape[2]:
-                raise SessionError(f"has {wo.shape[0]} rows, expected {h * wv.shape[2]} (heads × d_v)", "W_o")
+                raise SessionError(f"has {counted(wo.shape[0], 'row')}, expected {h * wv.shape[2]} (heads × d_v)", "W_o")
             if not 1 <= wo.shape[1] <= MAX_DIM:
                 raise SessionError(f"width {wo.shape[1]} is outside 1..{MAX_DIM}", "W_o")
             object.__setattr__(self, "w_out", wo)
@@ -246,7 +247,7 @@ class Session:
             if b.shape[0] != rows:
                 raise SessionError(f"has {b.shape[0]} heads, expected {rows}", name)
             if b.shape[1] != width:
-                raise SessionError(f"has {b.shape[1]} numbers per head, expected {width_name} = {width}", name)
+                raise SessionError(f"has {counted(b.shape[1], 'number')} per head, expected {width_name} = {width}", name)
             object.__setattr__(self, field_name, b)
         if self.b_out is not None:
             b = frozen_matrix(self.b_out, "b_o", 1)
@@ -254,7 +255,7 @@ class Session:
             if self.w_out is None:
                 raise SessionError("an output bias needs W_o", "b_o")
             if b.shape[0] != d_out:
-                raise SessionError(f"has {b.shape[0]} numbers, expected d_out = {d_out} (the columns of W_o)", "b_o")
+                raise SessionError(f"has {counted(b.shape[0], 'number')}, expected d_out = {d_out} (the columns of W_o)", "b_o")
             object.__setattr__(self, "b_out", b)
         if self.norm is not None:
             if not isinstance(self.norm, Norm):
@@ -379,7 +380,7 @@ def _checked_source(source) -> Source:
         raise SessionError(f"has {len(tokens)} tokens, expected 1..{MAX_TOKENS}", "source.tokens")
     x = frozen_matrix(source.embeddings, "source.embeddings", 2)
     if x.shape[0] != len(tokens):
-        raise SessionError(f"has {x.shape[0]} rows, expected {len(tokens)} (one per source token)", "source.embeddings")
+        raise SessionError(f"has {counted(x.shape[0], 'row')}, expected {len(tokens)} (one per source token)", "source.embeddings")
     if not 1 <= x.shape[1] <= MAX_DIM:
         raise SessionError(f"width {x.shape[1]} is outside 1..{MAX_DIM}", "source.embeddings")
     if tokens is source.tokens and x is source.embeddings:

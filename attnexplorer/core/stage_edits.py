@@ -21,6 +21,7 @@ from .errors import SessionError
 from .session import MAX_DIM, MAX_TOKENS, Session
 from .stage_tables import BIASES, bias_width
 from .stages import Norm, Positions, sinusoidal_table
+from .display import counted
 
 POSITION_KINDS = ("none", "sinusoidal", "learned", "rope", "alibi")
 NORM_KINDS = ("none", "layer", "rms")
@@ -141,7 +142,7 @@ def resize_positions_table(session: Session, rows: int) -> Session:
         raise SessionError("only learned positions have a table", "positions.table")
     rows = edits._check_size(rows, "positions.table rows", MAX_TOKENS)
     if rows < session.n:
-        raise SessionError(f"{rows} rows are fewer than the {session.n} tokens (one row per position)",
+        raise SessionError(f"{counted(rows, 'row')} are fewer than the {session.n} tokens (one row per position)",
                            "positions.table")
     return session.replace(positions=replace(p, table=edits._fit(p.table, (rows, session.d))))
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from .errors import SessionError
 from .limits import bound_problem
+from .display import counted
 
 NormKind = Literal["layer", "rms"]
 PositionsKind = Literal["sinusoidal", "learned", "rope", "alibi"]
@@ -122,7 +123,7 @@ class Norm:
     def check(self, d: int) -> None:
         for name, v in (("weight", self.weight), ("bias", self.bias)):
             if v is not None and v.shape[0] != d:
-                raise SessionError(f"has {v.shape[0]} numbers, expected d = {d} (the embedding width)", f"norm.{name}")
+                raise SessionError(f"has {counted(v.shape[0], 'number')}, expected d = {d} (the embedding width)", f"norm.{name}")
 
     def weight_or_ones(self, d: int) -> np.ndarray:
         return np.ones(d) if self.weight is None else self.weight
@@ -192,16 +193,16 @@ class Positions:
         if self.kind == "learned":
             rows, cols = self.table.shape
             if cols != d:
-                raise SessionError(f"has {cols} columns, expected d = {d} (the embedding width)", "positions.table")
+                raise SessionError(f"has {counted(cols, 'column')}, expected d = {d} (the embedding width)", "positions.table")
             if rows < n:
-                raise SessionError(f"has {rows} rows, fewer than the {n} tokens", "positions.table")
+                raise SessionError(f"has {counted(rows, 'row')}, fewer than the {n} tokens", "positions.table")
         if self.kind == "rope" and self.dims is not None and self.dims > d_k:
             raise SessionError(f"{self.dims} must be even and at most d_k = {d_k}", "positions.dims")
         if self.kind == "rope" and self.dims is None and d_k % 2:
             raise SessionError(f"RoPE rotates pairs of dimensions; d_k = {d_k} is odd, so set dims to an even number",
                                "positions.dims")
         if self.kind == "alibi" and self.slopes is not None and self.slopes.shape[0] != heads:
-            raise SessionError(f"has {self.slopes.shape[0]} numbers, expected one per head ({heads})", "positions.slopes")
+            raise SessionError(f"has {counted(self.slopes.shape[0], 'number')}, expected one per head ({heads})", "positions.slopes")
 
     def rope_dims(self, d_k: int) -> int:
         return d_k if self.dims is None else self.dims

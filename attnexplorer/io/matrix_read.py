@@ -19,6 +19,7 @@ import numpy as np
 
 from ..core.errors import AttnExplorerError
 from .matrix_tables import MatrixError
+from ..core.display import counted
 
 # A matrix file larger than this is refused before it is read (the largest session matrix,
 # 8192 × 1024 float64, is 64 MiB as NPY and about 200 MB as CSV).
@@ -76,7 +77,7 @@ def _read_csv(text: str, source: str) -> np.ndarray:
     values = np.empty((len(body), width), dtype=np.float64)
     for i, row in enumerate(body):
         if len(row) - skip != width:
-            raise MatrixError(f"{source}: row {first + i + 1} has {len(row) - skip} numbers, expected {width} "
+            raise MatrixError(f"{source}: row {first + i + 1} has {counted(len(row) - skip, 'number')}, expected {width} "
                               f"(like row {first + 1})")
         for j, cell in enumerate(row[skip:]):
             v = _float_cell(cell)
@@ -93,7 +94,7 @@ def _read_npy(path: Path, source: str) -> np.ndarray:
             reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
             shape, _, dtype = reader(f)
             if dtype.hasobject or dtype.kind not in "biuf":
-                raise MatrixError(f"{source}: holds {dtype} values, expected numbers")
+                raise MatrixError(f"{source}: holds {counted(dtype, 'value')}, expected numbers")
             if len(shape) not in (1, 2):
                 raise MatrixError(f"{source}: holds a {len(shape)}-D array of shape {shape}, expected a matrix")
             if int(np.prod(shape, dtype=np.int64)) > MAX_MATRIX_CELLS:

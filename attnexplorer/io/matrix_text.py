@@ -25,6 +25,7 @@ import numpy as np
 
 from ..core.errors import AttnExplorerError
 from ..core.expr import format_full, parse_number
+from ..core.display import counted
 
 # A pasted block bigger than this is surely a mistake (the largest session is 8192 × 1024).
 MAX_CELLS = 8192 * 1024
@@ -121,7 +122,7 @@ def _to_array(rows: list[list[str]]) -> np.ndarray:
     width = len(rows[0])
     for i, r in enumerate(rows):
         if len(r) != width:
-            raise AttnExplorerError(f"row {i + 1} has {len(r)} values but row 1 has {width}; every row needs the same number of values")
+            raise AttnExplorerError(f"row {i + 1} has {counted(len(r), 'value')} but row 1 has {width}; every row needs the same number of values")
     if len(rows) * width > MAX_CELLS:
         raise AttnExplorerError(f"a {len(rows)}×{width} block is larger than this app can hold")
     out = np.empty((len(rows), width), dtype=np.float64)

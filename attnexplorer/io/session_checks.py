@@ -16,6 +16,7 @@ import numpy as np
 from ..core.errors import SessionError
 from ..core.limits import bound_problem
 from ..core.session import MAX_DIM, MAX_TOKEN_CHARS, MAX_TOKENS, control_character
+from ..core.display import counted
 
 # The deepest nesting allowed inside extra keys and preset parameters (view state is shallow).
 MAX_NESTING = 64
@@ -79,9 +80,9 @@ def checked_matrix(value: Any, source: str, where: str, rows: int | None, rows_w
     if not isinstance(value, list):
         fail(source, where, f"is {describe(value)}, expected a list of rows")
     if rows is not None and len(value) != rows:
-        fail(source, where, f"has {len(value)} rows, expected {rows} ({rows_why})")
+        fail(source, where, f"has {counted(len(value), 'row')}, expected {rows} ({rows_why})")
     if not 1 <= len(value) <= max_rows:
-        fail(source, where, f"has {len(value)} rows, expected 1..{max_rows}")
+        fail(source, where, f"has {counted(len(value), 'row')}, expected 1..{max_rows}")
     check = _bit if bits else checked_number
     allowed = {int, bool} if bits else {int, float}
     width = None
@@ -91,11 +92,11 @@ def checked_matrix(value: Any, source: str, where: str, rows: int | None, rows_w
         if width is None:
             width = len(row)
             if cols is not None and width != cols:
-                fail(source, where, f"has {width} columns, expected {cols} ({cols_why})")
+                fail(source, where, f"has {counted(width, 'column')}, expected {cols} ({cols_why})")
             if not 1 <= width <= (max_rows if bits else MAX_DIM):
-                fail(source, where, f"has {width} columns, expected 1..{MAX_DIM}")
+                fail(source, where, f"has {counted(width, 'column')}, expected 1..{MAX_DIM}")
         elif len(row) != width:
-            fail(source, f"{where}[{i}]", f"has {len(row)} numbers, expected {width} (like row 0)")
+            fail(source, f"{where}[{i}]", f"has {counted(len(row), 'number')}, expected {width} (like row 0)")
         # Fast path: a row of the right Python types is checked by numpy below; anything
         # else is looked at one entry at a time so that the message names the entry.
         if not set(map(type, row)) <= allowed:
@@ -120,13 +121,13 @@ def _float_array(value: np.ndarray, source: str, where: str, rows: int | None, r
     a ``tolist()`` and a re-parse that took most of a second."""
     n_rows, width = value.shape
     if rows is not None and n_rows != rows:
-        fail(source, where, f"has {n_rows} rows, expected {rows} ({rows_why})")
+        fail(source, where, f"has {counted(n_rows, 'row')}, expected {rows} ({rows_why})")
     if not 1 <= n_rows <= max_rows:
-        fail(source, where, f"has {n_rows} rows, expected 1..{max_rows}")
+        fail(source, where, f"has {counted(n_rows, 'row')}, expected 1..{max_rows}")
     if cols is not None and width != cols:
-        fail(source, where, f"has {width} columns, expected {cols} ({cols_why})")
+        fail(source, where, f"has {counted(width, 'column')}, expected {cols} ({cols_why})")
     if not 1 <= width <= MAX_DIM:
-        fail(source, where, f"has {width} columns, expected 1..{MAX_DIM}")
+        fail(source, where, f"has {counted(width, 'column')}, expected 1..{MAX_DIM}")
     return _finite_copy(value, source, where)
 
 
@@ -243,16 +244,16 @@ def checked_vector(value: Any, source: str, where: str, size: int | None, size_w
     or a float numpy array, by the same rules."""
     if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind == "f":
         if size is not None and len(value) != size:
-            fail(source, where, f"has {len(value)} numbers, expected {size_why} = {size}")
+            fail(source, where, f"has {counted(len(value), 'number')}, expected {size_why} = {size}")
         if not 1 <= len(value) <= MAX_DIM:
-            fail(source, where, f"has {len(value)} numbers, expected 1..{MAX_DIM}")
+            fail(source, where, f"has {counted(len(value), 'number')}, expected 1..{MAX_DIM}")
         return _finite_copy(value, source, where)
     if not isinstance(value, list):
         fail(source, where, f"is {describe(value)}, expected a list of numbers")
     if size is not None and len(value) != size:
-        fail(source, where, f"has {len(value)} numbers, expected {size_why} = {size}")
+        fail(source, where, f"has {counted(len(value), 'number')}, expected {size_why} = {size}")
     if not 1 <= len(value) <= MAX_DIM:
-        fail(source, where, f"has {len(value)} numbers, expected 1..{MAX_DIM}")
+        fail(source, where, f"has {counted(len(value), 'number')}, expected 1..{MAX_DIM}")
     return np.array([checked_number(v, source, f"{where}[{i}]") for i, v in enumerate(value)], dtype=np.float64)
 
 

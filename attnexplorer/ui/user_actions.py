@@ -23,6 +23,7 @@ from ..core import edits, source_edits, stage_edits, stage_tables
 from ..core.errors import AttnExplorerError, SessionError
 from ..core.session import Mask, Scale, Session
 from ..core.stages import Norm, Positions, Source
+from ..core.display import counted
 
 
 def apply(document, change: Callable[[Session], Session], text: str, merge_key=None,
@@ -267,7 +268,7 @@ def set_positions(document, positions: Positions | None, text: str | None = None
 
 
 def resize_positions_table(document, rows: int) -> bool:
-    return apply(document, lambda s: stage_edits.resize_positions_table(s, rows), f"Learned positions: {rows} rows")
+    return apply(document, lambda s: stage_edits.resize_positions_table(s, rows), f"Learned positions: {counted(rows, 'row')}")
 
 
 def set_positions_kind(document, kind: str) -> bool:

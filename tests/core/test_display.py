@@ -124,3 +124,17 @@ def test_a_block_of_small_numbers_shows_significant_digits_not_zeros():
     assert texts[:2] == ["5.13e-5", "4.87e-5"]
     # next to a large number a tiny one still reads as zero, in the block's decimals
     assert cell_texts(np.array([0.883, 4.4e-7]), [8])[0] == ["0.883", "0.000"]
+
+
+def test_one_row_is_one_row():
+    # "has 1 rows" read wrong in the window's refusals and the undo history.
+    import numpy as np
+
+    from attnexplorer.core.errors import SessionError
+    from attnexplorer.core.presets import build_preset
+
+    assert display.counted(1, "row") == "1 row" and display.counted(0, "row") == "0 rows"
+    session = build_preset("pronoun").session
+    with pytest.raises(SessionError) as refused:
+        session.replace(embeddings=np.zeros((1, session.d)))
+    assert "has 1 row, expected 9" in str(refused.value)

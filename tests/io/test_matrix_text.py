@@ -35,7 +35,7 @@ def test_a_single_row_is_one_by_n():
 
 @pytest.mark.parametrize("text, match", [
     ("", "empty"),
-    ("1 2\n3", "row 2 has 1 values but row 1 has 2"),
+    ("1 2\n3", "row 2 has 1 value but row 1 has 2"),
     ("1 2\n3 nan", "row 2, column 2.*not a finite"),
     ("1 2\n3 x", "row 2, column 2"),
     ("[[1, 2], [3, 4]", "brackets do not match"),

@@ -130,7 +130,7 @@ CASES = [
     (("heads", 1, "W_k"), [[0, 1]] * 3, "heads[1].W_k", "heads[1].W_k has 3 rows, expected 4 (the embedding width)"),
     (("heads", 1, "W_q"), [[1, 2, 3]] * 4, "heads[1].W_q", "heads[1].W_q has 3 columns, expected 2 (d_k, as in heads[0].W_q)"),
     (("heads", 0, "W_k"), [[1, 2, 3]] * 4, "heads[0].W_k", "heads[0].W_k has 3 columns, expected 2 (W_q and W_k share d_k)"),
-    (("heads", 1, "W_v"), [[1]] * 4, "heads[1].W_v", "heads[1].W_v has 1 columns, expected 3 (d_v, as in heads[0].W_v)"),
+    (("heads", 1, "W_v"), [[1]] * 4, "heads[1].W_v", "heads[1].W_v has 1 column, expected 3 (d_v, as in heads[0].W_v)"),
     (("heads", 0, "W_v"), DELETE, "heads[0]", 'heads[0] has no "W_v"'),
     (("heads", 0, "W_x"), [[1]], "heads[0]", "heads[0] has an unknown key 'W_x' (expected \"W_q\", \"W_k\" and \"W_v\", and optionally \"b_q\", \"b_k\" and \"b_v\")"),
     (("heads", 1), [1, 2], "heads[1]", 'heads[1] is a list, expected an object with "W_q", "W_k" and "W_v"'),
