@@ -114,6 +114,11 @@ class ValueSlider(QWidget):
         self.value_edited.emit(float(value), False)
 
 
+# Preset parameters that are sizes of the session (random: n, d, d_k, d_v, heads; sine: N
+# samples, one token each), read back from the session itself.
+SESSION_SIZES = {"n": "n", "N": "n", "d": "d", "d_k": "d_k", "d_v": "d_v", "heads": "heads"}
+
+
 class ControlsPanel(QWidget):
     def __init__(self, document: SessionDocument, parent=None):
         super().__init__(parent)
@@ -384,7 +389,12 @@ class ControlsPanel(QWidget):
         if session.preset is None:
             return
         for name, widget in self.param_widgets.items():
-            if name in session.preset.params:
+            if name in SESSION_SIZES:
+                # A size the session itself holds: after an edit (a word typed into the
+                # sentence) the slider shows the session's, not the one the preset was built
+                # with ("tokens 6" for 4 tokens).
+                widget.set_value(getattr(session, SESSION_SIZES[name]))
+            elif name in session.preset.params:
                 widget.set_value(session.preset.params[name])
 
     # -- following the document --------------------------------------------------------------------

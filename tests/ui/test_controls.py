@@ -210,3 +210,20 @@ def test_labels_are_not_clipped_in_a_narrow_dock(qtbot, sine):
     for label in panel.findChildren(QLabel):
         if label.isVisible() and label.text():
             assert label.width() >= min(label.sizeHint().width(), label.minimumSizeHint().width()), label.text()
+
+
+@pytest.mark.parametrize("name, param", [("random", "n"), ("sine", "N")])
+def test_preset_sliders_follow_an_edited_sentence(qtbot, name, param):
+    # After the sentence was edited the slider said "tokens 6" for 4 tokens.
+    from attnexplorer.core import edits
+
+    doc, panel = open_preset(qtbot, name)
+    try:
+        n = doc.session.n
+        doc.edit(edits.delete_token(edits.delete_token(doc.session, 0), 0), "delete two tokens")
+        assert doc.session.n == n - 2
+        assert panel.param_widgets[param].value() == n - 2
+        doc.undo_stack.undo()
+        assert panel.param_widgets[param].value() == n
+    finally:
+        doc.shutdown()
