@@ -251,6 +251,7 @@ class AttentionResult:
         ``m[i, j]``, and a pooled ``overview``; never made whole). None when the result does
         not carry it (not kept, or a stage the session does not use)."""
         _check_matrix(name)
+        self._check_index(head, self.session.heads, "head")
         if self.streamed is not None:
             return self.streamed.matrix(head, name)
         values = getattr(self, name)
@@ -263,6 +264,8 @@ class AttentionResult:
         kernel (``attention.attention_block``) instead; None when it cannot (no Q and K, or
         ALiBi's bias in a session without ALiBi)."""
         _check_matrix(name)
+        self._check_index(head, self.session.heads, "head")
+        self._check_index(query, self.n, "query")
         if self.streamed is not None:
             if name == "position_bias" and self.streamed.alibi_slopes is None:
                 return None
@@ -279,6 +282,11 @@ class AttentionResult:
         if self.Q is None or self.K is None:
             return None
         return _row_from_qk(self, name, head, query)
+
+    @staticmethod
+    def _check_index(value, count: int, what: str) -> None:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value < count:
+            raise EngineError(f"{what} {value!r} is outside 0..{count - 1}")
 
     def rows(self, name: str, head: int, rows) -> np.ndarray:
         """Rows ``rows`` (a step-1 slice or a list of indices) of matrix ``name`` in ``head``,

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from strategies import small_session, stage_sessions
 
 from attnexplorer.core.engine import compute
+from attnexplorer.core.errors import EngineError
 from attnexplorer.core.long import result as long_result
 from attnexplorer.core.long.result import compute_any, compute_long, dense_bytes, is_long
 from attnexplorer.core.presets import build_preset
@@ -157,8 +158,13 @@ def test_matrix_row_and_rows_read_a_long_result_as_a_dense_one(session, dtype, d
         for result in (long, lean):
             np.testing.assert_allclose(result.row(name, h, i), want[h, i], rtol=tol, atol=scale, err_msg=name)
         np.testing.assert_allclose(long.rows(name, h, [i, r0]), want[h, [i, r0]], rtol=tol, atol=scale)
-    with pytest.raises(Exception, match="unknown matrix 'values'"):
-        dense.matrix("values", 0)
+    for result in (dense, long):  # the same refusals, whichever path computed it
+        with pytest.raises(EngineError, match="unknown matrix 'values'"):
+            result.matrix("values", 0)
+        with pytest.raises(EngineError, match=f"head {session.heads} is outside"):
+            result.matrix("weights", session.heads)
+        with pytest.raises(EngineError, match=f"query {session.n} is outside"):
+            result.row("weights", 0, session.n)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
