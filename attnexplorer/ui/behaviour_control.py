@@ -65,12 +65,17 @@ class BehaviourControl(QObject):
         gui = GuiThread(self)
         self.jobs = JobRunner("attnexplorer-predictions", gui.post)
         self.saver = JobRunner("attnexplorer-save-model", gui.post, stop_timeout_s=120)
-        self.dock_panel = PredictionsPanel()
+        self.dock_panel = PredictionsPanel(tables_row=True)
+        self.dock_panel.ablate_selected.connect(self.ablate_tables_head)
         self.dock = QDockWidget("Predictions", main_window)
         self.dock.setObjectName("dock-predictions")
         self.dock.setWidget(self.dock_panel)
         self.dock.hide()
         main_window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
+        # a tab beside Explain: a dock of its own squeezed the bars into a strip at 1280 × 800
+        beside = getattr(main_window, "docks", {}).get("explain")
+        if beside is not None:
+            main_window.tabifyDockWidget(beside, self.dock)
         bar = self.window.behaviour_bar
         bar.undo_button.clicked.connect(self.stack.undo)
         bar.redo_button.clicked.connect(self.stack.redo)
@@ -100,6 +105,7 @@ class BehaviourControl(QObject):
         self.stack.clear()
         self.window.grid.set_ablations({})
         self.dock.show()
+        self.dock.raise_()
         self.request()
 
     def interventions(self) -> Interventions:
@@ -141,6 +147,14 @@ class BehaviourControl(QObject):
             text = f"{kind.capitalize()}-ablate L{layer}H{head}"
         if ablations != self.ablations:
             self._push(dict(self._state(), ablations=ablations), text)
+
+    def ablate_tables_head(self, kind) -> None:
+        """The dock's buttons: the head selected in the tables, of the layer they hold."""
+        layer = self.controller.tables_layer
+        if self.behaviour is None or layer is None:
+            self.main_window.show_error("Ablate a head", "the tables hold no layer of the opened model")
+            return
+        self.set_ablation(layer, self.document.selection.current.head, kind)
 
     def set_patch_text(self, text: str) -> None:
         if text != self.patch_text:

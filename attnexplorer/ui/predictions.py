@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QLineEdit, QTableView, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton, QTableView, QVBoxLayout,
+                               QWidget)
 
 
 UNEDITED, INTERVENED = (70, 110, 190), (235, 130, 40)
@@ -121,8 +122,9 @@ class PredictionsPanel(QWidget):
     short_title = "Predictions"
     document = None
     target_changed = Signal(str, str)   # target, versus (empty: none)
+    ablate_selected = Signal(object)    # "zero" | "mean" | "patch" | None (restore): the tables' head
 
-    def __init__(self, parent=None):
+    def __init__(self, parent=None, tables_row: bool = False):
         super().__init__(parent)
         self.result: dict | None = None
         self.heading = QLabel("Open a model to see its prediction.")
@@ -138,6 +140,21 @@ class PredictionsPanel(QWidget):
         row.addWidget(self.target_edit, 1)
         row.addWidget(QLabel("vs"))
         row.addWidget(self.versus_edit, 1)
+        # Beside the tables (the main window's dock): ablate the head selected there.
+        self.tables_row = QWidget()
+        head_row = QHBoxLayout(self.tables_row)
+        head_row.setContentsMargins(0, 0, 0, 0)
+        self.tables_head = QLabel("The tables' head:")
+        head_row.addWidget(self.tables_head)
+        self.ablate_buttons = {}
+        for kind, label in (("zero", "Zero"), ("mean", "Mean"), ("patch", "Patch"), (None, "Restore")):
+            button = QPushButton(label)
+            button.setToolTip("Restore the head" if kind is None else f"{label}-ablate the head selected in the tables")
+            button.clicked.connect(lambda _checked=False, k=kind: self.ablate_selected.emit(k))
+            head_row.addWidget(button)
+            self.ablate_buttons[kind] = button
+        head_row.addStretch(1)
+        self.tables_row.setVisible(tables_row)
         self.target_label = QLabel("")
         self.target_label.setWordWrap(True)
         self.plot_widget = pg.GraphicsLayoutWidget()
@@ -162,6 +179,7 @@ class PredictionsPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.heading)
+        layout.addWidget(self.tables_row)
         layout.addLayout(row)
         layout.addWidget(self.target_label)
         layout.addWidget(self.plot_widget, 3)

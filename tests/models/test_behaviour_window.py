@@ -218,3 +218,15 @@ def test_export_figure_opens_the_windows_export_dialog(opened, qtbot, tmp_path):
     dialog.path_edit.setText(str(tmp_path / "lens.svg"))
     written = dialog.export()
     assert written == tmp_path / "lens.svg" and written.stat().st_size > 1000
+
+
+def test_the_dock_ablates_the_head_selected_in_the_tables(opened, qtbot):
+    window, controller, control, reference = opened
+    window.document.selection.set(head=3)
+    qtbot.mouseClick(control.dock_panel.ablate_buttons["mean"], Qt.MouseButton.LeftButton)
+    assert control.ablations == {(1, 3): "mean"} and controller.window.grid.ablations == {(1, 3): "mean"}
+    result = _wait(qtbot, control, lambda res: res["intervened"] is not None)
+    assert result["intervened"]["interventions"] == ["L1H3 mean"]
+    qtbot.mouseClick(control.dock_panel.ablate_buttons[None], Qt.MouseButton.LeftButton)
+    assert control.ablations == {}
+    assert not controller.window.predictions.tables_row.isVisibleTo(controller.window)
