@@ -112,3 +112,21 @@ def test_the_cli_prints_the_steps(capsys):
     out = capsys.readouterr().out
     assert "Step 6 of 10: ÷√d_k" in out and "13.83 ÷ √3 = 7.99" in out
     assert "Answer to step 7 (What weight does she give dog? Type a number between 0 and 1.): 0.883" in out
+
+
+@pytest.mark.slow
+def test_the_beamer_deck_compiles_with_pdflatex(tmp_path):
+    """Runs where pdflatex is installed (Debian: texlive-latex-base texlive-latex-recommended
+    texlive-pictures, about 220 MB); the parser check above runs everywhere."""
+    import shutil
+    import subprocess
+
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex is not installed (apt-get install texlive-latex-base texlive-latex-recommended "
+                    "texlive-pictures)")
+    write_handout(builtin_lesson("sine"), "beamer", tmp_path)
+    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "handout.tex"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:]
+    # The title frame, one frame per step.
+    assert f"Output written on handout.pdf ({1 + len(builtin_lesson('sine').steps)} pages" in done.stdout

@@ -285,3 +285,17 @@ def test_the_command_line_opens_a_lesson(qtbot, tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "bad.json: steps[4].slider is 'theta', expected a parameter of the session's preset" in err
     assert open_window(build_parser().parse_args(["--lesson", "sine", "--preset", "rope"])) is None
+
+
+def test_save_as_lesson_refuses_a_session_the_steps_no_longer_fit(win, tmp_path):
+    teach(win)
+    assert user_actions.rename_token(win.document, 6, "her")
+    asked = []
+    win.ask_lesson_path = lambda: asked.append(1) or str(tmp_path / "x.json")
+    win.save_lesson_action.trigger()
+    assert not asked and not (tmp_path / "x.json").exists()
+    assert "no longer fits the lesson" in win.errors[0] and "there is no token 'she'" in win.errors[0]
+    # The bar says ? where a quote lost its token, and the lesson goes on.
+    win.lesson.go(3)
+    settle(win)
+    assert "= ?" in win.lesson.bar.text.text()

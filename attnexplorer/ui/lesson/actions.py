@@ -90,6 +90,11 @@ def save_as_lesson(window) -> bool:
     lesson = window.lesson.current_lesson() if window.lesson_started() else None
     if lesson is None:
         lesson = Lesson(window.actions.display_name(), session, default_steps(session))
+    try:
+        check_against(lesson, session)
+    except AttnExplorerError as err:
+        window.show_error("Cannot save the lesson", str(err))
+        return False
     path = window.ask_lesson_path()
     if not path:
         return False
@@ -100,6 +105,17 @@ def save_as_lesson(window) -> bool:
         return False
     window.status.show_message(f"Saved the lesson ({len(lesson.steps)} steps) to {path}")
     return True
+
+
+def check_against(lesson, session) -> None:
+    """LessonError when ``lesson``'s steps no longer fit ``session`` as edited (a token a step
+    quotes was renamed or deleted): saved, the file would be refused when opened."""
+    from ...core.lessons import LessonError, step_to_dict, steps_from_list
+
+    try:
+        steps_from_list([step_to_dict(s) for s in lesson.steps], session)
+    except LessonError as err:
+        raise LessonError(f"the session as edited no longer fits the lesson: {err}") from None
 
 
 def export_handout(window) -> list[Path]:

@@ -133,10 +133,10 @@ class LessonBar(QWidget):
         for key, button in self.key_buttons.items():
             button.setChecked(key == guess)
         self.number_edit.setVisible(kind == "number")
-        if kind == "number":
-            shown = "" if guess is None else self.number_edit.text()
-            if self.number_edit.text() != shown:
-                self.number_edit.setText(shown)
+
+    def set_typed_guess(self, text: str) -> None:
+        """The number field's text on entering a step: the step's guess, or empty."""
+        self.number_edit.setText(text)
 
     def show_slider(self, label: str | None, widget=None) -> None:
         """The step's preset slider (``widget``, a ``ValueSlider``), or none."""

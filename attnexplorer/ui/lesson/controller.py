@@ -79,7 +79,9 @@ class LessonController(QObject):
     def start(self, lesson: Lesson) -> bool:
         """Teach ``lesson``: its session replaces the document's (after the unsaved-work
         question); True when it started."""
-        if not self.window.actions.adopt_session(lesson.session):
+        # At start-up the window already holds the lesson's session (its first compute waits
+        # for the first paint); otherwise it replaces the document's, after the question.
+        if self.document.session is not lesson.session and not self.window.actions.adopt_session(lesson.session):
             return False
         if not self.active:
             self._saved_state = self.window.saveState()
@@ -138,6 +140,8 @@ class LessonController(QObject):
         self._arrange(self.panels_of(self.run.index))
         self._select(step)
         self._sync_slider(step)
+        guess = self.run.guesses.get(self.run.index)
+        self.bar.set_typed_guess("" if guess is None or isinstance(guess, str) else f"{guess:g}")
         self.refresh()
         self.presenter.step_changed()
         self.step_shown.emit(self.run.index)

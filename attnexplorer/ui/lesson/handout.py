@@ -74,7 +74,7 @@ def write_handout(lesson, fmt: str, out_dir, session=None, dtype: str = "float32
         else:
             (stage / "handout.md").write_text(markdown(lesson.title, pages, files), encoding="utf-8")
         # The handout itself first, then its figures.
-        written = sorted((p.relative_to(stage) for p in stage.rglob("*") if p.is_file()),
+        written = sorted((p.relative_to(stage) for p in stage.rglob("*") if p.is_file() and not p.name.startswith(".")),
                          key=lambda p: (len(p.parts), str(p)))
     return [Path(out_dir) / p for p in written]
 
