@@ -2,7 +2,6 @@
 
 import math
 
-import numpy as np
 import pytest
 
 from attnexplorer.core.edits import set_cell
