@@ -27,7 +27,9 @@ Nothing in a file is executed; quotes are looked up, never evaluated as code.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +130,9 @@ def is_lesson_file(path) -> bool:
     """Whether ``path`` holds a lesson rather than a session (its "format" near the start);
     False for anything unreadable, which the session loader then reports."""
     try:
+        # only a regular file is opened: opening a named pipe blocks until a writer comes
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as f:
             return _SNIFF.search(f.read(_SNIFF_BYTES)) is not None
     except (OSError, ValueError, TypeError):
