@@ -96,6 +96,9 @@ def test_predict_a_key_then_reveal(win, qtbot):
     n = win.document.session.n
     assert covers.rects()[0].getRect() == (0, 6, n, 1)   # she's whole row of scores
     assert HIDDEN_MARK in bar.text.text() and "13.83" not in bar.text.text()
+    scores = next(p for p in win.panels if p.kind == "scores")
+    assert scores.view.describe_cell(6, 1) == "hidden until Reveal"   # the hover does not tell it
+    assert scores.view.describe_cell(0, 1).endswith("= -5.5699")   # an uncovered cell still reads
     assert set(bar.key_buttons) == set(win.document.session.tokens)
     qtbot.mouseClick(bar.key_buttons["ball"], Qt.MouseButton.LeftButton)
     assert bar.key_buttons["ball"].isChecked()
@@ -103,7 +106,7 @@ def test_predict_a_key_then_reveal(win, qtbot):
     settle(win)
     assert bar.verdict.text() == "Your guess: ball · answer: dog (13.83) ✗"
     assert covers.count() == 0
-    assert "= 13.83" in bar.text.text()
+    assert "= 13.83" in bar.text.text() and "13.83" in scores.view.describe_cell(6, 1)
     assert "explain" in win.on_screen   # revealed: Explain may tell it now
     # Back and forth keeps the guess and the reveal.
     lesson.next()

@@ -7,6 +7,8 @@ selection's frames, so a figure exported from the panel (a handout) hides it too
 
 from __future__ import annotations
 
+import weakref
+
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QPen
@@ -34,14 +36,31 @@ def hidden_cells(hidden, session, kind: str, head: int) -> list[tuple[int, int |
     return out
 
 
+HIDDEN_READOUT = "hidden until Reveal"
+
+
 class Covers:
-    """The covers on one ``MatrixView``; ``show(cells, cols)`` places them (reusing items)."""
+    """The covers on one ``MatrixView``; ``show(cells, cols)`` places them (reusing items).
+
+    The hover read-out of a covered cell says it is hidden rather than telling its value:
+    the view's ``describe_cell`` is shadowed on the instance by one that knows the covers (it
+    holds the view by a weak proxy, so the view and its covers make no reference cycle)."""
 
     def __init__(self, view):
         self.view = view
         self.items: list[tuple[QGraphicsRectItem, pg.TextItem]] = []
+        self.cells: list[tuple[int, int | None]] = []
+        cells, plain, ref = self.cells, type(view).describe_cell, weakref.proxy(view)
+
+        def describe_cell(row: int, col: int) -> str:
+            if any(r == row and (c is None or c == col) for r, c in cells):
+                return HIDDEN_READOUT
+            return plain(ref, row, col)
+
+        view.describe_cell = describe_cell
 
     def show(self, cells: list[tuple[int, int | None]], cols: int, zoom: float = 1.0) -> None:
+        self.cells[:] = cells
         while len(self.items) < len(cells):
             rect = QGraphicsRectItem()
             rect.setPen(QPen(Qt.PenStyle.NoPen))
