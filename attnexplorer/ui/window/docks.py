@@ -129,26 +129,47 @@ class DockLayout:
         kinds = [p.kind for p in self.panels]
         main = [self.docks[k] for k in MAIN_KINDS if k in kinds]
         detail = [self.docks[k] for k in DETAIL_KINDS if k in kinds]
-        width, height = window.width(), window.height()
-        # The inputs get what their tables need (about 400 px), never half a wide screen: the
-        # plots take the rest. (Every dock of a row is sized in one call: sizing only the
-        # first dock of the right-hand area leaves the left one half the window.)
-        inputs = max(INPUTS_WIDTH[0], min(INPUTS_WIDTH[1], int(width * 0.3)))
-        rest = max(width - inputs, 1)
-        if main:
-            window.resizeDocks([self.docks["inputs"], *main], [inputs] + [rest // len(main)] * len(main),
-                               Qt.Orientation.Horizontal)
+        height = window.height()
+        self._share_width(main, detail)
         if main and detail:
             window.resizeDocks([main[0], detail[0]], [55, 45], Qt.Orientation.Vertical)
-        if len(detail) == 2:  # the explanation's lines are long; give it nearly half
-            window.resizeDocks([self.docks["inputs"], *detail], [inputs, int(rest * 0.55), int(rest * 0.45)],
-                               Qt.Orientation.Horizontal)
         # The inputs' tables get the rows they hold (MatrixTableView.sizeHint), up to three
         # quarters of the height; the controls get the rest and scroll.
         wanted = self.inputs.sizeHint().height() + 40  # and the dock's title and tabs
         share = min(0.75, max(0.5, wanted / max(height - 60, 1)))
         window.resizeDocks([self.docks["inputs"], self.docks["controls"]], [int(share * 100), int((1 - share) * 100)],
                            Qt.Orientation.Vertical)
+
+    def _share_width(self, main, detail) -> None:
+        """The inputs get what their tables need (about 400 px), never half a wide screen: the
+        plots take the rest. (Every dock of a row is sized in one call: sizing only the first
+        dock of the right-hand area leaves the left one half the window.)"""
+        window = self.window
+        width = window.width()
+        inputs = max(INPUTS_WIDTH[0], min(INPUTS_WIDTH[1], int(width * 0.3)))
+        rest = max(width - inputs, 1)
+        if main:
+            window.resizeDocks([self.docks["inputs"], *main], [inputs] + [rest // len(main)] * len(main),
+                               Qt.Orientation.Horizontal)
+        if len(detail) == 2:  # the explanation's lines are long; give it nearly half
+            window.resizeDocks([self.docks["inputs"], *detail], [inputs, int(rest * 0.55), int(rest * 0.45)],
+                               Qt.Orientation.Horizontal)
+
+    def window_resized(self) -> None:
+        """After the window grew (maximised by the window manager after its first show), Qt
+        gave the extra width to every column alike: the Inputs took 947 of 1,900 px. Where
+        the Inputs now hold more than a third of the window and more than their widest
+        default, the plots get the width back; where the window shrank back and left them too
+        narrow for their tables, the Inputs get theirs (only the widths change)."""
+        inputs = self.docks["inputs"]
+        if self.sizes_pending or inputs.isFloating() or not inputs.isVisible():
+            return
+        too_wide = inputs.width() > max(INPUTS_WIDTH[1] + 40, self.window.width() / 3)
+        too_narrow = inputs.width() < INPUTS_WIDTH[0] - 60 and self.window.width() >= 1000  # shrunk back
+        if too_wide or too_narrow:
+            kinds = [p.kind for p in self.panels]
+            self._share_width([self.docks[k] for k in MAIN_KINDS if k in kinds],
+                              [self.docks[k] for k in DETAIL_KINDS if k in kinds])
 
     # -- which panels apply, which are on screen ------------------------------------------
     def sync_applicable(self, session) -> None:

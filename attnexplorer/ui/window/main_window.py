@@ -144,6 +144,11 @@ class MainWindow(QMainWindow):
         if self.dock_layout.sizes_pending:
             QTimer.singleShot(0, self.dock_layout.apply_default_sizes)
 
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self._shown_once and event.oldSize().width() != event.size().width():
+            QTimer.singleShot(0, self.dock_layout.window_resized)  # once the docks are laid out
+
     def reset_layout(self) -> None:
         """View ▸ Reset layout: the default arrangement, every applicable panel shown."""
         self.dock_layout.arrange_default()
