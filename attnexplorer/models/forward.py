@@ -136,6 +136,10 @@ class _Layers:
         self.outputs: torch.Tensor | None = None
         self.thumbnails = self.log_sum_exp = None
 
+    # The position of the first row a layer is given: 0 for a whole text; a cached generation
+    # step (``generation``) runs its new rows from the cache's length on.
+    position = 0
+
     def start(self, layer: int) -> None:
         self.check()
         if not self.keep and self.record and layer:
@@ -310,9 +314,9 @@ class _Gpt2(_Family):
     def ln(self, x, w, name):
         return F.layer_norm(x, (self.d,), w[name + ".weight"], w[name + ".bias"], self.eps)
 
-    def embed(self, ids, w=None):
+    def embed(self, ids, w=None, start: int = 0):
         w = self.weights if w is None else w
-        return w["wte.weight"][ids] + w["wpe.weight"][:len(ids)]
+        return w["wte.weight"][ids] + w["wpe.weight"][start:start + len(ids)]
 
     def layer(self, layer, x, run):
         w, p, config = self.tensors(run, layer), f"h.{layer}.", self.config
@@ -353,17 +357,18 @@ class _Llama(_Family):
         self.theta = rope_theta(config)
         self._rope: tuple | None = None
 
-    def rope(self, n: int):
-        """The kernel's RoPE over every head dimension, ``half`` layout, its angles made in
-        float32 as transformers' Llama makes them (``rotate_half`` gives the same numbers)."""
-        if self._rope is None or self._rope[0].shape[0] != n:
+    def rope(self, n: int, offset: int = 0):
+        """The kernel's RoPE over every head dimension for positions offset … offset + n − 1,
+        ``half`` layout, its angles made in float32 as transformers' Llama makes them
+        (``rotate_half`` gives the same numbers)."""
+        if self._rope is None or self._rope[1] != (n, offset):
             from ..core.attention import rope_cos_sin
 
-            cos, sin = rope_cos_sin(n, self.hd, self.theta, torch.float32, "cpu", float32_angles=True)
-            self._rope = (cos, sin, self.hd, "half")
-        return self._rope
+            cos, sin = rope_cos_sin(n, self.hd, self.theta, torch.float32, "cpu", offset, float32_angles=True)
+            self._rope = ((cos, sin, self.hd, "half"), (n, offset))
+        return self._rope[0]
 
-    def embed(self, ids, w=None):
+    def embed(self, ids, w=None, start: int = 0):
         w = self.weights if w is None else w
         return w["embed_tokens.weight"][ids]
 
@@ -375,7 +380,7 @@ class _Llama(_Family):
 
         from ..core.attention import rotate
 
-        rope = self.rope(x.shape[0])
+        rope = self.rope(x.shape[0], run.position)
         h = _rms(x, w[p + "input_layernorm.weight"], self.eps)
         q = _heads(lin(h, p + "self_attn.q_proj"), H, hd)
         k = _heads(lin(h, p + "self_attn.k_proj"), Hkv, hd)

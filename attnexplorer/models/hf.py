@@ -78,6 +78,9 @@ class TransformersTokenizer:
     def piece(self, token_id: int) -> str:
         return self.tokenizer.convert_ids_to_tokens(int(token_id)) or ""
 
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
+
 
 # The files a tokenizer is built from: a folder with none of them has no tokenizer, and
 # transformers then fails with a message that names none of them (or builds one that gives

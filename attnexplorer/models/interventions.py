@@ -184,7 +184,10 @@ class Behaviour:
             self._patches[text] = contexts
         return self._patches[text]
 
-    def changes(self, interventions: Interventions) -> dict:
+    def changes(self, interventions: Interventions, held_means: dict | None = None) -> dict:
+        """Layer → ``forward.LayerChange`` of the interventions. ``held_means`` (a dict, filled
+        on the first run): a mean-ablated head's mean is taken on that run's positions and kept
+        for later runs (generation: the prompt's mean, held while new tokens are appended)."""
         from .forward import LayerChange
 
         self.check(interventions)
@@ -199,7 +202,8 @@ class Behaviour:
             cuts = [(slice(a.head * size, (a.head + 1) * size), a.kind) for a in ablations]
             source = patch.get(layer)
             base = changes.get(layer, LayerChange())
-            changes[layer] = replace(base, heads=_ablate(cuts, source))
+            held = None if held_means is None else held_means.setdefault(layer, {})
+            changes[layer] = replace(base, heads=_ablate(cuts, source, held))
         return changes
 
     # ---- runs ------------------------------------------------------------------------------
@@ -406,9 +410,10 @@ def _scores(logits):
     return values, probs, ranks
 
 
-def _ablate(cuts, source):
+def _ablate(cuts, source, held=None):
     """The heads' change of one layer: each cut (a head's columns) zeroed, averaged over the
-    positions, or taken from the patch run's same columns."""
+    positions, or taken from the patch run's same columns. ``held`` (a dict): a mean is taken
+    on the first run and reused after (keyed by the head's first column)."""
 
     def change(context):
         context = context.clone()
@@ -416,7 +421,8 @@ def _ablate(cuts, source):
             if kind == "zero":
                 context[:, columns] = 0.0
             elif kind == "mean":
-                context[:, columns] = context[:, columns].mean(dim=0, keepdim=True)
+                mean = context[:, columns].mean(dim=0, keepdim=True)
+                context[:, columns] = mean if held is None else held.setdefault(columns.start, mean)
             else:
                 context[:, columns] = source[:, columns]
         return context

@@ -223,6 +223,10 @@ class NativeTokenizer:
     def piece(self, token_id: int) -> str:
         return self._tokenizer.id_to_token(int(token_id)) or ""
 
+    def decode(self, ids: list[int]) -> str:
+        """The text of ``ids``, special tokens written out (a generated text as it reads)."""
+        return self._tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
+
 
 def _tokenizer_config(folder: Path) -> dict:
     path = folder / "tokenizer_config.json"

@@ -1,0 +1,314 @@
+"""Step through generation: a decoder writes one token at a time, from a KV cache, Qt-free.
+
+``Generation(behaviour, interventions, sampling, stop_ids)`` reads the prompt once (the prefill:
+every layer's keys and values go into the cache), then each ``step()``:
+
+1. picks the next token from the last position's logits (the most likely one, a sample, or the
+   one the caller gives), and
+2. runs that one token through the model: per layer only its q, k and v are computed, its k and
+   v are appended to the cache, its query reads every cached key with the kernel's
+   ``core.attention.attention_block`` (``key_offset``: the cache's length), then the output
+   projection, the MLP, and after the last layer the final norm and the LM head.
+
+The layers are ``forward``'s own (``_Family.layer``), given a run (``_Cached``) whose
+``attend`` reads and grows the cache and whose ``position`` is the new token's, so GPT-2's
+position table and Llama's RoPE see the right positions; the numbers are the full forward's.
+The user's interventions stay in force: they are ``Behaviour.changes`` (edited layers' weights
+and scale, an edited layer input on the prompt's rows, zero and mean ablations); a mean-ablated
+head's mean is taken over the prompt's positions and held for the new tokens (a mean over the
+growing text would change the past rows the cache already holds). A patched head (its output
+from a second text of the same length) and an edited mask (a rule for the prompt's rows only)
+have no meaning for a growing text and are refused.
+
+``back()`` removes the last token (the cache is cut back). Each ``Step`` holds the new token's
+attention row for every layer × head, the prediction it was picked from (top 5), and the cache
+size (layers × 2 × K/V heads × n × d_k numbers, their bytes): nothing n × n is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from .forward import _Layers, _threads, family
+from .interventions import Behaviour, Interventions, _scores
+from .sources import ModelError
+
+TOP = 5
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How the next token is chosen: ``greedy`` the most likely; else a draw at ``temperature``
+    from the ``top_k`` most likely tokens and the smallest set whose probability reaches
+    ``top_p`` (transformers' order: temperature, top-k, top-p). The draw at position p uses a
+    generator seeded by (``seed``, p), so a run, and a step taken back and taken again,
+    reproduce."""
+
+    greedy: bool = True
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        if isinstance(self.temperature, bool) or not (isinstance(self.temperature, (int, float))
+                                                      and np.isfinite(self.temperature) and self.temperature > 0):
+            raise ModelError(f"--temperature {self.temperature}: give a number > 0")
+        if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1):
+            raise ModelError(f"--top-k {self.top_k}: give a whole number ≥ 1")
+        if self.top_p is not None and not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1):
+            raise ModelError(f"--top-p {self.top_p}: give a number in (0, 1]")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ModelError(f"--seed {self.seed}: give a whole number ≥ 0")
+
+    def pick(self, logits: torch.Tensor, position: int) -> int:
+        if self.greedy:
+            return int(torch.argmax(logits))
+        scores = logits.double() / self.temperature
+        if self.top_k is not None and self.top_k < scores.shape[0]:
+            cut = torch.topk(scores, self.top_k).values[-1]
+            scores = scores.masked_fill(scores < cut, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        if self.top_p is not None and self.top_p < 1:
+            order = torch.argsort(probs, descending=True, stable=True)
+            before = torch.cumsum(probs[order], 0) - probs[order]   # the mass of the tokens above each
+            probs = probs.clone()
+            probs[order[before >= self.top_p]] = 0.0                 # the most likely one always stays
+        probs = (probs / probs.sum()).numpy()
+        draw = np.random.default_rng([self.seed, position]).random()
+        return int(min(np.searchsorted(np.cumsum(probs), draw, side="right"), len(probs) - 1))
+
+    def describe(self) -> str:
+        if self.greedy:
+            return "greedy"
+        parts = [f"temperature {self.temperature:g}"]
+        if self.top_k is not None:
+            parts.append(f"top-k {self.top_k}")
+        if self.top_p is not None:
+            parts.append(f"top-p {self.top_p:g}")
+        return "sampled (" + ", ".join(parts) + f", seed {self.seed})"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One appended token: its id, piece and position; ``top`` the prediction it was picked from
+    (the TOP most likely with logits and probabilities, as ``predict`` gives them) and its own
+    probability there; ``attention`` (layers, H, position + 1) the new token's weights over every
+    key, itself included; the cache after it; ``stop`` whether it is a stop token."""
+
+    token_id: int
+    token: str
+    position: int
+    top: list
+    prob: float
+    attention: np.ndarray
+    cache_numbers: int
+    cache_bytes: int
+    stop: bool = False
+
+
+class KVCache:
+    """Every layer's keys and values, (K/V heads, capacity, d) float32 buffers grown by doubling;
+    ``length`` rows are in use. Keys are stored rotated (RoPE), as the attention reads them."""
+
+    def __init__(self, layers: int):
+        self.keys: list[torch.Tensor | None] = [None] * layers
+        self.values: list[torch.Tensor | None] = [None] * layers
+        self.length = 0
+
+    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor, start: int):
+        """Put rows ``start…`` of k and v in the layer's buffers; the keys and values 0 … end."""
+        end = start + k.shape[1]
+        for store, new in ((self.keys, k), (self.values, v)):
+            old = store[layer]
+            if old is None or old.shape[1] < end:
+                grown = torch.empty((new.shape[0], max(end, 2 * (0 if old is None else old.shape[1]), 16), new.shape[2]),
+                                    dtype=new.dtype)
+                if old is not None:
+                    grown[:, :start] = old[:, :start]
+                store[layer] = old = grown
+            old[:, start:end] = new
+        return self.keys[layer][:, :end], self.values[layer][:, :end]
+
+    def numbers(self) -> int:
+        """layers × 2 × K/V heads × n × d_k (d_v for the values)."""
+        return sum((k.shape[0] * k.shape[2] + v.shape[0] * v.shape[2]) * self.length
+                   for k, v in zip(self.keys, self.values) if k is not None)
+
+    def layer(self, layer: int, kv_head: int) -> tuple[np.ndarray, np.ndarray]:
+        """The cached K and V of one layer's K/V head, (n, d_k) and (n, d_v) numpy copies."""
+        k, v = self.keys[layer], self.values[layer]
+        return k[kv_head, :self.length].numpy().copy(), v[kv_head, :self.length].numpy().copy()
+
+
+class _Cached(_Layers):
+    """A run of new rows at ``position`` over the cache: ``attend`` appends their k and v and
+    reads every cached key (causal among the new rows), keeping the last row's weights."""
+
+    def __init__(self, layers: int, cache: KVCache, position: int, changes):
+        super().__init__(layers, False, changes=changes, record=False)
+        self.cache, self.position = cache, position
+        self.last_rows: list[torch.Tensor] = []
+
+    def attend(self, layer, q, k, v, scaling, causal):
+        from ..core.attention import attention_block
+
+        change = self.changes.get(layer)
+        if change is not None and change.scaling is not None:
+            scaling = change.scaling
+        keys, values = self.cache.append(layer, k, v, self.position)
+        block = attention_block(q, keys, values, factor=scaling, causal=True, key_offset=self.position,
+                                fill=torch.finfo(q.dtype).min, softmax_dtype=torch.float32)
+        self.last_rows.append(block.weights[:, -1])
+        context = block.output.transpose(0, 1)
+        return context.reshape(context.shape[0], -1)
+
+
+def stop_ids(config: Any) -> tuple[int, ...]:
+    """The model's end-of-text token(s), from its config."""
+    eos = getattr(config, "eos_token_id", None)
+    if eos is None:
+        return ()
+    return tuple(int(i) for i in (eos if isinstance(eos, (list, tuple)) else [eos]))
+
+
+@dataclass
+class Generation:
+    """A prompt and the tokens appended to it, with the cache that makes each step one token's work."""
+
+    behaviour: Behaviour
+    interventions: Interventions = Interventions()
+    sampling: Sampling = Sampling()
+    stop: tuple[int, ...] | None = None          # None: the model's own (``stop_ids``)
+    steps: list = field(default_factory=list)
+
+    def __post_init__(self):
+        b = self.behaviour
+        self.loaded = b.loaded
+        if b.kind not in ("gpt2", "llama"):
+            raise ModelError(f"{self.loaded.source.label} is not a decoder: only GPT-2 and Llama-family models "
+                             "write text token by token")
+        if b.problem:
+            raise ModelError(f"{self.loaded.source.label} cannot generate: {b.problem}")
+        from .native import NotNative, check_config
+
+        try:
+            check_config(self.loaded.config)
+        except NotNative as why:
+            raise ModelError(f"{self.loaded.source.label} cannot generate here: its {why} is not in attnexplorer's "
+                             "own forward, which generation runs") from None
+        if self.stop is None:
+            self.stop = stop_ids(self.loaded.config)
+        interventions = b.effective(self.interventions)
+        if any(a.kind == "patch" for a in interventions.ablations):
+            raise ModelError("a patched head takes its output from a second text of the same length, and "
+                             "generation makes the text longer: use a zero or mean ablation")
+        for layer, session in interventions.edits:
+            if b.layer_edit(layer, session).change.blocked is not None:
+                raise ModelError(f"layer {layer}'s mask was edited: an edited mask says nothing about the rows of "
+                                 "the tokens generation adds; reset the mask to generate")
+        self._held: dict = {}
+        self.changes = b.changes(interventions, self._held)
+        self.model = family(b.kind, self.loaded.config, self.loaded.weights)
+        self.ids = list(b.run.ids)
+        self.prompt_length = len(self.ids)
+        self.cache = KVCache(self.model.layers)
+        self._logits = [self._forward(self.ids, 0, prefill=True)[0]]   # the next-token logits at each position
+
+    # ---- the model -------------------------------------------------------------------------
+
+    def _forward(self, ids: list[int], start: int, prefill: bool = False):
+        """Rows ``start…`` of the text through every layer over the cache: (the last row's
+        logits, the last row's weights (layers, H, keys))."""
+        threads = _threads(len(ids))
+        try:
+            with torch.no_grad():
+                run = _Cached(self.model.layers, self.cache, start, self.changes)
+                x = self.model.embed(torch.tensor(ids, dtype=torch.long), start=start)
+                for layer in range(self.model.layers):
+                    change = self.changes.get(layer)
+                    if prefill and change is not None and change.residual is not None:
+                        x = change.residual   # an edited layer input: the prompt's rows
+                    x = self.model.layer(layer, x, run)
+                self.cache.length = start + len(ids)
+                return self.behaviour.logits(x[-1:])[0], torch.stack(run.last_rows)
+        finally:
+            if threads is not None:
+                torch.set_num_threads(threads)
+
+    # ---- what the user does ----------------------------------------------------------------
+
+    @property
+    def logits(self) -> torch.Tensor:
+        """The next-token logits after the text so far (vocabulary,)."""
+        return self._logits[-1]
+
+    @property
+    def length(self) -> int:
+        return len(self.ids)
+
+    def cache_size(self) -> tuple[int, int]:
+        """(numbers, bytes) the KV cache holds: layers × 2 × K/V heads × n × d_k, float32."""
+        numbers = self.cache.numbers()
+        return numbers, numbers * 4
+
+    def step(self, token_id: int | None = None) -> Step:
+        """Append one token (the sampling's pick, or ``token_id``) and run it through the model."""
+        n = len(self.ids)
+        limit = self.loaded.max_positions
+        if n >= limit:
+            raise ModelError(f"the text is {n} tokens long, the most {self.loaded.source.label} reads")
+        vocabulary = self.logits.shape[0]
+        if token_id is None:
+            token_id = self.sampling.pick(self.logits, n)
+        elif isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)) or not 0 <= token_id < vocabulary:
+            raise ModelError(f"token {token_id} is not in the vocabulary (ids 0..{vocabulary - 1})")
+        token_id = int(token_id)
+        scores = _scores(self.logits)
+        top = self.behaviour._top(scores, TOP)
+        logits, rows = self._forward([token_id], n)
+        self.ids.append(token_id)
+        self._logits.append(logits)
+        numbers, size = self.cache_size()
+        step = Step(token_id, self.behaviour.token(token_id), n, top, float(scores[1][token_id]),
+                    rows.numpy(), numbers, size, token_id in self.stop)
+        self.steps.append(step)
+        return step
+
+    def run(self, count: int, progress=None, cancelled=None) -> list[Step]:
+        """Up to ``count`` steps; a stop token or the model's last position ends the run early.
+        ``progress(done, count, step)`` after each; ``cancelled()`` asked before each."""
+        out = []
+        for i in range(count):
+            if cancelled is not None and cancelled():
+                from .sources import Cancelled
+
+                raise Cancelled()
+            if len(self.ids) >= self.loaded.max_positions:
+                break
+            out.append(self.step())
+            if progress is not None:
+                progress(i + 1, count, out[-1])
+            if out[-1].stop:
+                break
+        return out
+
+    def back(self) -> Step:
+        """Remove the last appended token: the cache is cut back to the text before it."""
+        if not self.steps:
+            raise ModelError("nothing to take back: the text is the prompt")
+        self.ids.pop()
+        self._logits.pop()
+        self.cache.length = len(self.ids)
+        return self.steps.pop()
+
+    def text(self) -> str:
+        """The prompt and the generated tokens as the tokenizer writes them."""
+        return self.loaded.tokenizer.decode(self.ids)
+
+    def generated_text(self) -> str:
+        return self.loaded.tokenizer.decode(self.ids[self.prompt_length:])

@@ -1,0 +1,208 @@
+"""Step through generation (models/generation.py) against transformers' ``generate`` and against
+a full recompute of the whole text: greedy ids, each step's logits, the KV cache, Back, seeded
+sampling, stop tokens and the interventions in force."""
+
+import numpy as np
+import pytest
+import torch
+
+from attnexplorer.models import load_model
+from attnexplorer.models.forward import family, forward, forward_from
+from attnexplorer.models.generation import Generation, Sampling
+from attnexplorer.models.interventions import Behaviour, Interventions
+from attnexplorer.models.sources import ModelError
+
+TEXT = "The dog fetched the ball"
+TOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def long_gpt2(tmp_path_factory):
+    """A tiny random GPT-2 with room for the prompt and 32 new tokens (the shared one has 32 positions)."""
+    from conftest import _bytelevel_tokenizer, _randomise, _save
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tokenizer = _bytelevel_tokenizer("<|endoftext|>")
+    config = GPT2Config(vocab_size=len(tokenizer), n_embd=24, n_layer=3, n_head=4, n_positions=64,
+                        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
+    model = GPT2LMHeadModel(config)
+    _randomise(model, 9, scale=0.15)   # smaller weights than the shared models': 7 different tokens in 32, not a loop of 2
+    return _save(tmp_path_factory.mktemp("gen-gpt2"), model, tokenizer)
+
+
+@pytest.fixture(scope="module", params=["long_gpt2", "tiny_llama_lm"])
+def decoder(request):
+    folder = request.getfixturevalue(request.param)
+    loaded = load_model(str(folder))
+    return folder, loaded, Behaviour(loaded, loaded.run(TEXT))
+
+
+def _full_logits(behaviour, ids, changes=None):
+    """The last position's logits from the whole text, recomputed from its embeddings."""
+    b = behaviour
+    with torch.no_grad():
+        x = family(b.kind, b.loaded.config, b.loaded.weights).embed(torch.tensor(ids))
+    after, _ = forward_from(b.kind, b.loaded.config, b.loaded.weights, 0, x, changes=changes or {})
+    return b.logits(after[-1][-1:])[0]
+
+
+def test_greedy_ids_equal_transformers_generate(decoder):
+    from transformers import AutoModelForCausalLM
+
+    folder, loaded, behaviour = decoder
+    reference = AutoModelForCausalLM.from_pretrained(str(folder), attn_implementation="eager",
+                                                     dtype=torch.float32).eval()
+    reference.generation_config.eos_token_id = None   # 32 tokens whatever they are
+    prompt = list(behaviour.run.ids)
+    with torch.no_grad():
+        expected = reference.generate(torch.tensor([prompt]), max_new_tokens=32, do_sample=False,
+                                      pad_token_id=0)[0].tolist()
+    generation = Generation(behaviour, stop=())
+    steps = generation.run(32)
+    assert len(steps) == 32
+    assert generation.ids == expected
+    assert len(set(generation.ids[len(prompt):])) > 3   # not one token repeated: the test can tell
+
+
+def test_each_step_is_a_full_recompute(decoder):
+    _folder, loaded, behaviour = decoder
+    generation = Generation(behaviour, stop=())
+    assert torch.allclose(generation.logits, _full_logits(behaviour, generation.ids), atol=TOL, rtol=0)
+    for _ in range(12):
+        step = generation.step()
+        assert torch.max(torch.abs(generation.logits - _full_logits(behaviour, generation.ids))) < TOL
+    # the last step's attention row is the last row of the whole text's weights
+    whole = forward(behaviour.kind, loaded.config, loaded.weights, generation.ids).attentions
+    assert step.attention.shape == (loaded.num_layers, loaded.num_heads, len(generation.ids))
+    assert np.abs(step.attention - whole[:, :, -1].numpy()).max() < 1e-5
+    assert np.allclose(step.attention.sum(-1), 1.0, atol=1e-5)
+
+
+def test_cache_size_grows_and_back_cuts_it(decoder):
+    _folder, loaded, behaviour = decoder
+    generation = Generation(behaviour, stop=())
+    n = generation.length
+    per_token = loaded.num_layers * 2 * loaded.num_kv_heads * loaded.head_dim
+    assert generation.cache_size() == (per_token * n, per_token * n * 4)
+    first = generation.step()
+    second = generation.step()
+    assert (second.cache_numbers, second.cache_bytes) == (per_token * (n + 2), per_token * (n + 2) * 4)
+    k, v = generation.cache.layer(loaded.num_layers - 1, loaded.num_kv_heads - 1)
+    assert k.shape == v.shape == (n + 2, loaded.head_dim)
+    taken = generation.back()
+    assert taken == second and generation.length == n + 1 and generation.cache_size()[0] == per_token * (n + 1)
+    assert torch.max(torch.abs(generation.logits - _full_logits(behaviour, generation.ids))) < TOL
+    # taking it again gives the same token and numbers (the cache past the cut is overwritten)
+    again = generation.step()
+    assert again.token_id == second.token_id
+    assert np.abs(again.attention - second.attention).max() < 1e-6
+    assert generation.back() == again and generation.back() == first
+    with pytest.raises(ModelError, match="nothing to take back"):
+        generation.back()
+
+
+def test_a_given_token_is_appended(decoder):
+    _folder, loaded, behaviour = decoder
+    generation = Generation(behaviour, stop=())
+    step = generation.step(7)
+    assert step.token_id == 7 and generation.ids[-1] == 7
+    assert step.top[0]["id"] == int(torch.argmax(generation._logits[-2]))
+    with pytest.raises(ModelError, match="not in the vocabulary"):
+        generation.step(10**6)
+
+
+def test_a_seeded_sample_reproduces(decoder):
+    _folder, _loaded, behaviour = decoder
+    sampling = Sampling(greedy=False, temperature=1.5, top_k=50, top_p=0.95, seed=11)
+    runs = [Generation(behaviour, sampling=sampling, stop=()).run(16) for _ in range(2)]
+    assert [s.token_id for s in runs[0]] == [s.token_id for s in runs[1]]
+    other = Generation(behaviour, sampling=Sampling(greedy=False, temperature=1.5, seed=12), stop=()).run(16)
+    greedy = Generation(behaviour, stop=()).run(16)
+    assert [s.token_id for s in runs[0]] != [s.token_id for s in greedy] or \
+        [s.token_id for s in other] != [s.token_id for s in greedy]
+
+
+def test_top_k_one_is_greedy_and_top_p_keeps_the_likeliest():
+    logits = torch.tensor([0.0, 3.0, 1.0, 2.9])
+    for seed in range(20):
+        assert Sampling(greedy=False, top_k=1, seed=seed).pick(logits, 5) == 1
+        assert Sampling(greedy=False, top_p=0.01, seed=seed).pick(logits, 5) == 1
+        assert Sampling(greedy=False, top_k=2, seed=seed).pick(logits, 5) in (1, 3)
+    drawn = {Sampling(greedy=False, seed=s).pick(logits, 5) for s in range(200)}
+    assert drawn == {0, 1, 2, 3}
+    for bad in (dict(temperature=0), dict(top_k=0), dict(top_p=1.5), dict(seed=-1)):
+        with pytest.raises(ModelError):
+            Sampling(greedy=False, **bad)
+
+
+def test_a_stop_token_ends_the_run(decoder):
+    _folder, _loaded, behaviour = decoder
+    free = Generation(behaviour, stop=()).run(8)
+    stop = free[3].token_id
+    first = next(i for i, s in enumerate(free) if s.token_id == stop)
+    stopped = Generation(behaviour, stop=(stop,)).run(8)
+    assert len(stopped) == first + 1 and stopped[-1].stop and stopped[-1].token_id == stop
+
+
+@pytest.mark.parametrize("kind", ["zero", "mean"])
+def test_ablations_stay_in_force(decoder, kind):
+    _folder, loaded, behaviour = decoder
+    interventions = Interventions().with_ablation(1, 2, kind).with_ablation(0, 0, kind)
+    generation = Generation(behaviour, interventions, stop=())
+    plain = Generation(behaviour, stop=())
+    for _ in range(6):
+        generation.step()
+        plain.step()
+    # the held means are the prompt's: the recompute uses the same changes
+    changes = generation.changes
+    assert torch.max(torch.abs(generation.logits - _full_logits(behaviour, generation.ids, changes))) < TOL
+    assert torch.max(torch.abs(generation.logits - _full_logits(behaviour, generation.ids))) > 1e-3
+    if kind == "mean":
+        # the mean is over the prompt's positions, as predict's mean ablation on the prompt
+        prompt = Generation(behaviour, interventions, stop=())
+        with torch.no_grad():
+            residual = behaviour.residuals(interventions)[-1]
+        assert torch.max(torch.abs(prompt.logits - behaviour.logits(residual[-1:])[0])) < TOL
+
+
+def test_an_edited_layer_stays_in_force(decoder):
+    from attnexplorer.io.session_file import session_from_dict
+
+    _folder, loaded, behaviour = decoder
+    parts = loaded.layer_parts(behaviour.run, 1)
+    parts["heads"][0]["W_q"] = np.asarray(parts["heads"][0]["W_q"], dtype=np.float32) * 2.0
+    parts["W_o"] = np.asarray(parts["W_o"], dtype=np.float32) * 0.5
+    interventions = Interventions().with_edit(1, session_from_dict(parts, "edited"))
+    generation = Generation(behaviour, interventions, stop=())
+    generation.run(5)
+    changes = behaviour.changes(behaviour.effective(interventions))
+    assert torch.max(torch.abs(generation.logits - _full_logits(behaviour, generation.ids, changes))) < TOL
+    assert torch.max(torch.abs(generation.logits - _full_logits(behaviour, generation.ids))) > 1e-4
+
+
+def test_what_generation_cannot_follow_is_refused(decoder, tiny_bert_mlm):
+    _folder, loaded, behaviour = decoder
+    with pytest.raises(ModelError, match="patched head"):
+        Generation(behaviour, Interventions(patch_text=TEXT).with_ablation(0, 0, "patch"))
+    bert = load_model(str(tiny_bert_mlm))
+    with pytest.raises(ModelError, match="not a decoder"):
+        Generation(Behaviour(bert, bert.run("the dog")))
+
+
+@pytest.mark.slow
+def test_smollm2_greedy_equals_transformers(smollm2, model_cache):
+    from transformers import AutoModelForCausalLM
+
+    from attnexplorer.models.sources import gguf_cache_folder
+
+    behaviour = Behaviour(smollm2, smollm2.run("The capital of France is"))
+    generation = Generation(behaviour, stop=())
+    generation.run(20)
+    reference = AutoModelForCausalLM.from_pretrained(str(gguf_cache_folder(smollm2.source)), attn_implementation="eager",
+                                                     dtype=torch.float32).eval()
+    reference.generation_config.eos_token_id = None
+    with torch.no_grad():
+        expected = reference.generate(torch.tensor([list(behaviour.run.ids)]), max_new_tokens=20, do_sample=False,
+                                      pad_token_id=0)[0].tolist()
+    assert generation.ids == expected
+    assert torch.max(torch.abs(generation.logits - _full_logits(behaviour, generation.ids))) < TOL
