@@ -1,5 +1,5 @@
 """Command line: ``attnexplorer [SESSION | --preset NAME]``, ``export``, ``fit``, ``presets``, ``bench``,
-``import-model``, ``predict``, ``export-model``, ``lesson``.
+``import-model``, ``predict``, ``generate``, ``export-model``, ``lesson``.
 
 The parsers are ``commands/arguments.py``. Only argparse is imported at module level so that
 ``attnexplorer --help`` is instant; each command imports what it needs (torch, Qt) when it
@@ -13,10 +13,10 @@ from __future__ import annotations
 import sys
 
 from .commands.arguments import (UsageError, build_bench_parser, build_export_model_parser, build_export_parser,
-                                build_fit_parser, build_import_model_parser, build_lesson_parser, build_parser,
-                                build_predict_parser, build_presets_parser)
+                                build_fit_parser, build_generate_parser, build_import_model_parser,
+                                build_lesson_parser, build_parser, build_predict_parser, build_presets_parser)
 
-SUBCOMMANDS = ("export", "fit", "presets", "bench", "import-model", "predict", "export-model", "lesson")
+SUBCOMMANDS = ("export", "fit", "presets", "bench", "import-model", "predict", "generate", "export-model", "lesson")
 
 
 def _fail(message: str) -> int:
@@ -71,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
                 from .commands.predict import run_predict
 
                 return run_predict(build_predict_parser().parse_args(rest))
+            if command == "generate":
+                from .commands.generate import run_generate
+
+                return run_generate(build_generate_parser().parse_args(rest))
             if command == "export-model":
                 from .commands.predict import run_export_model
 

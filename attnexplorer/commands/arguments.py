@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Explore transformer self-attention by hand. Commands: "
         "export (write matrices and figures with no window), fit (learn W_q, W_k toward a target pattern), "
         "presets (list presets), bench (measure speed), import-model (a real model's layer as a session), "
-        "predict (a real model's prediction with ablations and edits), export-model (save the edited model), "
+        "predict (a real model's prediction with ablations and edits), generate (a decoder writes on, token by "
+        "token from its KV cache), export-model (save the edited model), "
         "lesson (a lesson's steps, or its handout as PDF, beamer or Markdown). "
         "Run `attnexplorer COMMAND --help` for each.",
     )
@@ -151,14 +152,20 @@ def build_import_model_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _add_intervention_args(p: argparse.ArgumentParser) -> None:
+def _add_intervention_args(p: argparse.ArgumentParser, patch: bool = True) -> None:
     p.add_argument("model", metavar="MODEL",
                    help="minilm, smollm2, a folder in Hugging Face layout or a .gguf file")
     p.add_argument("--ablate", metavar="L.H[,L.H…]", help="heads to ablate, e.g. 0.0,17.4 (layer.head)")
-    p.add_argument("--ablation", choices=("zero", "mean", "patch"), default="zero",
-                   help="zero (the head's output is 0, default), mean (its mean over the text's positions) or "
-                        "patch (its output on --patch-text)")
-    p.add_argument("--patch-text", metavar="TEXT2", help="the second text, of the same token length, for --ablation patch")
+    if patch:
+        p.add_argument("--ablation", choices=("zero", "mean", "patch"), default="zero",
+                       help="zero (the head's output is 0, default), mean (its mean over the text's positions) or "
+                            "patch (its output on --patch-text)")
+        p.add_argument("--patch-text", metavar="TEXT2",
+                       help="the second text, of the same token length, for --ablation patch")
+    else:
+        p.add_argument("--ablation", choices=("zero", "mean"), default="zero",
+                       help="zero (the head's output is 0, default) or mean (its mean over the prompt's positions, "
+                            "held for the new tokens)")
     p.add_argument("--layer", type=int, action="append", metavar="L",
                    help="the layer --session edits (repeatable, one per --session)")
     p.add_argument("--session", action="append", metavar="EDITED.json",
@@ -178,6 +185,25 @@ def build_predict_parser() -> argparse.ArgumentParser:
     p.add_argument("--versus", metavar="TOKEN", help='a second token: the logit difference target − versus, e.g. " John"')
     p.add_argument("--logit-lens", action="store_true", help="every layer's residual through the final norm and unembedding")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    return p
+
+
+def build_generate_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="attnexplorer generate",
+               description="A decoder (GPT-2, Llama-family) writes on from a text one token at a time from its KV "
+               "cache, with head ablations and edited layers in force: the text grows on stdout, progress on "
+               "stderr; --json the tokens and each step's top 5, --trace each step's attention rows.")
+    _add_intervention_args(p, patch=False)
+    p.add_argument("--text", required=True, help="the prompt the model writes on from")
+    p.add_argument("--steps", type=int, required=True, metavar="N", help="how many tokens to add (a stop token ends sooner)")
+    p.add_argument("--greedy", action="store_true", help="always the most likely token (the default)")
+    p.add_argument("--temperature", type=float, metavar="T", help="sample at this temperature (> 0; default 1)")
+    p.add_argument("--top-k", type=int, metavar="K", help="sample among the K most likely tokens")
+    p.add_argument("--top-p", type=float, metavar="P", help="sample among the likeliest tokens whose probability reaches P")
+    p.add_argument("--seed", type=int, metavar="S", help="the sampling's seed (default 0): the same seed, the same text")
+    p.add_argument("--json", action="store_true", help="print the ids, pieces and each step's top 5 as JSON")
+    p.add_argument("--trace", metavar="OUT.npz",
+                   help="write each step's attention rows (steps × layers × heads × keys) and the cache sizes")
     return p
 
 

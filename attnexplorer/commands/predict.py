@@ -41,9 +41,10 @@ def _check_first(args) -> None:
     text = getattr(args, "text", None)
     if text is not None and not text.strip():
         raise ModelError("--text is empty: give the sentence the model should read")
-    if args.ablation == "patch" and not (args.patch_text or "").strip():
+    patch_text = getattr(args, "patch_text", None)   # generate has no patched heads
+    if args.ablation == "patch" and not (patch_text or "").strip():
         raise ModelError("--ablation patch needs --patch-text: the second text a patched head takes its output from")
-    if args.patch_text is not None and args.ablation != "patch":
+    if patch_text is not None and args.ablation != "patch":
         raise ModelError("--patch-text is only for --ablation patch")
 
 
@@ -71,7 +72,7 @@ def _interventions(args, behaviour, sessions):
     from ..models.interventions import Interventions, parse_heads
 
     loaded = behaviour.loaded
-    interventions = Interventions(patch_text=args.patch_text)
+    interventions = Interventions(patch_text=getattr(args, "patch_text", None))
     if args.ablate:
         for layer, head in parse_heads(args.ablate, loaded.num_layers, loaded.num_heads, loaded.source.label):
             interventions = interventions.with_ablation(layer, head, args.ablation)

@@ -158,6 +158,20 @@ def tiny_gpt2_lm(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def long_gpt2_lm(tmp_path_factory):
+    """A tiny random GPT-2 LM with room for a prompt and 32 new tokens (generation), its weights
+    small enough that greedy decoding wanders (7 different tokens in 32) instead of looping on 2."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tokenizer = _bytelevel_tokenizer("<|endoftext|>")
+    config = GPT2Config(vocab_size=len(tokenizer), n_embd=24, n_layer=3, n_head=4, n_positions=64,
+                        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
+    model = GPT2LMHeadModel(config)
+    _randomise(model, 9, scale=0.15)
+    return _save(tmp_path_factory.mktemp("long-gpt2-lm"), model, tokenizer)
+
+
+@pytest.fixture(scope="session")
 def tiny_llama_lm(tmp_path_factory):
     from transformers import LlamaConfig, LlamaForCausalLM
 

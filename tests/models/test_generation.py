@@ -16,21 +16,7 @@ TEXT = "The dog fetched the ball"
 TOL = 1e-4
 
 
-@pytest.fixture(scope="module")
-def long_gpt2(tmp_path_factory):
-    """A tiny random GPT-2 with room for the prompt and 32 new tokens (the shared one has 32 positions)."""
-    from conftest import _bytelevel_tokenizer, _randomise, _save
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    tokenizer = _bytelevel_tokenizer("<|endoftext|>")
-    config = GPT2Config(vocab_size=len(tokenizer), n_embd=24, n_layer=3, n_head=4, n_positions=64,
-                        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
-    model = GPT2LMHeadModel(config)
-    _randomise(model, 9, scale=0.15)   # smaller weights than the shared models': 7 different tokens in 32, not a loop of 2
-    return _save(tmp_path_factory.mktemp("gen-gpt2"), model, tokenizer)
-
-
-@pytest.fixture(scope="module", params=["long_gpt2", "tiny_llama_lm"])
+@pytest.fixture(scope="module", params=["long_gpt2_lm", "tiny_llama_lm"])
 def decoder(request):
     folder = request.getfixturevalue(request.param)
     loaded = load_model(str(folder))
