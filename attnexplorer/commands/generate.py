@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..models.sources import ModelError, resolve
-from .predict import _check_first, _interventions, _open, _session_text, _sessions
+from ..models.sources import ModelError
+from .predict import _check_first, open_with_interventions
 
 SAMPLING_ARGS = ("temperature", "top_k", "top_p", "seed")
 
@@ -71,12 +71,7 @@ def run_generate(args) -> int:
         raise ModelError(f"--steps {args.steps}: give a whole number ≥ 1")
     sampling = _sampling(args)
     _check_trace(args.trace)
-    sessions = _sessions(args)
-    resolve(args.model)
-    if sessions:
-        _session_text(sessions, args.model, args.text)   # a file of another layer is refused here
-    behaviour = _open(args, args.text)
-    interventions = _interventions(args, behaviour, sessions)
+    behaviour, interventions = open_with_interventions(args)
     generation = Generation(behaviour, interventions, sampling)
     loaded = behaviour.loaded
     edits = ", ".join(interventions.describe())

@@ -93,18 +93,24 @@ def _open(args, text: str):
     return Behaviour(loaded, loaded.run(text))
 
 
+def open_with_interventions(args):
+    """The model run on --text and the interventions the arguments give (``predict`` and
+    ``generate``): the session files are read and checked before the model is opened."""
+    sessions = _sessions(args)
+    resolve(args.model)
+    if sessions:
+        _session_text(sessions, args.model, args.text)   # a file of another layer is refused here
+    behaviour = _open(args, args.text)
+    return behaviour, _interventions(args, behaviour, sessions)
+
+
 def run_predict(args) -> int:
     _check_first(args)
     if args.top < 1:
         raise ModelError(f"--top {args.top}: give a whole number ≥ 1")
     if args.versus is not None and args.target is None:
         raise ModelError("--versus needs --target: the logit difference is target − versus")
-    sessions = _sessions(args)
-    resolve(args.model)
-    if sessions:
-        _session_text(sessions, args.model, args.text)   # a file of another layer is refused here
-    behaviour = _open(args, args.text)
-    interventions = _interventions(args, behaviour, sessions)
+    behaviour, interventions = open_with_interventions(args)
     result = behaviour.predict(interventions, args.position, args.top, args.target, args.versus, args.logit_lens)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=1))
