@@ -1,5 +1,5 @@
 """Command line: ``attnexplorer [SESSION | --preset NAME]``, ``export``, ``fit``, ``presets``, ``bench``,
-``import-model``, ``predict``, ``generate``, ``export-model``, ``lesson``.
+``import-model``, ``predict``, ``generate``, ``export-model``, ``lesson``, ``heads``.
 
 The parsers are ``commands/arguments.py``. Only argparse is imported at module level so that
 ``attnexplorer --help`` is instant; each command imports what it needs (torch, Qt) when it
@@ -13,10 +13,11 @@ from __future__ import annotations
 import sys
 
 from .commands.arguments import (UsageError, build_bench_parser, build_export_model_parser, build_export_parser,
-                                build_fit_parser, build_generate_parser, build_import_model_parser,
+                                build_fit_parser, build_generate_parser, build_heads_parser, build_import_model_parser,
                                 build_lesson_parser, build_parser, build_predict_parser, build_presets_parser)
 
-SUBCOMMANDS = ("export", "fit", "presets", "bench", "import-model", "predict", "generate", "export-model", "lesson")
+SUBCOMMANDS = ("export", "fit", "presets", "bench", "import-model", "predict", "generate", "export-model", "lesson",
+               "heads")
 
 
 def _fail(message: str) -> int:
@@ -79,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
                 from .commands.predict import run_export_model
 
                 return run_export_model(build_export_model_parser().parse_args(rest))
+            if command == "heads":
+                from .commands.heads import run_heads
+
+                return run_heads(build_heads_parser().parse_args(rest))
             if command == "lesson":
                 from .commands.lesson import run_lesson
 

@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
         "presets (list presets), bench (measure speed), import-model (a real model's layer as a session), "
         "predict (a real model's prediction with ablations and edits), generate (a decoder writes on, token by "
         "token from its KV cache), export-model (save the edited model), "
-        "lesson (a lesson's steps, or its handout as PDF, beamer or Markdown). "
+        "lesson (a lesson's steps, or its handout as PDF, beamer or Markdown), "
+        "heads (which heads do what: scores and attribution). "
         "Run `attnexplorer COMMAND --help` for each.",
     )
     p.add_argument("session_file", nargs="?", metavar="SESSION", help="a session file to open")
@@ -204,6 +205,27 @@ def build_generate_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the ids, pieces and each step's top 5 as JSON")
     p.add_argument("--trace", metavar="OUT.npz",
                    help="write each step's attention rows (steps × layers × heads × keys) and the cache sizes")
+    return p
+
+
+def build_heads_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="attnexplorer heads",
+               description="Which heads do what: a score per layer and head (previous-token, first-token, self, "
+               "window, duplicate-token, induction, a pattern) and optionally each head's direct logit attribution "
+               "or the effect of ablating it, one CSV row per head. See the README's 'Which heads do what'.")
+    p.add_argument("model", metavar="MODEL", help="minilm, smollm2, a folder in Hugging Face layout or a .gguf file")
+    p.add_argument("--text", help="the text the model reads")
+    p.add_argument("--probe", metavar="repeated:N[:SEED]",
+                   help="N random tokens then the same N again (a BOS first when the model uses one)")
+    p.add_argument("--text-file", metavar="F", help="a UTF-8 file holding the text")
+    p.add_argument("--scores", metavar="LIST", help="comma-separated: previous-token, first-token, self, window:W, "
+                   "duplicate-token, induction, pattern:FILE.npy (default: all but pattern, window:3)")
+    p.add_argument("--attribution", metavar="KIND", help="dla, ablate:zero or ablate:mean")
+    p.add_argument("--target", metavar="TOKEN", help='the token whose logit is attributed, e.g. " Mary"')
+    p.add_argument("--versus", metavar="TOKEN", help='a second token: the logit difference target − versus')
+    p.add_argument("--position", type=int, metavar="P", help="the position predicting it (default: the last)")
+    p.add_argument("--out", required=True, metavar="SCORES.csv", help="the CSV file to write")
+    p.add_argument("--json", action="store_true", help="also print the rows as a JSON list of objects")
     return p
 
 

@@ -120,12 +120,15 @@ class _Layers:
     ``changes`` (layer → ``LayerChange``) are an intervention's; ``record`` False (a run that
     only wants the output, as an intervention's does) keeps no weights, outputs or thumbnails;
     ``capture`` names layers whose heads' outputs (n × H·d_v, before the output projection)
-    are kept in ``contexts`` (the source of a patch).
+    are kept in ``contexts`` (the source of a patch). ``observe(layer, first_row, weights)``
+    sees every layer's weights as they are made, (H, rows, keys) from query row ``first_row``
+    on (a long text: one block of rows at a time; a causal block's keys stop at its last row):
+    how head scores are computed during a long run with nothing n × n kept.
     """
 
     def __init__(self, layers: int, keep: bool, progress=None, cancelled=None, *, changes=None,
-                 record: bool = True, capture=()):
-        self.layers, self.keep, self.record = layers, keep, record
+                 record: bool = True, capture=(), observe=None):
+        self.layers, self.keep, self.record, self.observe = layers, keep, record, observe
         self.progress, self.cancelled = progress, cancelled
         self.changes: Mapping[int, LayerChange] = changes or {}
         self.capture = frozenset(capture)
@@ -164,6 +167,8 @@ class _Layers:
             blocked = change.blocked
         if self.keep or (not self.record and (blocked is not None or q.shape[0] * q.shape[1] ** 2 * 4 <= self.block_bytes)):
             weights, context = _attend(q, k, v, scaling, causal, blocked)
+            if self.observe is not None:
+                self.observe(layer, 0, weights)
             if self.record:
                 self.weights.append(weights)
             return context
@@ -213,6 +218,8 @@ class _Layers:
             block = attention_block(q[:, r0:r1], k[:, :width], v[:, :width], factor=scaling, causal=causal,
                                     key_offset=r0, log_sum_exp=True)
             weights = block.weights
+            if self.observe is not None:
+                self.observe(layer, r0, weights)
             self.log_sum_exp[layer, :, r0:r1] = block.log_sum_exp
             context[:, r0:r1] = block.output
             pooled = pool_rows(weights, None, f, f, "weights", "max")
@@ -424,11 +431,11 @@ def _threads(tokens: int):
 
 
 def forward(kind: str, config: Any, weights: Mapping[str, torch.Tensor], ids: list[int], *,
-            keep_attentions: bool = True, progress=None, cancelled=None) -> Forward:
+            keep_attentions: bool = True, progress=None, cancelled=None, observe=None) -> Forward:
     """Run the model on one sequence of token ids (no batch), without gradients.
 
     ``keep_attentions=False`` (a long text) keeps pooled thumbnails and log Σ exp per query
-    instead of every n × n; ``progress(layer, layers)`` and ``cancelled()`` as for ``_Layers``.
+    instead of every n × n; ``progress(layer, layers)``, ``cancelled()`` and ``observe`` as for ``_Layers``.
     The result's ``final`` is the residual stream after the last layer (every layer's MLP
     included), from which ``logits`` makes the model's prediction.
     """
@@ -436,7 +443,7 @@ def forward(kind: str, config: Any, weights: Mapping[str, torch.Tensor], ids: li
     try:
         with torch.no_grad():
             model = family(kind, config, weights)
-            run = _Layers(model.layers, keep_attentions, progress, cancelled)
+            run = _Layers(model.layers, keep_attentions, progress, cancelled, observe=observe)
             x = model.embed(torch.tensor(ids, dtype=torch.long))
             inputs = []
             for layer in range(model.layers):

@@ -81,6 +81,12 @@ class TransformersTokenizer:
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
 
+    def special_ids(self) -> set[int]:
+        """The ids of special tokens (BOS, EOS, [CLS], padding…): a random probe leaves them out."""
+        added = getattr(self.tokenizer, "added_tokens_decoder", {}) or {}
+        return {int(i) for i in self.tokenizer.all_special_ids} | {int(i) for i, t in added.items()
+                                                                     if getattr(t, "special", False)}
+
 
 # The files a tokenizer is built from: a folder with none of them has no tokenizer, and
 # transformers then fails with a message that names none of them (or builds one that gives

@@ -146,15 +146,23 @@ class LoadedModel:
         """Whether a text of ``tokens`` tokens runs without keeping every n × n (``DENSE_RUN_BYTES``)."""
         return self.num_layers * self.num_heads * tokens * tokens * 4 > DENSE_RUN_BYTES
 
-    def run(self, text: str, progress: Progress | None = None, cancelled: Callable[[], bool] | None = None) -> ModelRun:
+    def run(self, text: str, progress: Progress | None = None, cancelled: Callable[[], bool] | None = None,
+            observe=None) -> ModelRun:
         """Run the model once on ``text`` (no gradients).
 
         A long text (``is_long``) always runs through attnexplorer's own forward, a block of
         rows at a time, whichever way the model was opened: transformers' eager attention would
         keep every layer's n × n. ``progress(fraction, message)`` is called as each layer starts
         and ``cancelled()`` asked there (``Cancelled`` raised), for a long text between blocks too.
+        ``observe(layer, first_row, weights)`` sees every layer's attention weights as they are
+        made (``forward._Layers``; through transformers, each layer's whole weights after the run).
         """
         ids, pieces = self.tokenize(text)
+        return self.run_ids(ids, pieces, text, progress, cancelled, observe)
+
+    def run_ids(self, ids: list[int], pieces: list[str], text: str, progress: Progress | None = None,
+                cancelled: Callable[[], bool] | None = None, observe=None) -> ModelRun:
+        """``run`` on token ids given as they are (a probe of random tokens), ``text`` naming them."""
         say = progress or (lambda _f, _m: None)
         long = self.is_long(len(ids))
 
@@ -171,10 +179,12 @@ class LoadedModel:
                 if long and self.engine != OWN:
                     self._check_own_forward(len(ids))
                 result = forward(self.family.name, self.config, self.weights, ids, keep_attentions=not long,
-                                 progress=layer_progress, cancelled=cancelled)
+                                 progress=layer_progress, cancelled=cancelled, observe=observe)
             else:
                 _check(cancelled)
                 result = self.forward(ids)
+                for layer, weights in enumerate(result.attentions if observe is not None else ()):
+                    observe(layer, 0, weights.float())
         except ModelError:
             raise
         except RuntimeError as err:   # weights whose shapes do not fit the config

@@ -227,6 +227,10 @@ class NativeTokenizer:
         """The text of ``ids``, special tokens written out (a generated text as it reads)."""
         return self._tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
 
+    def special_ids(self) -> set[int]:
+        """The ids of special tokens (BOS, EOS, [CLS], padding…): a random probe leaves them out."""
+        return {int(i) for i, token in self._tokenizer.get_added_tokens_decoder().items() if token.special}
+
 
 def _tokenizer_config(folder: Path) -> dict:
     path = folder / "tokenizer_config.json"

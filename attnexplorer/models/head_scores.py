@@ -1,0 +1,210 @@
+"""Which heads do what: a score per layer × head from the attention weights, Qt-free.
+
+Every score is the weight a head puts on a target set of keys, averaged over query rows:
+
+    score = Σ_i∈R Σ_j A_ij · D_ij / |R|
+
+with ``A`` the head's weights and ``D`` the score's detection pattern (1 on the target keys).
+For the head-detector scores ``R`` is every query row and ``|R|`` is Σ_ij A_ij (= n when every
+row sums to 1): exactly TransformerLens's ``detect_head`` with ``error_measure="mul"`` and its
+defaults, so a user can check ours against theirs.
+
+- ``previous-token``: D_ij = 1 when j = i − 1 (the first row has no target);
+- ``first-token``: j = 0 (an attention sink);
+- ``self``: j = i (TransformerLens's ``current_token``);
+- ``window:W``: i − W < j ≤ i (the keys the window mask W allows);
+- ``duplicate-token``: j < i and token j = token i (every earlier copy);
+- ``induction``: on a ``repeated:N`` probe, TransformerLens's induction score: ``R`` the N
+  query rows of the repeat, D the token just after the query's earlier copy (j = i − N + 1),
+  divided by N; on any other text its head detector's induction pattern (1 ≤ j ≤ i and token
+  j − 1 = token i), divided by Σ A;
+- ``pattern:FILE.npy``: 1 − the mean over the rows of the total-variation distance to a target
+  (n × n): 1 − (1/n) Σ_i ½ Σ_j |A_ij − T_ij|.
+
+``HeadScores`` is called with one block of query rows at a time (``observe`` of the forward:
+``LoadedModel.run(observe=…)``), so a long text is scored during its forward with nothing n × n
+kept per head; a causal block's keys may stop at its last row (the later ones weigh 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .sources import ModelError
+
+BUILT_IN = ("previous-token", "first-token", "self", "window", "duplicate-token", "induction")
+DEFAULT = "previous-token,first-token,self,window:3,duplicate-token,induction"
+
+
+@dataclass(frozen=True)
+class Score:
+    kind: str
+    width: int | None = None          # window:W
+    path: str | None = None           # pattern:FILE.npy
+    target: np.ndarray | None = None  # the pattern (n × n), read from path
+
+    @property
+    def name(self) -> str:
+        if self.kind == "window":
+            return f"window:{self.width}"
+        if self.kind == "pattern":
+            return f"pattern:{Path(self.path).name}"
+        return self.kind
+
+
+def parse_scores(text: str) -> list[Score]:
+    """``"previous-token,window:3,pattern:t.npy"`` → Scores; ModelError naming a bad one."""
+    out: list[Score] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        kind, colon, arg = part.partition(":")
+        if kind == "window":
+            if not arg.strip().isdigit() or int(arg) < 1:
+                raise ModelError(f"--scores {part!r}: give the window as window:W with W a whole number ≥ 1")
+            out.append(Score("window", width=int(arg)))
+        elif kind == "pattern":
+            out.append(_pattern(arg.strip(), part))
+        elif kind in BUILT_IN and not colon:
+            out.append(Score(kind))
+        else:
+            raise ModelError(f"unknown score {part!r}: choose previous-token, first-token, self, window:W, "
+                             "duplicate-token, induction or pattern:FILE.npy")
+    names = [s.name for s in out]
+    if len(set(names)) != len(names):
+        raise ModelError(f"--scores names {next(n for n in names if names.count(n) > 1)} twice")
+    return out
+
+
+def _pattern(path: str, part: str) -> Score:
+    if not path:
+        raise ModelError(f"--scores {part!r}: give the target as pattern:FILE.npy (an n × n array)")
+    try:
+        target = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise ModelError(f"--scores {part}: no file {path}") from None
+    except (OSError, ValueError) as err:
+        raise ModelError(f"--scores {part}: cannot read {path} as a .npy array ({err})") from None
+    if target.ndim != 2 or target.shape[0] != target.shape[1] or not np.issubdtype(target.dtype, np.number):
+        raise ModelError(f"--scores {part}: the target must be a square (n × n) array of numbers, got {target.shape}")
+    target = target.astype(np.float64)
+    if not np.isfinite(target).all() or (target < 0).any():
+        raise ModelError(f"--scores {part}: the target must hold finite weights ≥ 0")
+    return Score("pattern", path=path, target=target)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A ``repeated:N[:seed]`` probe: ``prefix`` (BOS…), N random ids, the same N again, ``suffix``."""
+
+    ids: tuple[int, ...]
+    repeat: int      # N
+    start: int       # where the first copy starts (after the BOS, when the model uses one)
+    name: str
+
+
+def parse_probe(text: str) -> tuple[int, int]:
+    kind, _, rest = str(text).partition(":")
+    size, _, seed = rest.partition(":")
+    if kind != "repeated" or not size.strip().isdigit() or int(size) < 1 or (seed and not seed.strip().isdigit()):
+        raise ModelError(f"--probe {text!r}: give repeated:N or repeated:N:SEED (N ≥ 1 random tokens, then the "
+                         "same N again)")
+    return int(size), int(seed or 0)
+
+
+def make_probe(loaded, text: str) -> Probe:
+    """N random ids from the vocabulary (special tokens left out), then the same N again, wrapped
+    as the tokenizer wraps a text (a BOS first when the model uses one; BERT's [CLS] … [SEP])."""
+    size, seed = parse_probe(text)
+    tokenizer = loaded.tokenizer
+    vocab = int(loaded.config.vocab_size)
+    special = tokenizer.special_ids()
+    plain = tokenizer.encode_plain("a")
+    wrapped, _ = tokenizer.encode("a")
+    start = next((k for k in range(len(wrapped) - len(plain) + 1) if wrapped[k:k + len(plain)] == plain), 0)
+    prefix, suffix = wrapped[:start], wrapped[start + len(plain):]
+    candidates = np.array([i for i in range(vocab) if i not in special and tokenizer.piece(i)], dtype=np.int64)
+    if len(candidates) == 0:
+        raise ModelError("the vocabulary has no ordinary tokens to make a probe from")
+    total = len(prefix) + 2 * size + len(suffix)
+    limit = min(loaded.max_positions, 8192)
+    if total > limit:
+        raise ModelError(f"--probe {text}: {total} tokens; {loaded.source.label} reads at most {limit}")
+    drawn = np.random.default_rng(seed).choice(candidates, size=size).tolist()
+    return Probe(tuple(prefix + drawn + drawn + suffix), size, start, f"repeated:{size}:{seed}")
+
+
+class HeadScores:
+    """Accumulates every score, layer by layer, from blocks of query rows (``observe``)."""
+
+    def __init__(self, scores: list[Score], ids, layers: int, heads: int, probe: Probe | None = None):
+        import torch
+
+        self.scores, self.probe = scores, probe
+        self.ids = torch.as_tensor(list(ids), dtype=torch.long)
+        n = len(self.ids)
+        for s in scores:
+            if s.kind == "pattern" and s.target.shape != (n, n):
+                raise ModelError(f"--scores {s.name}: the target is {s.target.shape[0]} × {s.target.shape[1]}, "
+                                 f"the text {n} × {n} tokens")
+        self.sums = {s.name: np.zeros((layers, heads)) for s in scores}
+        self.mass = np.zeros((layers, heads))   # Σ A: TransformerLens's denominator
+        self.n = n
+
+    def __call__(self, layer: int, first: int, weights) -> None:
+        import torch
+
+        w = weights.detach().float()
+        heads, rows, keys = w.shape
+        i = torch.arange(first, first + rows)[:, None]
+        j = torch.arange(keys)[None, :]
+        self.mass[layer] += w.sum(dim=(1, 2), dtype=torch.float64).numpy()
+        for s in self.scores:
+            if s.kind == "pattern":
+                target = torch.from_numpy(s.target[first:first + rows])
+                gap = (w.double() - target[:, :keys]).abs().sum(dim=(1, 2)) + target[:, keys:].sum()
+                self.sums[s.name][layer] += 0.5 * gap.numpy()
+                continue
+            mask = self._mask(s, i, j, first, rows, keys)
+            self.sums[s.name][layer] += (w * mask).sum(dim=(1, 2), dtype=torch.float64).numpy()
+
+    def _mask(self, s: Score, i, j, first: int, rows: int, keys: int):
+        ids = self.ids
+        if s.kind == "previous-token":
+            return j == i - 1
+        if s.kind == "first-token":
+            return (j == 0) & (i >= 0)
+        if s.kind == "self":
+            return j == i
+        if s.kind == "window":
+            return (j <= i) & (j > i - s.width)
+        if s.kind == "duplicate-token":
+            return (j < i) & (ids[first:first + rows, None] == ids[None, :keys])
+        # induction
+        if self.probe is not None:
+            p, size = self.probe.start, self.probe.repeat
+            return (i >= p + size) & (i < p + 2 * size) & (j == i - size + 1)
+        before = _previous_ids(ids[:keys])
+        return (j >= 1) & (j <= i) & (ids[first:first + rows, None] == before[None, :])
+
+    def result(self) -> dict[str, np.ndarray]:
+        """Each score's (layers × heads) array."""
+        out = {}
+        for s in self.scores:
+            total = self.sums[s.name]
+            if s.kind == "pattern":
+                out[s.name] = 1.0 - total / self.n
+            elif s.kind == "induction" and self.probe is not None:
+                out[s.name] = total / self.probe.repeat
+            else:
+                out[s.name] = np.divide(total, self.mass, out=np.zeros_like(total), where=self.mass > 0)
+        return out
+
+
+def _previous_ids(ids):
+    """Token j − 1 for each key j (key 0, which has no token before it, gets −1: never a match)."""
+    import torch
+
+    return torch.cat([torch.tensor([-1], dtype=ids.dtype), ids[:-1]])
