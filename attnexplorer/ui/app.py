@@ -215,23 +215,29 @@ def _collect_after_first_result(document, collecting: bool) -> None:
     before its result, turns collection back on all the same."""
     import gc
 
+    def finish(result) -> None:
+        if result is not None:
+            gc.freeze()
+        if collecting:
+            gc.enable()
+
+    if document.result is not None:
+        # Nothing to wait for, so nothing is connected (disconnecting a slot that never was
+        # raises a RuntimeWarning in PySide6, an error under warnings-as-errors).
+        finish(document.result)
+        return
+
     def resume(result=None) -> None:
         for signal, slot in ((document.result_changed, resume), (document.compute.failed, failed)):
             try:
                 signal.disconnect(slot)
             except (RuntimeError, TypeError):
                 pass
-        if result is not None:
-            gc.freeze()
-        if collecting:
-            gc.enable()
+        finish(result)
 
     def failed(_error: str) -> None:
         resume()
 
-    if document.result is not None:
-        resume(document.result)
-        return
     document.result_changed.connect(resume)
     document.compute.failed.connect(failed)
     document.destroyed.connect(lambda *_: gc.enable() if collecting else None)

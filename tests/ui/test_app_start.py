@@ -165,3 +165,26 @@ def test_every_panel_says_computing_until_the_first_result(settings, qtbot):
     document.undo_stack.setClean()
     window.close()
     document.shutdown()
+
+
+def test_a_document_with_its_result_already_in_connects_and_disconnects_nothing(settings, qtbot):
+    """open_window waits for the first result before it freezes the start-up's objects out of
+    the collector's reach; a document that already holds one (a lesson's session computed as the
+    window opened it) has nothing to wait for. Disconnecting slots that were never connected
+    raised PySide6's "Failed to disconnect" warning, an error here (warnings are errors)."""
+    import gc
+
+    from attnexplorer.ui.app import _collect_after_first_result
+    from attnexplorer.ui.document import SessionDocument
+
+    document = SessionDocument(build_preset("pronoun").session, compute=False)
+    document.compute.request()
+    qtbot.waitUntil(lambda: document.result is not None)
+    gc.disable()
+    try:
+        _collect_after_first_result(document, collecting=True)
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()
+        document.shutdown()
