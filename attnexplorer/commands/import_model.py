@@ -25,12 +25,14 @@ def _json(session: dict) -> str:
 class LayerBar:
     """``[#####-----] running smollm2 on 4,096 tokens: layer 12 of 30`` on one stderr line, at most ~10 times a second."""
 
-    def __init__(self, stream=None, width: int = 30):
-        self.stream, self.width = stream or sys.stderr, width
+    def __init__(self, stream=None, width: int = 30, from_fraction: float = 0.0):
+        self.stream, self.width, self.from_fraction = stream or sys.stderr, width, from_fraction
         self._last = 0.0
         self.shown = False
 
     def __call__(self, fraction: float, message: str) -> None:
+        if fraction < self.from_fraction:
+            return
         now = time.monotonic()
         if now - self._last < 0.1 and fraction < 1.0:
             return
@@ -66,7 +68,9 @@ def run_import_model(args) -> int:
 
     # The first open of a GGUF model dequantises it (a minute or more: it printed nothing for
     # 85 s): its progress, tensor by tensor, on stderr. A cached or native open takes seconds.
-    opening = LayerBar() if first_gguf_open(source) else None
+    # Drawn once the file has been read as a model (0.2): a file refused before that stays the
+    # usual single line.
+    opening = LayerBar(from_fraction=0.2) if first_gguf_open(source) else None
     try:
         loaded = load_model(source, progress=opening)
     finally:
