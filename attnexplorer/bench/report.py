@@ -102,6 +102,11 @@ def format_report(r: dict) -> str:
 
         out.append("")
         out.extend(behaviour_rows(r["behaviour"]))
+    if r.get("generation"):
+        from .generation import format_row as generation_row
+
+        out.append("")
+        out.extend(generation_row(r["generation"]))
     out.append("")
     out.append(f"({r['seconds']:.0f} s in all)")
     return "\n".join(out)

@@ -25,6 +25,8 @@ same run, so a busy machine slows both sides alike):
   ``bench/fit.py``.
 - ``behaviour``: an edit or an ablation of a real model → its Predictions panel redrawn, and
   the logit lens's cost (``bench/behaviour.py``; not with ``--quick``).
+- ``generation``: a SmolLM2 step from its KV cache at a 256-token context beside recomputing
+  the text (``bench/generation.py``; not with ``--quick``). Targets: ≤ 60 ms, ≥ 5× faster.
 - ``startup``: a fresh ``attnexplorer --preset pronoun`` to its first painted window (before
   torch has loaded) and to every panel drawn, beside ``python -c "import torch,
   PySide6.QtWidgets, pyqtgraph"`` to its imports done (none counts the interpreter's exit).
@@ -32,7 +34,7 @@ same run, so a busy machine slows both sides alike):
 
 Each row kind is measured by a module of this package that also holds its targets
 (``engine``, ``stages``, ``window``, ``edit_cost``, ``large``, ``startup``, ``fit``, ``long``,
-``real_models``; the window they open and close: ``harness``); the text report is
+``real_models``, ``behaviour``, ``generation``; the window they open and close: ``harness``); the text report is
 ``report.py``.
 
 ``--json`` prints the same figures as one JSON object; its fields are listed in the README
@@ -120,6 +122,14 @@ def row_kinds(quick: bool = False, devices: tuple[str, ...] = ("cpu",)) -> dict[
 
         return bench_behaviour()
 
+    def generation() -> dict:
+        # A cached generation step vs recomputing the text, SmolLM2 (a fresh process; not with --quick)
+        if quick:
+            return {}
+        from .generation import bench_generation
+
+        return bench_generation()
+
     devices = list(devices)
     sizes = {"engine": [16, 256] if quick else [16, 64, 256, 512, 1024, 2048, 4096],
              "stages": [256] if quick else [1024, 2048], "redraw": [16, 64] if quick else [16, 64, 256, 512],
@@ -139,6 +149,7 @@ def row_kinds(quick: bool = False, devices: tuple[str, ...] = ("cpu",)) -> dict[
         "fit_gui": lambda: bench_fit_gui(128 if quick else 512, seconds=1.0 if quick else 3.0),
         "models": models,
         "behaviour": behaviour,
+        "generation": generation,
     }
 
 
