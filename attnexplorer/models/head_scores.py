@@ -208,3 +208,21 @@ def _previous_ids(ids):
     import torch
 
     return torch.cat([torch.tensor([-1], dtype=ids.dtype), ids[:-1]])
+
+
+def definition(name: str) -> str:
+    """One score's definition in a sentence (the window shows it beside the ranked list)."""
+    kind, _, arg = name.partition(":")
+    body = {
+        "previous-token": "the weight on the previous token (j = i − 1)",
+        "first-token": "the weight on the first token (j = 0, an attention sink)",
+        "self": "the weight on the query's own token (j = i)",
+        "window": f"the weight on the last {arg} tokens up to the query (i − {arg} < j ≤ i)",
+        "duplicate-token": "the weight on earlier copies of the query's token (j < i, token j = token i)",
+        "induction": "the weight on the token just after an earlier copy of the query's token "
+                     "(on a repeated:N probe, TransformerLens's induction score over the repeat)",
+        "pattern": "1 − the mean total-variation distance of the rows to the target",
+    }.get(kind, name)
+    if kind in ("pattern", "induction"):
+        return f"{name}: {body}."
+    return f"{name}: {body}, Σ_ij A_ij·D_ij / Σ_ij A_ij (TransformerLens's head detector)."

@@ -51,6 +51,7 @@ class ModelGrid(QWidget):
         self._images: list[list[QImage]] = []
         self._selected: tuple[int, int] | None = None
         self.ablations: dict[tuple[int, int], str] = {}
+        self.colouring: tuple[str, np.ndarray] | None = None   # (score name, layers × heads)
         self.CELL = self.MIN_CELL
         self.bands = 1
         self.setMouseTracking(True)
@@ -69,6 +70,18 @@ class ModelGrid(QWidget):
         """(layer, head) → the ablation's kind, marked on the thumbnails."""
         self.ablations = dict(ablations)
         self.update()
+
+    def set_colouring(self, name: str | None, values: np.ndarray | None = None) -> None:
+        """Ring each thumbnail in orange, as opaque as its value is high among all heads
+        (``values``: layers × heads; None for no colouring); hovering writes the value."""
+        self.colouring = None if name is None or values is None else (name, np.asarray(values, dtype=float))
+        self.update()
+
+    def ring_colour(self, layer: int, head: int) -> QColor:
+        _name, values = self.colouring
+        low, high = float(np.nanmin(values)), float(np.nanmax(values))
+        share = 0.0 if high <= low else (float(values[layer, head]) - low) / (high - low)
+        return QColor(255, 110, 0, int(round(255 * min(max(share, 0.0), 1.0))))
 
     def set_selected(self, layer: int | None, head: int | None) -> None:
         self._selected = None if layer is None else (layer, head)
@@ -172,11 +185,26 @@ class ModelGrid(QWidget):
                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, f"L{l}")
             for h, image in enumerate(row):
                 p.drawImage(self.cell_rect(l, h), image)
+        self._paint_colouring(p)
         self._paint_ablations(p)
         if self._selected is not None:
             p.setPen(QPen(QColor(230, 60, 40), 3))
             p.drawRect(self.cell_rect(*self._selected).adjusted(-2, -2, 2, 2))
         p.end()
+
+    def _paint_colouring(self, p: QPainter) -> None:
+        if self.colouring is None:
+            return
+        layers, heads, _rows = self._counts()
+        values = self.colouring[1]
+        if values.shape != (layers, heads):
+            return
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        for layer in range(layers):
+            for head in range(heads):
+                # a ring in the gap between thumbnails (GAP = 4: 2 px each side), the pattern left visible
+                p.setPen(QPen(self.ring_colour(layer, head), 2))
+                p.drawRect(self.cell_rect(layer, head).adjusted(-1, -1, 1, 1))
 
     def _paint_ablations(self, p: QPainter) -> None:
         layers, heads, _rows = self._counts()
@@ -199,9 +227,16 @@ class ModelGrid(QWidget):
         self.setCursor(Qt.CursorShape.PointingHandCursor if cell else Qt.CursorShape.ArrowCursor)
         if cell:
             QToolTip.showText(event.globalPosition().toPoint(),
-                              f"layer {cell[0]}, head {cell[1]}{self._ablation_note(cell)}: click to load this layer "
+                              f"layer {cell[0]}, head {cell[1]}{self._ablation_note(cell)}{self._value_note(cell)}: "
+                              "click to load this layer "
                               "into the tables; Ctrl+click to zero-ablate the head (again to restore it); "
                               "right-click for mean and patched ablation", self)
+
+    def _value_note(self, cell) -> str:
+        if self.colouring is None or self.colouring[1].shape[0] <= cell[0]:
+            return ""
+        name, values = self.colouring
+        return f", {name} {values[cell[0], cell[1]]:.3f}"
 
     def _ablation_note(self, cell) -> str:
         kind = self.ablations.get(tuple(cell))

@@ -149,7 +149,7 @@ def _open_and_run(job, models: dict, spec: str, text: str, layer: int):
     """On the loader's worker: open ``spec`` (or reuse it from ``models``, the runner's state),
     run it on ``text`` and build ``layer``'s session here too: at 4,096 tokens checking and
     freezing its arrays takes a quarter of a second that the GUI thread would otherwise block.
-    Returns (loaded, run, session, behaviour); a cancelled load raises and its answer is dropped."""
+    Returns (loaded, run, session, behaviour, head scores); a cancelled load raises and its answer is dropped."""
     from ..io.session_file import session_from_dict
     from ..models.loading import Cancelled, load_model
 
@@ -164,13 +164,17 @@ def _open_and_run(job, models: dict, spec: str, text: str, layer: int):
     if job.cancelled:
         raise Cancelled()
     job.progress(0.0, f"running {source.label} on the text")
-    run = loaded.run(text, job.progress, check)
+    from ..models.head_scores import DEFAULT, HeadScores, parse_scores
+
+    # every head score, made during the forward from each block of rows (nothing n × n kept)
+    scorer = HeadScores(parse_scores(DEFAULT), loaded.tokenize(text)[0], loaded.num_layers, loaded.num_heads)
+    run = loaded.run(text, job.progress, check, observe=scorer)
     session = None
     if 0 <= layer < loaded.num_layers:
         session = session_from_dict(loaded.layer_parts(run, layer), f"{loaded.source.label} layer {layer}")
     from ..models.interventions import Behaviour
 
-    return loaded, run, session, Behaviour(loaded, run)
+    return loaded, run, session, Behaviour(loaded, run), scorer.result()
 
 
 class ModelWindow(QWidget):
@@ -217,6 +221,12 @@ class ModelWindow(QWidget):
         side = QTabWidget()
         side.addTab(self.predictions, "Predictions")
         side.addTab(self.lens, "Logit lens")
+        from .head_scores_panel import HeadScoresPanel
+
+        self.head_scores = HeadScoresPanel()
+        self.head_scores.coloured.connect(self.grid.set_colouring)
+        self.head_scores.chosen.connect(self._on_ranked_head)
+        side.addTab(self.head_scores, "Heads")
         self.side_tabs = side
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.tabs)
@@ -232,7 +242,8 @@ class ModelWindow(QWidget):
         layout.addWidget(self.badge)
         self.resize(1280, 800)
 
-    def show_run(self, loaded, run, layer: int, head: int = 0) -> None:
+    def show_run(self, loaded, run, layer: int, head: int = 0, scores=None) -> None:
+        """``scores``: the head scores made during the run (name → layers × heads), for the Heads tab."""
         self.loaded, self.run = loaded, run
         self.setWindowTitle(f"{loaded.source.label}: attention on “{_quote(run.text)}”")
         shown = " ".join(run.tokens[:QUOTED_TOKENS]) + (" …" if len(run.tokens) > QUOTED_TOKENS else "")
@@ -241,6 +252,7 @@ class ModelWindow(QWidget):
         self.header.setText(f"{loaded.describe()}. {len(run.tokens):,} tokens: {shown}.{pooled} "
                             "Click a thumbnail to load that layer into the tables.")
         self.grid.set_attentions(run.thumbnails)
+        self.head_scores.set_scores(scores or {})
         # One line per query-key pair: at thousands of tokens that draws nothing readable.
         self.tabs.setTabEnabled(1, not run.long)
         self.tabs.setTabToolTip(1, f"not drawn at {len(run.tokens):,} tokens: one line per query–key pair; "
@@ -263,6 +275,10 @@ class ModelWindow(QWidget):
             self.head_view.set_layer(self.run.tokens, self.run.attentions[layer])
         self.head_box.setCurrentIndex(head + 1)
         self.head_view.set_head(head)
+
+    def _on_ranked_head(self, layer: int, head: int) -> None:
+        self.grid.set_selected(layer, head)
+        self.layer_chosen.emit(layer, head)
 
     def _on_head_box(self, index: int) -> None:
         self.head_view.set_head(None if index <= 0 else index - 1)
@@ -366,13 +382,13 @@ class ModelController(QObject):
 
     def _on_done(self, payload) -> None:
         self._close_progress()
-        loaded, run, session, behaviour = payload
+        loaded, run, session, behaviour, scores = payload
         spec, text, layer = self._request
         if layer >= loaded.num_layers:
             self.main_window.show_error("Open model", f"layer {layer} is out of range: "
                                         f"{loaded.source.label} has layers 0..{loaded.num_layers - 1}")
             return
-        self.window.show_run(loaded, run, layer)
+        self.window.show_run(loaded, run, layer, scores=scores)
         self.window.show()
         self.window.raise_()
         self.behaviour.start(behaviour)

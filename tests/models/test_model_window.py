@@ -236,3 +236,33 @@ def test_the_dialog_reads_a_long_text_from_a_file(qtbot, tmp_path):
     assert not dialog.read_text(str(bad))
     assert "bad.txt: cannot read it" in dialog.problem.text()
     assert dialog.text_edit.text().endswith("word end")
+
+
+def test_the_heads_tab_colours_the_model_view_and_ranks_the_heads(win, qtbot, tiny_gpt2):
+    from attnexplorer.models.head_scores import HeadScores, parse_scores
+    from attnexplorer.ui.model_window import ModelController
+
+    win.model_controller = controller = ModelController(win, win.document, win.actions)
+    controller.start(str(tiny_gpt2), TEXT, 0)
+    qtbot.waitUntil(lambda: controller.window.run is not None or bool(win.errors), timeout=120000)
+    assert not win.errors, win.errors
+    window = controller.window
+    panel, grid, run = window.head_scores, window.grid, window.run
+    assert panel.colour_box.itemText(0) == "none" and grid.colouring is None
+    assert "first-token" in [panel.colour_box.itemText(i) for i in range(panel.colour_box.count())]
+    panel.colour_by("first-token")
+    # the values are the run's weights on key 0, averaged over the queries (computed here)
+    expected = run.attentions[..., 0].mean(-1)
+    name, values = grid.colouring
+    assert name == "first-token" and np.abs(values - expected).max() < 1e-6
+    top = np.unravel_index(np.argmax(expected), expected.shape)
+    low = np.unravel_index(np.argmin(expected), expected.shape)
+    assert grid.ring_colour(*top).alpha() == 255 and grid.ring_colour(*low).alpha() == 0
+    assert (panel.table.item(0, 0).text(), panel.table.item(0, 1).text()) == (f"L{top[0]}", f"H{top[1]}")
+    assert panel.table.rowCount() == 8 and "first token" in panel.definition.text()
+    assert ", first-token " in grid._value_note(top)
+    with qtbot.waitSignal(window.layer_chosen) as got:
+        panel.table.cellClicked.emit(0, 0)
+    assert got.args == [int(top[0]), int(top[1])]
+    panel.colour_by("none")
+    assert grid.colouring is None and panel.table.rowCount() == 0
