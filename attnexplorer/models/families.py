@@ -35,9 +35,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..core.limits import MAX_TOKENS
 from .sources import ModelError
 
-SUPPORTED = "BERT-like encoders (bert), GPT-2 (gpt2) and Llama-like decoders (llama)"
+SUPPORTED = ("BERT-like encoders (bert, roberta), GPT-2 (gpt2) and Llama-like decoders (llama, qwen2, "
+             "mistral)")
 
 
 def _np(t: Any) -> np.ndarray:
@@ -62,6 +64,18 @@ class Family:
     hook_module: Callable[[Any], Any]   # the module whose output is the attention before the residual
     check: Callable[[Any], None]
     parts: Callable[[Any, Any, "object", int], dict]   # (weights by name, config, run, layer) → session parts
+    # the layout of its weights and its forward ("bert", "gpt2", "llama"): Qwen2 and Mistral are
+    # Llama's with biases or a sliding window, RoBERTa is BERT's with its own position ids
+    kind: str = ""
+
+    def __post_init__(self):
+        if not self.kind:
+            object.__setattr__(self, "kind", self.name)
+
+    @property
+    def wordpiece(self) -> bool:
+        """Whether its tokenizer is BERT's WordPiece (## continuations, [MASK]) rather than byte-level BPE."""
+        return self.name == "bert"
 
 
 def num_heads(config: Any) -> int:
@@ -74,21 +88,82 @@ def head_dim(config: Any) -> int:
 
 
 def max_positions(config: Any) -> int:
+    """How many tokens the model reads (RoBERTa's first padding_idx + 1 rows are not text positions)."""
     for name in ("max_position_embeddings", "n_positions"):
         value = getattr(config, name, None)
         if value:
-            return int(value)
+            return int(value) - (_padding_idx(config) + 1 if config.model_type == "roberta" else 0)
     raise ModelError("the model's config gives no maximum number of positions")
+
+
+def _padding_idx(config: Any) -> int:
+    return int(getattr(config, "pad_token_id", None) or 0)
+
+
+def position_ids(config: Any, ids: Any) -> Any:
+    """The rows of the position table a text's tokens read (a long tensor): BERT's 0…n−1;
+    RoBERTa's count non-padding tokens from padding_idx + 1 and give a padding token
+    padding_idx itself (``create_position_ids_from_input_ids``)."""
+    import torch
+
+    if config.model_type != "roberta":
+        return torch.arange(len(ids))
+    pad = _padding_idx(config)
+    real = ids.ne(pad).long()
+    return torch.cumsum(real, 0) * real + pad
+
+
+def window_of_layer(config: Any, layer: int) -> int | None:
+    """The sliding window of a decoder's layer (a query sees itself and the window − 1 tokens
+    before it, transformers' ``sliding_window_overlay``), or None for full causal attention.
+    Mistral windows every layer by ``sliding_window`` (null: none); Qwen2 only when
+    ``use_sliding_window`` is on, on the layers ``layer_types`` names (by default those from
+    ``max_window_layers`` on)."""
+    kind = config.model_type
+    if kind == "mistral":
+        window = getattr(config, "sliding_window", None)
+    elif kind == "qwen2":
+        window = getattr(config, "sliding_window", None) if getattr(config, "use_sliding_window", False) else None
+        types = getattr(config, "layer_types", None)
+        if types is None:
+            sliding = window is not None and layer >= int(getattr(config, "max_window_layers", 28))
+        else:
+            sliding = types[layer] == "sliding_attention"
+        if not sliding:
+            return None
+        if window is None:
+            raise ModelError(f"layer {layer} is a sliding-window layer (layer_types) but the config sets no window "
+                             "(use_sliding_window off or sliding_window null)")
+    else:
+        return None
+    if window is None:
+        return None
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ModelError(f"the model's sliding_window is {window!r}; it must be a whole number of at least 1")
+    return window
+
+
+def _window_check(config: Any) -> None:
+    types = getattr(config, "layer_types", None)
+    if config.model_type == "qwen2" and types is not None:
+        layers = int(config.num_hidden_layers)
+        if not isinstance(types, (list, tuple)) or len(types) != layers or \
+                any(t not in ("full_attention", "sliding_attention") for t in types):
+            raise ModelError(f"the model's layer_types must list 'full_attention' or 'sliding_attention' for each "
+                             f"of its {layers} layers")
+    for layer in range(int(config.num_hidden_layers)):
+        window_of_layer(config, layer)
 
 
 # ---- BERT ----------------------------------------------------------------------------------
 
 def _bert_check(config: Any) -> None:
+    name = "RoBERTa" if config.model_type == "roberta" else "BERT"
     kind = getattr(config, "position_embedding_type", "absolute")
     if kind not in (None, "absolute"):
-        raise ModelError(f"this BERT uses {kind} position embeddings; only absolute ones can be expressed")
+        raise ModelError(f"this {name} uses {kind} position embeddings; only absolute ones can be expressed")
     if getattr(config, "is_decoder", False):
-        raise ModelError("this BERT is configured as a decoder; only BERT encoders are supported")
+        raise ModelError(f"this {name} is configured as a decoder; only {name} encoders are supported")
 
 
 def _bert_parts(w: Any, config: Any, run: Any, layer: int) -> dict:
@@ -96,9 +171,11 @@ def _bert_parts(w: Any, config: Any, run: Any, layer: int) -> dict:
     H, dk = num_heads(config), head_dim(config)
     n = len(run.ids)
     if layer == 0:
-        e = w["embeddings.word_embeddings.weight"][run.ids_tensor()] + w["embeddings.token_type_embeddings.weight"][0]
+        ids = run.ids_tensor()
+        e = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.token_type_embeddings.weight"][0]
         embeddings = _np(e)
-        positions = {"kind": "learned", "table": _np(w["embeddings.position_embeddings.weight"][:n])}
+        rows = position_ids(config, ids)
+        positions = {"kind": "learned", "table": _np(w["embeddings.position_embeddings.weight"][rows])}
         norm = {"kind": "layer", "weight": _np(w["embeddings.LayerNorm.weight"]),
                 "bias": _np(w["embeddings.LayerNorm.bias"]), "eps": float(config.layer_norm_eps)}
     else:
@@ -202,6 +279,7 @@ def _llama_check(config: Any) -> None:
                          f"{config.partial_rotary_factor}); only full RoPE is supported")
     if num_heads(config) % int(config.num_key_value_heads or num_heads(config)):
         raise ModelError("its key/value heads do not divide its query heads")
+    _window_check(config)
 
 
 def _llama_parts(w: Any, config: Any, run: Any, layer: int) -> dict:
@@ -217,17 +295,34 @@ def _llama_parts(w: Any, config: Any, run: Any, layer: int) -> dict:
     kv = [{"W_k": _cols(wk, g, hd), "b_k": _vec(bk, g, hd),
            "W_v": _cols(wv, g, hd), "b_v": _vec(bv, g, hd)} for g in range(Hkv)]
     b_o = w.get(at + "o_proj.bias")
+    window = window_of_layer(config, layer)
+    if window is not None and window >= MAX_TOKENS:   # no text is that long: the window blocks nothing
+        window = None
     # transformers' Llama scales by head_dim ** -0.5: the session's inv_sqrt_dk
     return {"embeddings": run.layer_inputs[layer], "positions": positions, "norm": norm, "heads": heads,
             "kv_heads": kv, "W_o": _np(w[at + "o_proj.weight"]).T, "b_o": _np(b_o) if b_o is not None else None,
-            "mask": "causal", "scale": "inv_sqrt_dk"}
+            "mask": "causal" if window is None else {"window": window}, "scale": "inv_sqrt_dk"}
 
 
+def _encoder(name: str) -> Family:
+    return Family(name, False, lambda m: m.encoder.layer, lambda blk: blk.attention.output.dense, _bert_check,
+                  _bert_parts, "bert")
+
+
+def _decoder(name: str) -> Family:
+    return Family(name, True, lambda m: m.layers, lambda blk: blk.self_attn, _llama_check, _llama_parts, "llama")
+
+
+# Keyed by config.model_type. Qwen2 is Llama with q/k/v biases (always on, none on o_proj) and
+# an optional sliding window on some layers; Mistral is Llama with a sliding window on every
+# layer; RoBERTa is BERT with position ids from padding_idx + 1 and one token type.
 FAMILIES = {
-    "bert": Family("bert", False, lambda m: m.encoder.layer, lambda blk: blk.attention.output.dense,
-                   _bert_check, _bert_parts),
+    "bert": _encoder("bert"),
+    "roberta": _encoder("roberta"),
     "gpt2": Family("gpt2", True, lambda m: m.h, lambda blk: blk.attn, _gpt2_check, _gpt2_parts),
-    "llama": Family("llama", True, lambda m: m.layers, lambda blk: blk.self_attn, _llama_check, _llama_parts),
+    "llama": _decoder("llama"),
+    "qwen2": _decoder("qwen2"),
+    "mistral": _decoder("mistral"),
 }
 
 

@@ -96,6 +96,14 @@ def _heads(x: torch.Tensor, count: int, size: int) -> torch.Tensor:
     return x.view(x.shape[0], count, size).transpose(0, 1)
 
 
+def window_blocked(rows: range, keys: int, window: int) -> torch.Tensor:
+    """(len(rows), keys) True where query i may not see key j under a sliding window: j > i or
+    i − j ≥ window (the session's ``window`` mask, transformers' ``sliding_window_causal``)."""
+    i = torch.tensor(rows)[:, None]
+    j = torch.arange(keys)[None, :]
+    return (j > i) | (j <= i - window)
+
+
 def _attend(q, k, v, scaling: float, causal: bool, blocked: torch.Tensor | None = None):
     """Every query row over every key: the kernel's block (``core.attention.attention_block``)
     as transformers' eager attention does it (blocked cells filled with ``finfo.min``, the
@@ -158,21 +166,24 @@ class _Layers:
 
             raise Cancelled()
 
-    def attend(self, layer: int, q, k, v, scaling: float, causal: bool):
-        """(n, H·d_v) context of one layer's heads (q: H × n × d_k, k and v already per query head)."""
+    def attend(self, layer: int, q, k, v, scaling: float, causal: bool, window: int | None = None):
+        """(n, H·d_v) context of one layer's heads (q: H × n × d_k, k and v already per query head);
+        ``window``: a causal sliding window (Mistral, Qwen2's sliding layers)."""
         change = self.changes.get(layer)
         blocked = None
         if change is not None:
             scaling = scaling if change.scaling is None else change.scaling
             blocked = change.blocked
         if self.keep or (not self.record and (blocked is not None or q.shape[0] * q.shape[1] ** 2 * 4 <= self.block_bytes)):
+            if blocked is None and window is not None:
+                blocked = window_blocked(range(q.shape[1]), k.shape[1], window)
             weights, context = _attend(q, k, v, scaling, causal, blocked)
             if self.observe is not None:
                 self.observe(layer, 0, weights)
             if self.record:
                 self.weights.append(weights)
             return context
-        return self._blocks(layer, q, k, v, scaling, causal)
+        return self._blocks(layer, q, k, v, scaling, causal, window)
 
     def heads(self, layer: int, context: torch.Tensor) -> torch.Tensor:
         """The heads' concatenated outputs as the output projection will read them: an
@@ -196,7 +207,7 @@ class _Layers:
             self.outputs = torch.empty((self.layers, kept, out.shape[1]), dtype=out.dtype)
         self.outputs[layer] = out if self.rows is None else out[self.rows]
 
-    def _blocks(self, layer: int, q, k, v, scaling: float, causal: bool):
+    def _blocks(self, layer: int, q, k, v, scaling: float, causal: bool, window: int | None = None):
         from ..core.attention import attention_block
         from ..core.long.pooling import pool_grid, pool_rows
 
@@ -215,8 +226,9 @@ class _Layers:
             width = r1 if causal else n   # a causal row's later keys weigh exactly 0: not computed
             # the kernel's block on these rows (row i over keys ≤ i + r0 when causal), the softmax
             # written out so that each row's log Σ exp comes with it
+            mask = None if window is None else window_blocked(range(r0, r1), width, window)
             block = attention_block(q[:, r0:r1], k[:, :width], v[:, :width], factor=scaling, causal=causal,
-                                    key_offset=r0, log_sum_exp=True)
+                                    mask=mask, key_offset=r0, log_sum_exp=True)
             weights = block.weights
             if self.observe is not None:
                 self.observe(layer, r0, weights)
@@ -275,9 +287,12 @@ class _Bert(_Family):
         return F.layer_norm(x, (x.shape[-1],), w[name + ".weight"], w[name + ".bias"], self.eps)
 
     def embed(self, ids, w=None):
+        from .families import position_ids
+
         w = self.weights if w is None else w
         x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.token_type_embeddings.weight"][0]
-        return self.ln(x + w["embeddings.position_embeddings.weight"][:len(ids)], w, "embeddings.LayerNorm")
+        rows = position_ids(self.config, ids)
+        return self.ln(x + w["embeddings.position_embeddings.weight"][rows], w, "embeddings.LayerNorm")
 
     def layer(self, layer, x, run):
         w, p = self.tensors(run, layer), f"encoder.layer.{layer}."
@@ -293,13 +308,28 @@ class _Bert(_Family):
 
     def final_norm(self, x):
         """BertForMaskedLM's prediction transform (dense, activation, LayerNorm): BERT is post-LN,
-        so the stream is already normalised and the head's own transform comes before the decoder."""
-        w, t = self.weights, "cls.predictions.transform."
+        so the stream is already normalised and the head's own transform comes before the decoder.
+        RoBERTa's ``lm_head`` is the same with exact GELU whatever hidden_act says."""
+        w = self.weights
+        if self.roberta:
+            h = F.gelu(F.linear(x, w["lm_head.dense.weight"], w.get("lm_head.dense.bias")))
+            return F.layer_norm(h, (h.shape[-1],), w["lm_head.layer_norm.weight"], w["lm_head.layer_norm.bias"],
+                                self.eps)
+        t = "cls.predictions.transform."
         h = self.act(F.linear(x, w[t + "dense.weight"], w.get(t + "dense.bias")))
         return F.layer_norm(h, (h.shape[-1],), w[t + "LayerNorm.weight"], w[t + "LayerNorm.bias"], self.eps)
 
+    @property
+    def roberta(self) -> bool:
+        return self.config.model_type == "roberta"
+
     def lm_head(self):
         w = self.weights
+        if self.roberta:
+            if "lm_head.dense.weight" not in w:
+                return ("it is a RoBERTa encoder without a masked-LM head (lm_head): it predicts no tokens, "
+                        "so its output is compared as a mean-pooled embedding")
+            return w.get("lm_head.decoder.weight", w["embeddings.word_embeddings.weight"]), w.get("lm_head.bias")
         if "cls.predictions.transform.dense.weight" not in w:
             return ("it is a BERT encoder without a masked-LM head (cls.predictions): it predicts no tokens, "
                     "so its output is compared as a mean-pooled embedding")
@@ -363,6 +393,9 @@ class _Llama(_Family):
         self.eps, self.act = float(config.rms_norm_eps), ACT[config.hidden_act]
         self.theta = rope_theta(config)
         self._rope: tuple | None = None
+        from .families import window_of_layer
+
+        self.windows = [window_of_layer(config, layer) for layer in range(self.layers)]
 
     def rope(self, n: int, offset: int = 0):
         """The kernel's RoPE over every head dimension for positions offset … offset + n − 1,
@@ -393,7 +426,7 @@ class _Llama(_Family):
         k = _heads(lin(h, p + "self_attn.k_proj"), Hkv, hd)
         v = _heads(lin(h, p + "self_attn.v_proj"), Hkv, hd)
         q, k = rotate(q, rope), rotate(k, rope)   # K and V keep their Hkv heads: the kernel shares them
-        context = run.heads(layer, run.attend(layer, q, k, v, hd ** -0.5, causal=True))
+        context = run.heads(layer, run.attend(layer, q, k, v, hd ** -0.5, causal=True, window=self.windows[layer]))
         out = lin(context, p + "self_attn.o_proj")
         run.output(layer, out)
         x = x + out
@@ -407,7 +440,7 @@ class _Llama(_Family):
         return self._decoder_head("norm.weight", "embed_tokens.weight", False)
 
 
-FAMILIES = {"bert": _Bert, "gpt2": _Gpt2, "llama": _Llama}
+FAMILIES = {"bert": _Bert, "gpt2": _Gpt2, "llama": _Llama}   # by the family's kind (families.Family.kind)
 
 
 def family(kind: str, config: Any, weights: Mapping[str, torch.Tensor]) -> _Family:

@@ -163,7 +163,9 @@ def _check_loading(model, info: dict, label: str) -> None:
         names = (k[len(prefix):] if prefix and k.startswith(prefix) else k for k in names)
         return sorted(k for k in names if k.split(".", 1)[0] in own)
 
-    missing = base_names(info.get("missing_keys")) + base_names(info.get("mismatched_keys"))
+    # an encoder's pooler is never read (a masked-LM checkpoint has none; AutoModel adds one)
+    missing = [k for k in base_names(info.get("missing_keys")) if not k.startswith("pooler.")]
+    missing += base_names(info.get("mismatched_keys"))
     if missing:
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
         raise ModelError(f"{label}: the weights lack {missing[0]}{more} (or give it the wrong shape); without it "

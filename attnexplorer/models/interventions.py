@@ -117,7 +117,7 @@ class Behaviour:
     def __post_init__(self):
         from .forward import head_problem
 
-        self.kind = self.loaded.family.name
+        self.kind = self.loaded.family.kind
         self.problem = head_problem(self.kind, self.loaded.config, self.loaded.weights)
         if self.run.final is None:
             raise ModelError("the run kept no final residual stream")
@@ -237,7 +237,7 @@ class Behaviour:
         """The last token for a decoder; a masked-LM's first [MASK] (ModelError when there is none)."""
         if self.kind != "bert" or self.problem:
             return len(self.run.ids) - 1
-        masks = [i for i, piece in enumerate(self.run.pieces) if piece == "[MASK]"]
+        masks = [i for i, piece in enumerate(self.run.pieces) if piece in ("[MASK]", "<mask>")]   # BERT, RoBERTa
         if not masks:
             raise ModelError("the text has no [MASK] token for the masked-LM head to fill: put [MASK] in it, "
                              "or give --position")
@@ -254,7 +254,7 @@ class Behaviour:
     def token(self, token_id: int) -> str:
         from .tokens import readable_pieces
 
-        return readable_pieces([self.loaded.tokenizer.piece(token_id)], self.kind == "bert")[0]
+        return readable_pieces([self.loaded.tokenizer.piece(token_id)], self.loaded.family.wordpiece)[0]
 
     def predict(self, interventions: Interventions = Interventions(), position: int | None = None, top: int = 10,
                 target: str | None = None, versus: str | None = None, lens: bool = False, cancelled=None) -> dict:

@@ -149,7 +149,10 @@ def layer_edit(kind: str, config, weights, run, layer: int, session, model, labe
         what.append("P")
         name = "embeddings.position_embeddings.weight" if kind == "bert" else "wpe.weight"
         table = weights[name].detach().clone()
-        table[:model.n] = _f32(session.positions.table[:model.n])
+        from .families import position_ids
+
+        # the rows the text's tokens read (RoBERTa's start at padding_idx + 1)
+        table[position_ids(config, run.ids_tensor())] = _f32(session.positions.table[:model.n])
         fold[name] = table
     if norm_changed:
         what.append("norm")

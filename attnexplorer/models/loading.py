@@ -178,7 +178,7 @@ class LoadedModel:
 
                 if long and self.engine != OWN:
                     self._check_own_forward(len(ids))
-                result = forward(self.family.name, self.config, self.weights, ids, keep_attentions=not long,
+                result = forward(self.family.kind, self.config, self.weights, ids, keep_attentions=not long,
                                  progress=layer_progress, cancelled=cancelled, observe=observe)
             else:
                 _check(cancelled)
@@ -199,7 +199,7 @@ class LoadedModel:
         attentions = None if result.attentions is None else result.attentions.float().numpy()
         return ModelRun(
             text=text, ids=tuple(ids), pieces=tuple(pieces),
-            tokens=tuple(readable_pieces(pieces, self.family.name == "bert")),
+            tokens=tuple(readable_pieces(pieces, self.family.wordpiece)),
             layer_inputs=tuple(x.float().numpy() for x in result.layer_inputs),
             attentions=attentions,
             attention_outputs=outputs.float().numpy(),
@@ -341,7 +341,7 @@ def load_model(spec: str | ModelSource, progress: Progress | None = None,
             from .forward import forward
 
             say(1.0, f"{source.label} ready")
-            return LoadedModel(source, family, config, weights, tokenizer, partial(forward, family.name, config, weights),
+            return LoadedModel(source, family, config, weights, tokenizer, partial(forward, family.kind, config, weights),
                                OWN, from_cache, notes)
     return _load_with_transformers(source, folder, gguf, from_cache, notes, say, check)
 

@@ -40,13 +40,24 @@ DEFAULTS = {
              "tie_word_embeddings": True},
     "llama": {"hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 2048, "attention_bias": False,
               "mlp_bias": False, "rope_theta": 10000.0, "tie_word_embeddings": False},
+    # RobertaConfig(), Qwen2Config(), MistralConfig() of transformers 5.24
+    "roberta": {"hidden_act": "gelu", "layer_norm_eps": 1e-12, "max_position_embeddings": 512, "is_decoder": False,
+                "add_cross_attention": False, "type_vocab_size": 2, "tie_word_embeddings": True, "pad_token_id": 1},
+    "qwen2": {"hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 32768, "rope_theta": 10000.0,
+              "tie_word_embeddings": False, "use_sliding_window": False, "sliding_window": 4096,
+              "max_window_layers": 28},
+    "mistral": {"hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 4096 * 32, "rope_theta": 10000.0,
+                "tie_word_embeddings": False, "sliding_window": 4096},
 }
+# Keys whose null in config.json means "none" (no sliding window), not "transformers' default".
+NULLABLE = ("sliding_window",)
 # GPT-2's config names its sizes n_*; transformers reads them under the common names too.
 ALIASES = {"gpt2": {"hidden_size": "n_embd", "num_attention_heads": "n_head", "num_hidden_layers": "n_layer",
                     "max_position_embeddings": "n_positions"}}
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
 
 # Where each family's base model starts in a checkpoint (a task model prefixes it: bert., model.…)
+# (by the family's kind: its weights' layout)
 MARKERS = {"bert": "embeddings.word_embeddings.weight", "gpt2": "wte.weight", "llama": "embed_tokens.weight"}
 # A task model's head, kept under these names beside the base model: the prediction needs it.
 HEADS = ("lm_head.", "cls.predictions.")
@@ -60,7 +71,7 @@ class ModelConfig:
     def __init__(self, data: dict):
         kind = data.get("model_type")
         values = dict(DEFAULTS.get(kind, {}))
-        values.update({k: v for k, v in data.items() if v is not None})
+        values.update({k: v for k, v in data.items() if v is not None or k in NULLABLE})
         for common, own in ALIASES.get(kind, {}).items():
             if own in values:
                 values[common] = values[own]
@@ -82,7 +93,7 @@ def read_config(folder: Path) -> ModelConfig:
 
 def check_config(config: ModelConfig) -> None:
     """NotNative when the forward here does not implement something this config asks for."""
-    kind = config.model_type
+    kind = FAMILIES[config.model_type].kind
     act = getattr(config, "activation_function" if kind == "gpt2" else "hidden_act", None)
     if act not in ACTIVATIONS:
         raise NotNative(f"activation {act!r}")
@@ -102,6 +113,7 @@ def _weight_files(folder: Path) -> list[Path]:
 
 
 def read_weights(folder: Path, kind: str) -> dict[str, Any]:
+    # ``kind``: the family's kind (``Family.kind``), the layout of its weights
     """The base model's tensors by transformers' names, float32; memory-mapped where they are float32
     already. A task model's LM head (``lm_head.weight``, BERT's ``cls.predictions.*``) is kept under
     its own name; any other task head (a pooler of another prefix, a classifier) is left out."""
@@ -140,7 +152,7 @@ def read_weights(folder: Path, kind: str) -> dict[str, Any]:
 def required_weights(config: ModelConfig) -> list[str]:
     """Every tensor the forward reads, so a missing one is found before running (a bias too:
     transformers would fill a missing one with random numbers, different on every open)."""
-    kind, layers = config.model_type, int(config.num_hidden_layers)
+    kind, layers = FAMILIES[config.model_type].kind, int(config.num_hidden_layers)
     if kind == "bert":
         names = ["embeddings.word_embeddings.weight", "embeddings.token_type_embeddings.weight",
                  "embeddings.position_embeddings.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias"]
@@ -159,9 +171,14 @@ def required_weights(config: ModelConfig) -> list[str]:
     mlp = ("gate_proj", "up_proj", "down_proj")
     per = ["input_layernorm.weight", "post_attention_layernorm.weight"]
     per += [f"self_attn.{m}.weight" for m in attention] + [f"mlp.{m}.weight" for m in mlp]
-    if getattr(config, "attention_bias", False):
+    # Qwen2's q/k/v projections always have biases and its o_proj none, Mistral's none at all:
+    # attention_bias and mlp_bias are Llama's settings, which the other two ignore
+    own = config.model_type == "llama"
+    if config.model_type == "qwen2":
+        per += [f"self_attn.{m}.bias" for m in attention[:3]]
+    elif own and getattr(config, "attention_bias", False):
         per += [f"self_attn.{m}.bias" for m in attention]
-    if getattr(config, "mlp_bias", False):
+    if own and getattr(config, "mlp_bias", False):
         per += [f"mlp.{m}.bias" for m in mlp]
     return ["embed_tokens.weight"] + [f"layers.{i}.{p}" for i in range(layers) for p in per]
 
@@ -190,7 +207,7 @@ def check_tensors(config: ModelConfig, weights: dict, label: str) -> None:
     this config does not have: either way the model would run with numbers nobody chose
     (transformers fills a missing tensor at random; a stray bias would be added here and
     ignored there)."""
-    kind = config.model_type
+    kind = FAMILIES[config.model_type].kind
     required = required_weights(config)
     missing = [name for name in required if name not in weights]
     if missing:
@@ -202,7 +219,7 @@ def check_tensors(config: ModelConfig, weights: dict, label: str) -> None:
                   and not name.startswith(HEADS) and _layer_part(kind, name) not in _UNUSED_PER_LAYER[kind]]
     if unexpected:
         more = f" and {len(unexpected) - 1} more" if len(unexpected) > 1 else ""
-        raise ModelError(f"{label}: the weights hold {sorted(unexpected)[0]}{more}, which this {kind} model's "
+        raise ModelError(f"{label}: the weights hold {sorted(unexpected)[0]}{more}, which this {config.model_type} model's "
                          "config does not have (a layer or bias it does not use); refusing rather than guessing")
 
 
@@ -304,7 +321,7 @@ def open_folder(folder: Path) -> tuple[ModelConfig, dict[str, Any], NativeTokeni
     if kind not in FAMILIES:
         raise NotNative(f"model type {kind!r}")   # transformers then names what it is, or refuses it
     check_config(config)
-    weights = read_weights(folder, kind)
+    weights = read_weights(folder, FAMILIES[kind].kind)
     check_tensors(config, weights, folder.name)
     try:
         tokenizer = read_tokenizer(folder, kind)

@@ -21,7 +21,10 @@ from .sources import ModelError, gguf_cache_folder
 
 # the task model each family is saved as, and the prefix of its base model's tensors there
 TASK = {"gpt2": ("GPT2LMHeadModel", "transformer."), "llama": ("LlamaForCausalLM", "model."),
-        "bert": ("BertForMaskedLM", "bert.")}
+        "bert": ("BertForMaskedLM", "bert."), "qwen2": ("Qwen2ForCausalLM", "model."),
+        "mistral": ("MistralForCausalLM", "model."), "roberta": ("RobertaForMaskedLM", "roberta.")}
+# an encoder without its masked-LM head is saved as its base model
+BASE = {"bert": "BertModel", "roberta": "RobertaModel"}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "vocab.json",
                    "merges.txt", "added_tokens.json", "tokenizer.model", "chat_template.jinja")
 
@@ -39,7 +42,7 @@ def folded_weights(behaviour, interventions) -> dict:
     """The model's tensors (the base model's names, the heads' own) with the interventions folded in;
     ModelError naming what cannot be folded."""
     loaded = behaviour.loaded
-    kind = loaded.family.name
+    kind = loaded.family.kind
     interventions = behaviour.effective(interventions)
     behaviour.check(interventions)
     if interventions.empty:
@@ -93,13 +96,12 @@ def save_edited_model(behaviour, interventions, out) -> Path:
     if not out.parent.is_dir():
         raise ModelError(f"{out}: the folder {out.parent} does not exist")
     weights = folded_weights(behaviour, interventions)
-    kind = loaded.family.name
-    architecture, prefix = TASK[kind]
-    if kind == "bert" and behaviour.problem:   # an encoder without its masked-LM head stays a BertModel
-        architecture, prefix = "BertModel", ""
+    architecture, prefix = TASK[loaded.family.name]
+    if loaded.family.kind == "bert" and behaviour.problem:   # an encoder without its masked-LM head stays a BertModel
+        architecture, prefix = BASE[loaded.family.name], ""
     state = {}
     for name, tensor in weights.items():
-        key = name if name.startswith(("lm_head.", "cls.")) else prefix + name
+        key = name if name.startswith(("lm_head.", "cls.")) else prefix + name   # RoBERTa's head is lm_head. too
         state[key] = tensor.detach().float().contiguous()
     config = _config(loaded)
     config["architectures"] = [architecture]

@@ -185,3 +185,47 @@ def tiny_bert_mlm(tmp_path_factory):
     from transformers import BertForMaskedLM
 
     return _bert(tmp_path_factory.mktemp("tiny-bert-mlm"), BertForMaskedLM, 6)
+
+
+# Families beside the three (issue 26): Llama's kin with biases or a sliding window, and
+# RoBERTa beside BERT, each with its task head so that the logits are compared too.
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_lm(tmp_path_factory):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    # sliding-window layers from layer 1 on (max_window_layers), a window of 3 tokens: layer 0
+    # full causal, layer 1 windowed, so both kinds of layer are checked in one model
+    return _llama(tmp_path_factory.mktemp("tiny-qwen2"), Qwen2ForCausalLM, 7, Qwen2Config, num_hidden_layers=2,
+                  use_sliding_window=True, sliding_window=3, max_window_layers=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_mistral_lm(tmp_path_factory):
+    from transformers import MistralConfig, MistralForCausalLM
+
+    # a window of 4 tokens on every layer, and a head_dim apart from hidden_size / heads
+    return _llama(tmp_path_factory.mktemp("tiny-mistral"), MistralForCausalLM, 8, MistralConfig, num_hidden_layers=2,
+                  sliding_window=4, head_dim=6)
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta_mlm(tmp_path_factory):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast, RobertaConfig, RobertaForMaskedLM
+
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]   # <pad> is id 1, RoBERTa's padding_idx
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=specials, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([" ".join(WORDS), TEXT, TEXT.lower()], trainer)
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                        unk_token="<unk>", mask_token="<mask>")
+    config = RobertaConfig(vocab_size=len(tokenizer), hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                           intermediate_size=40, max_position_embeddings=24, type_vocab_size=1, pad_token_id=1)
+    model = RobertaForMaskedLM(config)
+    _randomise(model, 9)
+    return _save(tmp_path_factory.mktemp("tiny-roberta"), model, tokenizer)

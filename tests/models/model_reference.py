@@ -67,6 +67,9 @@ def reference(s: dict) -> tuple[np.ndarray, np.ndarray]:
             scores = scores / scale["temperature"]
         if s["mask"] == "causal":
             scores = np.where(np.triu(np.ones((n, n), bool), 1), -np.inf, scores)
+        elif isinstance(s["mask"], dict):   # a sliding window: query i sees keys i - w + 1 … i
+            i, j = np.indices((n, n))
+            scores = np.where((j > i) | (i - j >= s["mask"]["window"]), -np.inf, scores)
         else:
             assert s["mask"] == "none"
         e = np.exp(scores - scores.max(-1, keepdims=True))

@@ -25,6 +25,8 @@ from attnexplorer.models.views import long_badge_text, long_differences
 TEXTS = {"tiny_bert": "The dog fetched the ball and she was happy",
          "tiny_gpt2": "The dog fetched the ball and she was happy because the cat sat on the mat",
          "tiny_llama": "The dog fetched the ball and she was happy because life is short, eat dessert first"}
+# the families of issue 26: Qwen2's sliding layer and Mistral's window cut across the blocks
+TEXTS.update(tiny_qwen2_lm=TEXTS["tiny_llama"], tiny_mistral_lm=TEXTS["tiny_llama"], tiny_roberta_mlm=TEXTS["tiny_bert"])
 
 
 @pytest.fixture
@@ -47,7 +49,7 @@ def _max_pool(a: np.ndarray, f: int) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("name", ["tiny_bert", "tiny_gpt2", "tiny_llama"])
+@pytest.mark.parametrize("name", list(TEXTS))
 def test_a_long_run_keeps_the_models_numbers_without_its_weights(name, request, long_runs):
     loaded = load_model(str(request.getfixturevalue(name)))
     text = TEXTS[name]
@@ -68,7 +70,7 @@ def test_a_long_run_keeps_the_models_numbers_without_its_weights(name, request, 
     assert run.log_sum_exp.shape == (loaded.num_layers, loaded.num_heads, n)
 
 
-@pytest.mark.parametrize("name", ["tiny_bert", "tiny_gpt2", "tiny_llama"])
+@pytest.mark.parametrize("name", list(TEXTS))
 def test_an_opened_long_layer_goes_the_streamed_way_and_equals_the_model(name, request, long_runs, monkeypatch):
     loaded = load_model(str(request.getfixturevalue(name)))
     dense = loaded.run(TEXTS[name])
