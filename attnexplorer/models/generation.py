@@ -154,14 +154,18 @@ class _Cached(_Layers):
         self.cache, self.position = cache, position
         self.last_rows: list[torch.Tensor] = []
 
-    def attend(self, layer, q, k, v, scaling, causal):
+    def attend(self, layer, q, k, v, scaling, causal, window=None):
         from ..core.attention import attention_block
+        from .forward import window_blocked
 
         change = self.changes.get(layer)
         if change is not None and change.scaling is not None:
             scaling = change.scaling
         keys, values = self.cache.append(layer, k, v, self.position)
-        block = attention_block(q, keys, values, factor=scaling, causal=True, key_offset=self.position,
+        # a sliding window (Mistral, Qwen2's sliding layers): the new rows see only the last keys
+        mask = None if window is None else window_blocked(range(self.position, self.position + q.shape[1]),
+                                                          keys.shape[1], window)
+        block = attention_block(q, keys, values, factor=scaling, causal=True, key_offset=self.position, mask=mask,
                                 fill=torch.finfo(q.dtype).min, softmax_dtype=torch.float32)
         self.last_rows.append(block.weights[:, -1])
         context = block.output.transpose(0, 1)

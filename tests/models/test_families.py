@@ -159,3 +159,26 @@ def test_an_unsupported_family_is_refused_naming_the_families(tiny_mistral_lm, t
     with pytest.raises(ModelError, match="qwen2, mistral") as err:
         load_model(str(folder))
     assert "roberta" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["tiny_qwen2_lm", "tiny_mistral_lm"])
+def test_generation_keeps_the_window_in_its_cache(name, request):
+    """Greedy steps from the KV cache: transformers' generate's ids, and each step's attention
+    row the last row of the whole text's weights (beyond the window: exactly 0)."""
+    from attnexplorer.models.forward import forward
+    from attnexplorer.models.generation import Generation
+
+    folder = request.getfixturevalue(name)
+    loaded = load_model(str(folder))
+    behaviour = Behaviour(loaded, loaded.run(TEXT))
+    model = _transformers(folder, False)
+    model.generation_config.eos_token_id = None
+    prompt = list(behaviour.run.ids)
+    with torch.no_grad():
+        expected = model.generate(torch.tensor([prompt]), max_new_tokens=12, do_sample=False, pad_token_id=0)[0].tolist()
+    generation = Generation(behaviour, stop=())
+    steps = generation.run(12)
+    assert generation.ids == expected and len(set(generation.ids[len(prompt):])) > 2
+    whole = forward(loaded.family.kind, loaded.config, loaded.weights, generation.ids).attentions
+    assert np.abs(steps[-1].attention - whole[:, :, -1].numpy()).max() < 1e-5
+    assert np.all(steps[-1].attention[-1, :, :-4] == 0)   # the last layer's window: 3 or 4 tokens
