@@ -1,4 +1,5 @@
-"""The three supported families and how each one's layer becomes a version-2 session.
+"""The supported families (BERT, RoBERTa, GPT-2, Llama, Qwen2, Mistral) and how each one's
+layer becomes a version-2 session.
 
 Each family says how to find its layers in a transformers model, which module's output is "the
 attention before the residual add", and how to turn one layer's weights (read by transformers'
@@ -25,6 +26,11 @@ What the session takes as its embeddings, and why (the pipeline is E → + P →
   RoPE (θ from the config, all head dimensions rotated, the rotate-half layout Hugging Face
   uses, offset 0). GGUF files store q/k rows permuted for llama.cpp's interleaved layout;
   transformers undoes that on load, so the weights here are already in the half layout.
+- **Qwen2, Mistral**: as Llama (``Family.kind`` "llama": the same weight names and forward);
+  Qwen2's q/k/v biases are always there, and a layer's sliding window (``window_of_layer``)
+  is the session's ``{"window": w}`` mask.
+- **RoBERTa**: as BERT (kind "bert"), but P = the position rows its ids read, from
+  padding_idx + 1 on (``position_ids``).
 """
 
 from __future__ import annotations
