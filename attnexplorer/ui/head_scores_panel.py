@@ -1,13 +1,21 @@
-"""The model window's Heads tab: colour the model view by a head score, and the heads ranked
-by it (click a row to open that head). The scores come from the run that opened the model
-(``models.head_scores``, computed during its forward, a block of rows at a time on a long text)."""
+"""The model window's Heads tab: colour the model view by a head score or an attribution, and
+the heads ranked by it (click a row to open that head). The scores come from the run that
+opened the model (``models.head_scores``, computed during its forward, a block of rows at a time
+on a long text); an attribution (direct logit attribution, or a zero/mean-ablation sweep) of a
+token the user types is computed on request on a background job (``app.jobs.JobRunner``) with
+progress and Cancel, and joins the colour choices."""
 
 from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QLabel, QTableWidget, QTableWidgetItem,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushButton,
+                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from ..app.jobs import JobRunner
+from .gui_thread import GuiThread
+
+ATTRIBUTIONS = {"direct logit attribution": "dla", "zero-ablate each head": "zero", "mean-ablate each head": "mean"}
 
 NONE = "none"
 
@@ -45,7 +53,34 @@ class HeadScoresPanel(QWidget):
         row = QHBoxLayout()
         row.addWidget(QLabel("Colour by"))
         row.addWidget(self.colour_box, 1)
+        self.behaviour = None
+        self.target_edit = QLineEdit()
+        self.target_edit.setPlaceholderText('token, e.g. " Mary"')
+        self.versus_edit = QLineEdit()
+        self.versus_edit.setPlaceholderText("versus (optional)")
+        self.kind_box = QComboBox()
+        self.kind_box.addItems(list(ATTRIBUTIONS))
+        self.run_button = QPushButton("Attribute")
+        self.run_button.clicked.connect(self.attribute)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        tokens = QHBoxLayout()
+        tokens.addWidget(QLabel("Token"))
+        tokens.addWidget(self.target_edit, 1)
+        tokens.addWidget(QLabel("vs"))
+        tokens.addWidget(self.versus_edit, 1)
+        actions = QHBoxLayout()
+        actions.addWidget(self.kind_box, 1)
+        actions.addWidget(self.run_button)
+        actions.addWidget(self.cancel_button)
+        self.jobs = JobRunner("attnexplorer-head-attribution", GuiThread(self).post)
         layout = QVBoxLayout(self)
+        layout.addLayout(tokens)
+        layout.addLayout(actions)
+        layout.addWidget(self.status)
         layout.addLayout(row)
         layout.addWidget(self.definition)
         layout.addWidget(self.table, 1)
@@ -58,6 +93,68 @@ class HeadScoresPanel(QWidget):
         self.colour_box.blockSignals(False)
         self._on_colour(NONE)
 
+    def set_behaviour(self, behaviour) -> None:
+        """The run attributions are computed on (``models.interventions.Behaviour``)."""
+        self.jobs.cancel()
+        self.behaviour = behaviour
+        self._busy(False)
+        self.status.setText("")
+
+    def shutdown(self) -> None:
+        self.jobs.shutdown()
+
+    def _busy(self, busy: bool) -> None:
+        self.run_button.setEnabled(not busy)
+        self.cancel_button.setEnabled(busy)
+
+    def attribute(self) -> None:
+        """Attribute the typed token's logit (or the difference) at the last position to each head."""
+        from ..models.head_attribution import ablation_sweep, direct_logit_attribution, pick
+        from ..models.sources import ModelError
+
+        behaviour = self.behaviour
+        target, versus = self.target_edit.text(), self.versus_edit.text() or None
+        kind = ATTRIBUTIONS[self.kind_box.currentText()]
+        if behaviour is None:
+            return
+        try:
+            picked = pick(behaviour, target, versus)
+        except ModelError as err:
+            self.status.setText(str(err))
+            return
+        label = repr(target) if versus is None else f"{target!r} − {versus!r}"
+        name = f"{'dla' if kind == 'dla' else 'ablate:' + kind} {label}"
+
+        def work(job):
+            if kind == "dla":
+                values, rest, logit = direct_logit_attribution(behaviour, picked)
+                return values, f"{label} at position {picked.position}: {logit:.3f} = heads {values.sum():.3f} + rest {rest:.3f}"
+            effects, base = ablation_sweep(behaviour, picked, kind, progress=job.progress, cancelled=lambda: job.cancelled)
+            return effects, f"{label} at position {picked.position}: {base:.3f} unedited; the change of it per head"
+
+        self._busy(True)
+        self.status.setText(f"attributing {label}…")
+        self.jobs.submit(work, on_done=lambda answer: self._attributed(name, *answer), on_failed=self._failed,
+                         on_progress=lambda done, total: self.status.setText(f"ablating head {done} of {total}…"))
+
+    def cancel(self) -> None:
+        self.jobs.cancel()
+        self._busy(False)
+        self.status.setText("cancelled")
+
+    def _attributed(self, name: str, values: np.ndarray, summary: str) -> None:
+        self._busy(False)
+        self.status.setText(summary)
+        self.scores[name] = values
+        if self.colour_box.findText(name) < 0:
+            self.colour_box.addItem(name)
+        self.colour_box.setCurrentText(name)
+        self._on_colour(name)
+
+    def _failed(self, err: BaseException) -> None:
+        self._busy(False)
+        self.status.setText(str(err))
+
     def colour_by(self, name: str) -> None:
         self.colour_box.setCurrentText(name)
 
@@ -65,8 +162,15 @@ class HeadScoresPanel(QWidget):
         from ..models.head_scores import definition
 
         values = self.scores.get(name)
-        self.definition.setText("Ring each thumbnail by a head score; the heads ranked by it below." if values is None
-                                else definition(name) + " Rings: the more orange, the higher.")
+        if values is None:
+            text = "Ring each thumbnail by a head score or an attribution; the heads ranked by it below."
+        elif name.startswith(("dla ", "ablate:")):
+            text = (f"{name}: " + ("each head's output through W_o, the final norm (its scale from the unedited run) "
+                                   "and the unembedding" if name.startswith("dla") else
+                                   "the change of the logit when that head alone is ablated") + ".")
+        else:
+            text = definition(name)
+        self.definition.setText(text if values is None else text + " Rings: the more orange, the higher.")
         self.table.setSortingEnabled(False)
         self.table.setRowCount(0)
         if values is not None:

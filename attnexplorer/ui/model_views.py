@@ -72,13 +72,20 @@ class ModelGrid(QWidget):
         self.update()
 
     def set_colouring(self, name: str | None, values: np.ndarray | None = None) -> None:
-        """Ring each thumbnail in orange, as opaque as its value is high among all heads
-        (``values``: layers × heads; None for no colouring); hovering writes the value."""
+        """Ring each thumbnail in orange, as opaque as its value is high among all heads (an
+        attribution, named ``dla …``/``ablate:…``: as its size is among them); ``values``:
+        layers × heads, None for no colouring; hovering writes the value."""
         self.colouring = None if name is None or values is None else (name, np.asarray(values, dtype=float))
         self.update()
 
     def ring_colour(self, layer: int, head: int) -> QColor:
-        _name, values = self.colouring
+        name, values = self.colouring
+        if name.startswith(("dla ", "ablate:")):
+            values = np.abs(values)   # an attribution matters by its size, either sign
+            layer_value = values[layer, head]
+            high = float(np.nanmax(values))
+            share = 0.0 if high <= 0 else float(layer_value) / high
+            return QColor(255, 110, 0, int(round(255 * min(max(share, 0.0), 1.0))))
         low, high = float(np.nanmin(values)), float(np.nanmax(values))
         share = 0.0 if high <= low else (float(values[layer, head]) - low) / (high - low)
         return QColor(255, 110, 0, int(round(255 * min(max(share, 0.0), 1.0))))

@@ -331,6 +331,7 @@ class ModelController(QObject):
 
     def shutdown(self) -> None:
         self.behaviour.shutdown()
+        self.window.head_scores.shutdown()
         self._loader.shutdown()   # a load in progress stops at its next step
 
     def open_dialog(self) -> None:
@@ -392,6 +393,7 @@ class ModelController(QObject):
         self.window.show()
         self.window.raise_()
         self.behaviour.start(behaviour)
+        self.window.head_scores.set_behaviour(behaviour)
         self.load_layer(layer, 0, session)
 
     def load_layer(self, layer: int, head: int, session=None) -> bool:

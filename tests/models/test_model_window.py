@@ -266,3 +266,38 @@ def test_the_heads_tab_colours_the_model_view_and_ranks_the_heads(win, qtbot, ti
     assert got.args == [int(top[0]), int(top[1])]
     panel.colour_by("none")
     assert grid.colouring is None and panel.table.rowCount() == 0
+
+
+def test_the_heads_tab_attributes_a_token_on_a_job(win, qtbot, tiny_gpt2_lm):
+    from attnexplorer.models.head_attribution import ablation_sweep, direct_logit_attribution, pick
+    from attnexplorer.ui.model_window import ModelController
+
+    win.model_controller = controller = ModelController(win, win.document, win.actions)
+    controller.start(str(tiny_gpt2_lm), TEXT, 0)
+    qtbot.waitUntil(lambda: controller.window.run is not None or bool(win.errors), timeout=120000)
+    panel, grid = controller.window.head_scores, controller.window.grid
+    behaviour = panel.behaviour
+    assert behaviour is not None
+    panel.target_edit.setText(" dogball")
+    panel.attribute()
+    assert "not one" in panel.status.text() and panel.run_button.isEnabled()
+    panel.target_edit.setText(" ball")
+    panel.attribute()
+    qtbot.waitUntil(lambda: panel.colour_box.currentText() == "dla ' ball'", timeout=30000)
+    expected, rest, logit = direct_logit_attribution(behaviour, pick(behaviour, " ball"))
+    assert np.abs(grid.colouring[1] - expected).max() < 1e-9 and "+ rest" in panel.status.text()
+    biggest = np.unravel_index(np.argmax(np.abs(expected)), expected.shape)
+    assert grid.ring_colour(*biggest).alpha() == 255
+    panel.kind_box.setCurrentText("zero-ablate each head")
+    panel.attribute()
+    qtbot.waitUntil(lambda: panel.colour_box.currentText() == "ablate:zero ' ball'", timeout=60000)
+    effects, _base = ablation_sweep(behaviour, pick(behaviour, " ball"), "zero")
+    assert np.abs(grid.colouring[1] - effects).max() < 1e-9
+    assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
+    panel.kind_box.setCurrentText("mean-ablate each head")
+    panel.attribute()
+    panel.cancel()
+    assert panel.status.text() == "cancelled" and panel.run_button.isEnabled()
+    assert panel.jobs.wait(60)
+    qtbot.wait(50)   # let any answer already posted arrive: a cancelled job's is dropped
+    assert panel.colour_box.findText("ablate:mean ' ball'") < 0
