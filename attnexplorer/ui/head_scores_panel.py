@@ -50,9 +50,12 @@ class HeadScoresPanel(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.cellClicked.connect(self._on_row)
+        self.layer_box = QComboBox()   # the ranked list of every layer, or of one
+        self.layer_box.currentIndexChanged.connect(lambda _i: self._on_colour(self.colour_box.currentText()))
         row = QHBoxLayout()
         row.addWidget(QLabel("Colour by"))
         row.addWidget(self.colour_box, 1)
+        row.addWidget(self.layer_box)
         self.behaviour = None
         self.target_edit = QLineEdit()
         self.target_edit.setPlaceholderText('token, e.g. " Mary"')
@@ -87,16 +90,26 @@ class HeadScoresPanel(QWidget):
 
     def set_scores(self, scores: dict[str, np.ndarray]) -> None:
         self.scores = dict(scores)
+        layers = next(iter(self.scores.values())).shape[0] if self.scores else 0
+        self.set_layers(layers)
         self.colour_box.blockSignals(True)
         self.colour_box.clear()
         self.colour_box.addItems([NONE, *self.scores])
         self.colour_box.blockSignals(False)
         self._on_colour(NONE)
 
+    def set_layers(self, layers: int) -> None:
+        self.layer_box.blockSignals(True)
+        self.layer_box.clear()
+        self.layer_box.addItems(["all layers"] + [f"layer {layer}" for layer in range(layers)])
+        self.layer_box.blockSignals(False)
+
     def set_behaviour(self, behaviour) -> None:
         """The run attributions are computed on (``models.interventions.Behaviour``)."""
         self.jobs.cancel()
         self.behaviour = behaviour
+        if self.layer_box.count() <= 1:
+            self.set_layers(behaviour.loaded.num_layers)
         self._busy(False)
         self.status.setText("")
 
@@ -176,6 +189,9 @@ class HeadScoresPanel(QWidget):
         if values is not None:
             self.table.setHorizontalHeaderLabels(["layer", "head", name])
             order = np.argsort(-values, axis=None, kind="stable")
+            only = self.layer_box.currentIndex() - 1   # -1: every layer
+            if only >= 0:
+                order = [flat for flat in order if flat // values.shape[1] == only]
             self.table.setRowCount(len(order))
             for r, flat in enumerate(order):
                 layer, head = divmod(int(flat), values.shape[1])

@@ -264,6 +264,13 @@ def test_the_heads_tab_colours_the_model_view_and_ranks_the_heads(win, qtbot, ti
     with qtbot.waitSignal(window.layer_chosen) as got:
         panel.table.cellClicked.emit(0, 0)
     assert got.args == [int(top[0]), int(top[1])]
+    panel.layer_box.setCurrentText("layer 1")   # the ranked list of one layer; the rings stay on all
+    assert panel.table.rowCount() == 4
+    assert {panel.table.item(r, 0).text() for r in range(4)} == {"L1"}
+    assert [float(panel.table.item(r, 2).text()) for r in range(4)] == sorted(
+        [round(float(v), 3) for v in expected[1]], reverse=True)
+    assert grid.colouring[1].shape == (2, 4)
+    panel.layer_box.setCurrentText("all layers")
     panel.colour_by("none")
     assert grid.colouring is None and panel.table.rowCount() == 0
 
