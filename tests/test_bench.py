@@ -78,9 +78,50 @@ def test_every_kind_of_row_is_documented_and_offered():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     listed = re.search(r"`--json` gives the same figures as JSON \(fields: (.*?)\)", readme, re.S)[1]
     fields = [f for kind in bench.row_kinds() for f in bench.ROW_FIELDS.get(kind, (kind,))]
-    assert re.findall(r"`(\w+)`", listed) == ["machine", "targets", *fields, "seconds"]
+    assert re.findall(r"`(\w+)`", listed) == ["machine", "date", "load_before", "targets", *fields, "load_after",
+                                              "seconds"]
     usage = " ".join(build_bench_parser().format_help().split())
     assert all(kind in usage for kind in bench.row_kinds())
+
+
+def _speed_section() -> str:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    return readme[readme.index("\n## Speed\n"):readme.index("\n## Packaging\n")]
+
+
+def _flat(targets: dict, prefix: str = "") -> dict[str, float]:
+    out = {}
+    for key, value in targets.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = float(value)
+    return out
+
+
+def test_the_readme_names_the_bench_targets_and_no_others():
+    """The Speed section is a record of `attnexplorer bench`: its targets table holds every
+    target of ``bench.TARGETS`` (each figure in its row, in the order of the JSON names), and
+    every target the section names anywhere (its prose, its run) is one of those numbers."""
+    section = _speed_section()
+    flat = _flat(bench.TARGETS)
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "`" in line]
+    named = {}
+    for row in rows:
+        _figure, target, json_names = [cell.strip() for cell in row.strip("|").split("|")]
+        numbers = [float(x) for x in re.findall(r"[0-9]+(?:\.[0-9]+)?", target)]
+        names = re.findall(r"`(\w+)`", json_names)
+        keys = [k for name in names for k in flat if k == name or k.startswith(name + ".")]
+        assert sorted(numbers) == sorted(flat[k] for k in keys), row
+        named.update({k: flat[k] for k in keys})
+    assert named == flat  # every target has its row
+    values = set(flat.values())
+    mentioned = re.findall(r"[Tt]argets?(?: met)?(?: then)?:? (?:≤|≥|<) ?\+?([0-9][0-9,]*(?:\.[0-9]+)?)\s*(GB|×|ms|s|MB|/s)?",
+                           section)
+    assert mentioned
+    for number, unit in mentioned:
+        value = float(number.replace(",", "")) * (1024 if unit == "GB" else 1)
+        assert value in values, f"the README names a target of {number}{unit}, which bench.TARGETS does not hold"
 
 
 @pytest.mark.parametrize("text,message", [

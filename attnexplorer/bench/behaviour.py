@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import statistics
 
-from .real_models import TEXT_32, _load, _probe
+from .real_models import TEXT_32, _load, _probe, not_installed
 
 TARGETS = {"smollm2": {"edit_ms": 150.0, "ablation_ms": 150.0, "lens_ms": 50.0}, "minilm": {"ablation_ms": 60.0}}
 LAYER = 15
@@ -107,7 +107,7 @@ def bench_behaviour(repeats: int = 7) -> list[dict]:
     for name, targets in TARGETS.items():
         row = {"model": name, "targets": targets}
         if problem or not installed.get(name):
-            row.update(error=problem or f"{name} is not installed", met=None)
+            row.update(error=problem or not_installed(name), met=None)
             rows.append(row)
             continue
         row["load_before"] = _load()

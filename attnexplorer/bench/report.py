@@ -9,10 +9,19 @@ def mark(met) -> str:
     return "  -" if met is None else (" ok" if met else " MISSED")
 
 
+def _load(value) -> str:
+    return "unknown" if value is None else f"{value:.2f}"
+
+
 def format_report(r: dict) -> str:
     m = r["machine"]
     out = [f"attnexplorer bench — {m['cpu']}, {m['cores']} cores, torch {m['torch']} "
-           f"({m['torch_threads']} threads), devices: {', '.join(m['devices'])}", ""]
+           f"({m['torch_threads']} threads), devices: {', '.join(m['devices'])}"]
+    if "date" in r:
+        # Every wall-clock figure below moves with the machine's load: say when and how busy.
+        out.append(f"run {r['date']}, load average {_load(r.get('load_before'))} at the start, "
+                   f"{_load(r.get('load_after'))} at the end")
+    out.append("")
     if "engine" in r:
         out.append("Engine vs bare torch softmax(QKᵀ·s)·V, d = 64 (target ≤ 1.3× at n ≥ 256)")
         out.append(f"  {'device':7}{'n':>6}{'heads':>6}{'engine ms':>11}{'bare ms':>10}{'ratio':>7}")
@@ -84,6 +93,10 @@ def format_report(r: dict) -> str:
         out.append(f"  first painted window {s['first_paint_s']:.2f} s ({torch_note}; target ≤ "
                    f"{s['target_paint_s']:.1f} s){mark(s['paint_met'])}")
         out.append(f"  every panel drawn {s['drawn_s']:.2f} s (target ≤ {s['target_drawn_s']:.1f} s){mark(s['drawn_met'])}")
+    if "export" in r:
+        from .export import format_export
+
+        out += format_export(r["export"], mark)
     if "long" in r:
         from .long import format_long
 

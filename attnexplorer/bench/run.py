@@ -53,12 +53,23 @@ import time
 from typing import Callable
 
 from ..core.errors import AttnExplorerError
-from . import edit_cost, engine, large, stages, startup, window
+from . import behaviour, edit_cost, engine, export, fit, generation, large, long, real_models, stages, startup, window
 from .report import format_report
 
 # Each row kind's targets live with its measurement; the JSON lists them all in this order.
-TARGETS = {**engine.TARGETS, **window.TARGETS, **large.TARGETS, **startup.TARGETS,
-           **edit_cost.TARGETS}
+# The README's Speed section names no other (tests/test_bench.py checks it).
+TARGETS = {**engine.TARGETS, **window.TARGETS, **edit_cost.TARGETS, **large.TARGETS, **startup.TARGETS,
+           **export.TARGETS, **long.TARGETS, **fit.TARGETS, "models_open_s": real_models.TARGETS,
+           "behaviour_ms": behaviour.TARGETS, "generation": generation.TARGETS}
+
+
+def load_average() -> float | None:
+    """The machine's one-minute load average (None where it cannot be read): on a shared
+    machine it moves every wall-clock figure, so the report prints it beside them."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def machine_info() -> dict:
@@ -144,6 +155,7 @@ def row_kinds(quick: bool = False, devices: tuple[str, ...] = ("cpu",)) -> dict[
                             else window.bench_heatmap(sizes["heatmap"], repeats=7)),
         "large": lambda: large.bench_large(256, 2) if quick else large.bench_large(4096, 4),
         "startup": lambda: startup.bench_startup(1 if quick else 3),
+        "export": lambda: export.bench_export(1 if quick else 3),
         "long": lambda: bench_long(quick),
         "fit_steps": lambda: bench_fit_steps(steps=100 if quick else 300, repeats=1 if quick else 3),
         "fit_gui": lambda: bench_fit_gui(128 if quick else 512, seconds=1.0 if quick else 3.0),
@@ -165,7 +177,8 @@ def collect(quick: bool = False, device: str | None = None, only: tuple[str, ...
 
     devices = (device,) if device else tuple(d for d in available_devices() if d in ("cpu", "cuda"))
     started = time.perf_counter()
-    results = {"machine": machine_info(), "targets": {k: v for k, v in TARGETS.items() if k != "redraw_ms"}}
+    results = {"machine": machine_info(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               "load_before": load_average(), "targets": {k: v for k, v in TARGETS.items() if k != "redraw_ms"}}
     results["targets"]["redraw_ms"] = {str(k): v for k, v in TARGETS["redraw_ms"].items()}
     for name, measure in row_kinds(quick, devices).items():
         if only is None or name in only:
@@ -174,6 +187,7 @@ def collect(quick: bool = False, device: str | None = None, only: tuple[str, ...
                 results.update(figures)
             else:
                 results[name] = figures
+    results["load_after"] = load_average()
     results["seconds"] = time.perf_counter() - started
     return results
 

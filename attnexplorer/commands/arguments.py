@@ -135,8 +135,8 @@ def build_bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="fewer sizes and repeats (for tests)")
     p.add_argument("--device", default=None, help="only this device (default: cpu and cuda when present)")
     p.add_argument("--only", metavar="ROWS", help="only these kinds of rows, comma-separated: engine, stages, redraw, "
-                   "drag, edit_cost, heatmap, large, startup, long, fit_steps, fit_gui, models, behaviour, generation "
-                   "(default: all)")
+                   "drag, edit_cost, heatmap, large, startup, export, long, fit_steps, fit_gui, models, behaviour, "
+                   "generation (default: all)")
     return p
 
 
