@@ -149,7 +149,8 @@ def test_only_measures_the_rows_named_in_the_reports_order(monkeypatch):
     monkeypatch.setattr(bench, "row_kinds", kinds)
     data = bench.collect(quick=True, only=("long", "engine"))
     assert measured == ["engine", "long"]
-    assert set(data) == {"machine", "targets", "engine", "long", "long_dense", "seconds"}
+    assert set(data) == {"machine", "date", "load_before", "targets", "engine", "long", "long_dense", "load_after",
+                         "seconds"}
 
 
 def test_bench_text_report_names_every_section():

@@ -363,3 +363,23 @@ def test_a_weight_edit_keeps_a_built_in_target_but_head_h_and_a_token_edit_redra
     # head:1's weights changed with its W_q: the target shown is head 1's new weights.
     assert fit.editor.shown_target is not before
     np.testing.assert_allclose(fit.editor.shown_target.matrix, target_for(doc.session, "head:1").matrix)
+
+
+def test_the_loss_plot_moves_its_ranges_in_steps_not_every_frame(make_window):
+    # Auto-range moved both axes on every frame of a fit, and each move re-labelled and
+    # repainted them: the steps axis now grows to the next nice number, the loss axis by decades.
+    window = make_window()
+    fit = window.fit
+    moves, frames = [], []
+    fit.controls.loss_plot.getPlotItem().vb.sigRangeChanged.connect(lambda *_: moves.append(1))
+    fit.runner.progressed.connect(lambda p: frames.append(p.step))
+    fit.controls.lr_spin.setValue(fit.controls.lr_spin.minimum())  # slow: many frames before it converges
+    fit.controls.steps_spin.setValue(400)
+    assert fit.controls.start()
+    assert fit.runner.wait(120)
+    assert len(frames) >= 5, frames
+    assert len(moves) <= 2 + len(frames) // 3, (len(moves), len(frames))
+    x_range, y_range = fit.controls.loss_plot.getPlotItem().vb.viewRange()
+    losses = np.array([h[1] for h in fit.runner.history])
+    assert x_range[0] <= 0 and x_range[1] >= fit.runner.history[-1][0]  # the whole curve in view
+    assert y_range[0] <= np.log10(losses.min()) and y_range[1] >= np.log10(losses.max())
