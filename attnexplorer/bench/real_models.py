@@ -151,7 +151,9 @@ def _probe(code: str, name: str, *args: str) -> dict:
     proc = subprocess.run([sys.executable, "-c", code, name, *args], capture_output=True, text=True, timeout=1800,
                           env=child_env())
     if proc.returncode != 0:
-        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        # Qt's offscreen platform warns on every dock it lays out; that line is not the failure.
+        lines = [line for line in (proc.stderr or proc.stdout).strip().splitlines()
+                 if "does not support propagateSizeHints" not in line]
         return {"error": lines[-1] if lines else f"exit status {proc.returncode}"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
