@@ -227,6 +227,10 @@ class ModelWindow(QWidget):
         self.head_scores.coloured.connect(self.grid.set_colouring)
         self.head_scores.chosen.connect(self._on_ranked_head)
         side.addTab(self.head_scores, "Heads")
+        from .generation_panel import GenerationPanel
+
+        self.generation = GenerationPanel()
+        side.addTab(self.generation, "Generate")
         self.side_tabs = side
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.tabs)
@@ -321,6 +325,10 @@ class ModelController(QObject):
         from .behaviour_control import BehaviourControl
 
         self.behaviour = BehaviourControl(self, main_window, document)
+        from .generation_panel import GenerationControl
+
+        self.generation = GenerationControl(self, self.window.generation,
+                                            lambda: (self.behaviour.behaviour, self.behaviour.interventions()))
         document.result_changed.connect(self._on_result)
 
     @property
@@ -332,6 +340,7 @@ class ModelController(QObject):
     def shutdown(self) -> None:
         self.behaviour.shutdown()
         self.window.head_scores.shutdown()
+        self.generation.shutdown()
         self._loader.shutdown()   # a load in progress stops at its next step
 
     def open_dialog(self) -> None:
@@ -394,6 +403,7 @@ class ModelController(QObject):
         self.window.raise_()
         self.behaviour.start(behaviour)
         self.window.head_scores.set_behaviour(behaviour)
+        self.generation.start(loaded)
         self.load_layer(layer, 0, session)
 
     def load_layer(self, layer: int, head: int, session=None) -> bool:

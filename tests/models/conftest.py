@@ -229,3 +229,40 @@ def tiny_roberta_mlm(tmp_path_factory):
     model = RobertaForMaskedLM(config)
     _randomise(model, 9)
     return _save(tmp_path_factory.mktemp("tiny-roberta"), model, tokenizer)
+
+
+@pytest.fixture
+def model_in_window(qtbot, tmp_path, monkeypatch):
+    """``open(folder, text, layer)``: a main window (on the pronoun preset) whose model controller
+    has opened the model on the text and drawn its first prediction; returns (window, controller).
+    Errors are collected in ``window.errors``; everything is closed after the test."""
+    from attnexplorer.core.presets import build_preset
+    from attnexplorer.ui.document import SessionDocument
+    from attnexplorer.ui.main_window import MainWindow
+    from attnexplorer.ui.model_window import ModelController
+    from attnexplorer.ui.settings import AppSettings
+
+    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
+    opened = []
+
+    def open_model(folder, text, layer=1):
+        doc = SessionDocument(build_preset("pronoun").session)
+        window = MainWindow(doc, AppSettings())
+        window.errors = []
+        window.show_error = lambda title, message: window.errors.append(message)
+        window.ask_unsaved = lambda: "discard"
+        qtbot.addWidget(window)
+        window.model_controller = controller = ModelController(window, doc, window.actions)
+        opened.append((window, controller, doc))
+        controller.start(str(folder), text, layer)
+        qtbot.waitUntil(lambda: controller.behaviour.last_result is not None or bool(window.errors), timeout=120000)
+        assert not window.errors, window.errors
+        return window, controller
+
+    yield open_model
+    for window, controller, doc in opened:
+        controller.window.close()
+        controller.shutdown()
+        window.actions.autosaver.discard()
+        doc.shutdown()

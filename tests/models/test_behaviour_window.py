@@ -19,28 +19,10 @@ TEXT = "The dog fetched the ball and she was happy"
 
 
 @pytest.fixture
-def opened(qtbot, tmp_path, monkeypatch, tiny_gpt2_lm):
-    from attnexplorer.ui.model_window import ModelController
-
-    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
-    doc = SessionDocument(build_preset("pronoun").session)
-    window = MainWindow(doc, AppSettings())
-    window.errors = []
-    window.show_error = lambda title, text: window.errors.append(text)
-    window.ask_unsaved = lambda: "discard"
-    qtbot.addWidget(window)
-    window.model_controller = controller = ModelController(window, doc, window.actions)
-    control = controller.behaviour
-    controller.start(str(tiny_gpt2_lm), TEXT, 1)
-    qtbot.waitUntil(lambda: control.last_result is not None or bool(window.errors), timeout=120000)
-    assert not window.errors, window.errors
+def opened(model_in_window, tiny_gpt2_lm):
+    window, controller = model_in_window(tiny_gpt2_lm, TEXT)
     loaded = load_model(str(tiny_gpt2_lm))
-    yield window, controller, control, Behaviour(loaded, loaded.run(TEXT))
-    controller.window.close()
-    controller.shutdown()
-    window.actions.autosaver.discard()
-    doc.shutdown()
+    return window, controller, controller.behaviour, Behaviour(loaded, loaded.run(TEXT))
 
 
 def _wait(qtbot, control, check):

@@ -1,0 +1,295 @@
+"""Step through generation in the model window: the Generate tab and the job that drives it.
+
+- ``GenerationPanel``: Step, Run N, Back and Stop; the sampling (greedy, or temperature, top-k,
+  top-p and a seed); the prompt and the generated text; for the chosen layer and head, the new
+  tokens' attention rows (a row per generated token, over every key), and the **KV cache** of
+  that layer's K/V head: the cached K and V as heatmaps that grow a row per step, the newest row
+  marked, the cache's size in numbers and bytes and which query heads read that K/V head.
+- ``GenerationControl``: every action is a job of a ``JobRunner`` of its own (the GUI thread
+  never runs the model); the ``models.generation.Generation`` lives in the runner's state
+  between jobs, so each step is one token's work. The user's interventions (``source()``: the
+  behaviour and its interventions, as the Predictions tab has them) are read at each action: when
+  they changed, the text generated so far is replayed under them (the same tokens, their
+  attention and cache recomputed). A newer action supersedes a Run in progress at its next step.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSpinBox,
+                               QTextEdit, QVBoxLayout, QWidget)
+
+from ..app.jobs import JobRunner
+from ..core.errors import AttnExplorerError
+from .gui_thread import GuiThread
+
+NEW_ROW = (235, 130, 40)
+
+
+def _size(size: int) -> str:
+    return f"{size / 1024**2:.1f} MB" if size >= 1024**2 else f"{size / 1024:.1f} KB"
+
+
+class _Heatmap(pg.PlotWidget):
+    """A matrix drawn row by row downwards (row 0 at the top), its newest row outlined."""
+
+    def __init__(self, title: str, left: str, bottom: str):
+        super().__init__()
+        self.setMenuEnabled(False)
+        self.setTitle(title)
+        self.setLabel("left", left)
+        self.setLabel("bottom", bottom)
+        self.getViewBox().invertY(True)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image.setColorMap(pg.colormap.get("viridis"))
+        self.addItem(self.image)
+        # the newest row, outlined: what the last step appended
+        self.marker = pg.LinearRegionItem(orientation="horizontal", movable=False, brush=pg.mkBrush(*NEW_ROW, 50),
+                                          pen=pg.mkPen(NEW_ROW, width=2))
+        self.addItem(self.marker)
+
+    def show_matrix(self, matrix: np.ndarray, marked: int | None, levels=None) -> None:
+        if matrix.size == 0:
+            self.image.clear()
+            self.marker.hide()
+            return
+        self.image.setImage(matrix, levels=levels if levels is not None else _levels(matrix), autoLevels=False)
+        self.marker.setVisible(marked is not None)
+        if marked is not None:
+            self.marker.setRegion((marked, marked + 1))
+        self.getViewBox().setRange(xRange=(0, matrix.shape[1]), yRange=(0, matrix.shape[0]), padding=0)
+
+
+def _levels(matrix: np.ndarray) -> tuple[float, float]:
+    top = float(np.abs(matrix).max()) or 1.0
+    return (-top, top)
+
+
+class GenerationPanel(QWidget):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.step_button, self.run_button = QPushButton("Step"), QPushButton("Run")
+        self.back_button, self.stop_button = QPushButton("Back"), QPushButton("Stop")
+        self.step_button.setToolTip("append one token: the most likely one, or a sample")
+        self.back_button.setToolTip("remove the last token (the cache is cut back)")
+        self.run_count = QSpinBox()
+        self.run_count.setRange(1, 1024)
+        self.run_count.setValue(16)
+        self.run_count.setSuffix(" tokens")
+        self.greedy = QCheckBox("Greedy")
+        self.greedy.setChecked(True)
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(0.05, 5.0)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setValue(1.0)
+        self.top_k = QSpinBox()
+        self.top_k.setRange(0, 100000)
+        self.top_k.setSpecialValueText("all")
+        self.top_p = QDoubleSpinBox()
+        self.top_p.setRange(0.01, 1.0)
+        self.top_p.setSingleStep(0.05)
+        self.top_p.setValue(1.0)
+        self.seed = QSpinBox()
+        self.seed.setRange(0, 2**31 - 1)
+        for box in (self.temperature, self.top_k, self.top_p, self.seed):
+            box.setEnabled(False)
+        self.greedy.toggled.connect(lambda on: [b.setEnabled(not on) for b in
+                                                (self.temperature, self.top_k, self.top_p, self.seed)])
+        self.layer_spin, self.head_spin = QSpinBox(), QSpinBox()
+        actions = QHBoxLayout()
+        for w in (self.step_button, self.run_button, self.run_count, self.back_button, self.stop_button):
+            actions.addWidget(w)
+        actions.addStretch(1)
+        sampling = QGridLayout()
+        sampling.addWidget(self.greedy, 0, 0)
+        for col, (name, box) in enumerate((("temperature", self.temperature), ("top-k", self.top_k),
+                                           ("top-p", self.top_p), ("seed", self.seed))):
+            sampling.addWidget(QLabel(name), 0, 1 + 2 * col)
+            sampling.addWidget(box, 0, 2 + 2 * col)
+        chosen = QHBoxLayout()
+        chosen.addWidget(QLabel("Layer"))
+        chosen.addWidget(self.layer_spin)
+        chosen.addWidget(QLabel("Head"))
+        chosen.addWidget(self.head_spin)
+        chosen.addStretch(1)
+        self.text = QTextEdit()
+        self.text.setReadOnly(True)
+        self.text.setMaximumHeight(110)
+        self.state = QLabel("open a decoder (GPT-2, Llama-family) to generate")
+        self.state.setWordWrap(True)
+        self.attention = _Heatmap("New tokens' attention", "generated token", "key position")
+        self.keys = _Heatmap("Cached K", "position", "d_k")
+        self.values = _Heatmap("Cached V", "position", "d_v")
+        cache = QHBoxLayout()
+        cache.addWidget(self.keys)
+        cache.addWidget(self.values)
+        layout = QVBoxLayout(self)
+        layout.addLayout(actions)
+        layout.addLayout(sampling)
+        layout.addLayout(chosen)
+        layout.addWidget(self.text)
+        layout.addWidget(self.state)
+        layout.addWidget(self.attention, 1)
+        layout.addLayout(cache, 2)
+        self.set_model(None)
+
+    def set_model(self, loaded) -> None:
+        """A new run: the layer and head ranges, and nothing generated."""
+        decoder = loaded is not None and loaded.family.name in ("gpt2", "llama")
+        for w in (self.step_button, self.run_button, self.back_button, self.stop_button):
+            w.setEnabled(decoder)
+        self.back_button.setEnabled(False)
+        if loaded is not None:
+            for spin, top in ((self.layer_spin, loaded.num_layers), (self.head_spin, loaded.num_heads)):
+                spin.blockSignals(True)
+                spin.setRange(0, top - 1)
+                spin.blockSignals(False)
+        self.text.clear()
+        for view in (self.attention, self.keys, self.values):
+            view.show_matrix(np.zeros((0, 0)), None)
+        self.state.setText("Step appends a token; Run appends several; Back takes the last away" if decoder else
+                           "only a decoder (GPT-2, Llama-family) writes text token by token")
+
+    def show_message(self, text: str) -> None:
+        self.state.setText(text)
+
+    def show_snapshot(self, snap: dict) -> None:
+        self.text.setHtml(f"{html.escape(snap['prompt'])}<b style='color:rgb{NEW_ROW}'>"
+                          f"{html.escape(snap['generated'])}</b>")
+        self.text.verticalScrollBar().setValue(self.text.verticalScrollBar().maximum())
+        self.back_button.setEnabled(snap["steps"] > 0)
+        heads = snap["reading_heads"]
+        last = f"; last: {snap['last']!r} (p = {snap['last_prob']:.3f})" if snap["last"] is not None else ""
+        self.state.setText(
+            f"{snap['length']} tokens ({snap['steps']} generated{last}). KV cache: {snap['layers']} layers × 2 × "
+            f"{snap['kv_heads']} K/V heads × {snap['length']} × {snap['d_k']} = {snap['numbers']:,} numbers, "
+            f"{_size(snap['bytes'])}. Layer {snap['layer']}, K/V head {snap['kv_head']}, read by query heads "
+            f"{heads[0]}–{heads[-1]}" + (f"; {snap['ended']}" if snap.get("ended") else ""))
+        rows = snap["rows"]
+        self.attention.show_matrix(rows, rows.shape[0] - 1 if rows.size else None, levels=(0.0, float(rows.max() or 1)))
+        self.keys.show_matrix(snap["k"], snap["length"] - 1)
+        self.values.show_matrix(snap["v"], snap["length"] - 1)
+
+
+def snapshot(generation, layer: int, head: int, ended: str | None = None) -> dict:
+    """What the panel draws, copied on the worker (the generation keeps changing there)."""
+    loaded = generation.loaded
+    group = loaded.num_heads // loaded.num_kv_heads
+    kv_head = head // group
+    steps = list(generation.steps)
+    keys = generation.length
+    rows = np.zeros((len(steps), keys), dtype=np.float32)
+    for i, s in enumerate(steps):
+        rows[i, :s.attention.shape[-1]] = s.attention[layer, head]
+    k, v = generation.cache.layer(layer, kv_head)
+    numbers, size = generation.cache_size()
+    return {"prompt": generation.behaviour.run.text, "generated": generation.generated_text(), "steps": len(steps),
+            "length": keys, "layers": loaded.num_layers, "kv_heads": loaded.num_kv_heads, "d_k": loaded.head_dim,
+            "numbers": numbers, "bytes": size, "layer": layer, "head": head, "kv_head": kv_head,
+            "reading_heads": list(range(kv_head * group, (kv_head + 1) * group)), "rows": rows, "k": k, "v": v,
+            "last": steps[-1].token if steps else None, "last_prob": steps[-1].prob if steps else None,
+            "ids": list(generation.ids), "ended": ended}
+
+
+def _key(behaviour, interventions) -> tuple:
+    """Sessions are replaced, never changed in place: their identities tell an edit apart."""
+    return (id(behaviour), interventions.ablations, tuple((layer, id(s)) for layer, s in interventions.edits))
+
+
+def current_generation(state: dict, behaviour, interventions, sampling):
+    """The generation kept in the runner's state, made anew for another run, and replayed (the
+    same tokens) under interventions that changed."""
+    from ..models.generation import Generation
+
+    key = _key(behaviour, interventions)
+    old = state.get("generation")
+    if old is None or state.get("key") != key:
+        new = Generation(behaviour, interventions, sampling)
+        if old is not None and old.behaviour is behaviour:
+            for token in old.ids[old.prompt_length:]:
+                new.step(token)
+        state.update(generation=new, key=key, held=(behaviour, interventions))   # held: the ids stay theirs
+    generation = state["generation"]
+    generation.sampling = sampling
+    return generation
+
+
+class GenerationControl(QObject):
+    """Drives a ``GenerationPanel``; ``source()`` gives (behaviour or None, interventions)."""
+
+    def __init__(self, parent, panel: GenerationPanel, source):
+        super().__init__(parent)
+        self.panel, self.source = panel, source
+        self.jobs = JobRunner("attnexplorer-generation", GuiThread(self).post, progress_s=0.05)
+        self.last: dict | None = None
+        self.last_error: str | None = None
+        self._generated = False   # a generation is kept: the layer and head choices redraw it
+        panel.step_button.clicked.connect(lambda: self.submit("step"))
+        panel.run_button.clicked.connect(lambda: self.submit("run", panel.run_count.value()))
+        panel.back_button.clicked.connect(lambda: self.submit("back"))
+        panel.stop_button.clicked.connect(self.jobs.stop)
+        panel.layer_spin.valueChanged.connect(lambda _v: self.submit("show"))
+        panel.head_spin.valueChanged.connect(lambda _v: self.submit("show"))
+
+    def shutdown(self) -> None:
+        self.jobs.shutdown()
+
+    def start(self, loaded) -> None:
+        """A new run was opened: what was generated on the old one goes."""
+        self.jobs.cancel()
+        self.last, self._generated = None, False
+        self.panel.set_model(loaded)
+
+    def sampling(self):
+        from ..models.generation import Sampling
+
+        p = self.panel
+        if p.greedy.isChecked():
+            return Sampling()
+        return Sampling(greedy=False, temperature=p.temperature.value(), top_k=p.top_k.value() or None,
+                        top_p=None if p.top_p.value() >= 1.0 else p.top_p.value(), seed=p.seed.value())
+
+    def submit(self, action: str, count: int = 1) -> int | None:
+        behaviour, interventions = self.source()
+        if behaviour is None:
+            return None
+        if action == "show" and not self._generated:
+            return None
+        state, layer, head = self.jobs.state, self.panel.layer_spin.value(), self.panel.head_spin.value()
+        sampling = self.sampling()
+
+        def work(job):
+            generation = current_generation(state, behaviour, interventions, sampling)
+            ended = None
+            if action == "step":
+                generation.step()
+            elif action == "back" and generation.steps:
+                generation.back()
+            elif action == "run":
+                for _ in range(count):
+                    if job.cancelled:
+                        ended = "stopped"
+                        break
+                    if generation.length >= generation.loaded.max_positions:
+                        ended = f"the model reads at most {generation.loaded.max_positions} positions"
+                        break
+                    if generation.step().stop:
+                        ended = "a stop token ended the run"
+                        break
+                    job.progress(snapshot(generation, layer, head))
+            return snapshot(generation, layer, head, ended)
+
+        self.panel.show_message("generating…" if action in ("step", "run") else "…")
+        return self.jobs.submit(work, self._on_done, self._on_failed, self._on_done).generation
+
+    def _on_done(self, snap: dict) -> None:
+        self.last, self.last_error, self._generated = snap, None, True
+        self.panel.show_snapshot(snap)
+
+    def _on_failed(self, err: BaseException) -> None:
+        self.last_error = str(err) if isinstance(err, AttnExplorerError) else f"generation failed: {err}"
+        self.panel.show_message(self.last_error)

@@ -1,0 +1,86 @@
+"""The model window's Generate tab, driven through its buttons on the tiny random Llama with an LM
+head (4 query heads sharing 2 K/V heads): Step, Run, Back, the KV cache panel, an ablation made
+in the window taking effect; every token and number is the one ``models.generation`` gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+
+from attnexplorer.models import load_model
+from attnexplorer.models.generation import Generation
+from attnexplorer.models.interventions import Behaviour, Interventions
+
+TEXT = "The dog fetched the ball"
+
+
+@pytest.fixture
+def opened(model_in_window, tiny_llama_lm):
+    _window, controller = model_in_window(tiny_llama_lm, TEXT)
+    loaded = load_model(str(tiny_llama_lm))
+    return controller, controller.generation, Behaviour(loaded, loaded.run(TEXT))
+
+
+def _click_and_wait(qtbot, control, button, check):
+    control.last = None
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: (control.last is not None and check(control.last)) or control.last_error is not None,
+                    timeout=60000)
+    assert control.last_error is None, control.last_error
+    return control.last
+
+
+def test_step_run_back_and_the_kv_cache_panel(opened, qtbot):
+    controller, control, reference = opened
+    panel = controller.window.generation
+    expected = Generation(reference, stop=())
+    expected.run(6)
+    n = len(reference.run.ids)
+    snap = _click_and_wait(qtbot, control, panel.step_button, lambda s: s["steps"] == 1)
+    assert snap["ids"] == expected.ids[:n + 1]
+    panel.run_count.setValue(5)
+    snap = _click_and_wait(qtbot, control, panel.run_button, lambda s: s["steps"] == 6 and s["ended"] is None)
+    assert snap["ids"] == expected.ids
+    loaded = reference.loaded
+    per_token = loaded.num_layers * 2 * loaded.num_kv_heads * loaded.head_dim
+    assert (snap["numbers"], snap["bytes"]) == (per_token * (n + 6), per_token * (n + 6) * 4)
+    # the panel: the K and V heatmaps hold the cache of layer 0's K/V head 0, a row per position,
+    # the newest marked; the attention strip a row per generated token
+    keys = panel.keys.image.image
+    assert keys.shape == (n + 6, loaded.head_dim)
+    assert np.array_equal(keys, expected.cache.layer(0, 0)[0])
+    assert panel.keys.marker.isVisible() and tuple(panel.keys.marker.getRegion()) == (n + 5, n + 6)
+    assert panel.attention.image.image.shape == (6, n + 6)
+    assert np.allclose(panel.attention.image.image[-1], expected.steps[-1].attention[0, 0], atol=1e-6)
+    assert f"{per_token * (n + 6):,} numbers" in panel.state.text() and "read by query heads 0–1" in panel.state.text()
+    assert panel.text.toPlainText() == TEXT + expected.generated_text()
+    # another layer and a head of the second K/V head: the panel follows
+    control.last = None
+    panel.layer_spin.setValue(1)
+    panel.head_spin.setValue(3)
+    qtbot.waitUntil(lambda: control.last is not None and control.last["head"] == 3 and control.last["layer"] == 1,
+                    timeout=60000)
+    assert np.array_equal(panel.values.image.image, expected.cache.layer(1, 1)[1])
+    assert "read by query heads 2–3" in panel.state.text()
+    snap = _click_and_wait(qtbot, control, panel.back_button, lambda s: s["steps"] == 5)
+    assert snap["ids"] == expected.ids[:-1] and panel.keys.image.image.shape[0] == n + 5
+
+
+def test_an_ablation_in_the_window_is_in_force(opened, qtbot):
+    controller, control, reference = opened
+    panel = controller.window.generation
+    panel.run_count.setValue(4)
+    _click_and_wait(qtbot, control, panel.run_button, lambda s: s["steps"] == 4)
+    controller.behaviour.set_ablation(0, 1, "zero")
+    controller.behaviour.set_ablation(1, 2, "zero")
+    snap = _click_and_wait(qtbot, control, panel.step_button, lambda s: s["steps"] == 5)
+    # the four tokens are replayed under the ablations, the fifth picked with them in force
+    plain = Generation(reference, stop=())
+    plain.run(4)
+    ablated = Generation(reference, Interventions().with_ablation(0, 1, "zero").with_ablation(1, 2, "zero"), stop=())
+    for token in plain.ids[len(reference.run.ids):]:
+        ablated.step(token)
+    ablated.step()
+    assert snap["ids"] == ablated.ids
+    assert np.allclose(panel.attention.image.image[-1], ablated.steps[-1].attention[0, 0], atol=1e-6)
