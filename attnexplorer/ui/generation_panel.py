@@ -139,7 +139,7 @@ class GenerationPanel(QWidget):
 
     def set_model(self, loaded) -> None:
         """A new run: the layer and head ranges, and nothing generated."""
-        decoder = loaded is not None and loaded.family.name in ("gpt2", "llama")
+        decoder = loaded is not None and loaded.family.kind in ("gpt2", "llama")   # Qwen2, Mistral: "llama"
         for w in (self.step_button, self.run_button, self.back_button, self.stop_button):
             w.setEnabled(decoder)
         self.back_button.setEnabled(False)
@@ -152,7 +152,7 @@ class GenerationPanel(QWidget):
         for view in (self.attention, self.keys, self.values):
             view.show_matrix(np.zeros((0, 0)), None)
         self.state.setText("Step appends a token; Run appends several; Back takes the last away" if decoder else
-                           "only a decoder (GPT-2, Llama-family) writes text token by token")
+                           "only a decoder (GPT-2, Llama, Qwen2, Mistral) writes text token by token")
 
     def show_message(self, text: str) -> None:
         self.state.setText(text)
