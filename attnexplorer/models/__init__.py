@@ -1,5 +1,6 @@
-"""Real models as inputs: open a BERT, RoBERTa, GPT-2 or Llama-like (Llama, Qwen2, Mistral) model
-offline and read a layer's attention out as a version-2 session, exact to the model's own numbers.
+"""Real models as inputs: open a BERT-like (BERT, RoBERTa, DistilBERT), GPT-2 or Llama-like
+(Llama, Qwen2, Mistral) model offline and read a layer's attention out as a version-2 session,
+exact to the model's own numbers.
 
 Qt-free (the window and the CLI both call it). torch and transformers are imported only when a
 model is opened, so importing this package is cheap; without the ``models`` extra,

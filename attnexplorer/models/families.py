@@ -1,4 +1,4 @@
-"""The supported families (BERT, RoBERTa, GPT-2, Llama, Qwen2, Mistral) and how each one's
+"""The supported families (BERT, RoBERTa, DistilBERT, GPT-2, Llama, Qwen2, Mistral) and how each one's
 layer becomes a version-2 session.
 
 Each family says how to find its layers in a transformers model, which module's output is "the
@@ -31,6 +31,7 @@ What the session takes as its embeddings, and why (the pipeline is E → + P →
   is the session's ``{"window": w}`` mask.
 - **RoBERTa**: as BERT (kind "bert"), but P = the position rows its ids read, from
   padding_idx + 1 on (``position_ids``).
+- **DistilBERT**: as BERT without token types, its tensors renamed to BERT's (``bert_names``).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import numpy as np
 from ..core.limits import MAX_TOKENS
 from .sources import ModelError
 
-SUPPORTED = ("BERT-like encoders (bert, roberta), GPT-2 (gpt2) and Llama-like decoders (llama, qwen2, "
+SUPPORTED = ("BERT-like encoders (bert, roberta, distilbert), GPT-2 (gpt2) and Llama-like decoders (llama, qwen2, "
              "mistral)")
 
 
@@ -81,7 +82,7 @@ class Family:
     @property
     def wordpiece(self) -> bool:
         """Whether its tokenizer is BERT's WordPiece (## continuations, [MASK]) rather than byte-level BPE."""
-        return self.name == "bert"
+        return self.name in ("bert", "distilbert")
 
 
 def num_heads(config: Any) -> int:
@@ -163,6 +164,56 @@ def _window_check(config: Any) -> None:
 
 # ---- BERT ----------------------------------------------------------------------------------
 
+# DistilBERT is BERT without token types under other names: its tensors are renamed to BERT's
+# as they are read (``bert_names``) and back when a model is saved (``distilbert_names``), so the
+# forward, the sessions, the edits and the saving have one encoder to know.
+_DISTIL_LAYER = (("attention.q_lin.", "attention.self.query."), ("attention.k_lin.", "attention.self.key."),
+                 ("attention.v_lin.", "attention.self.value."), ("attention.out_lin.", "attention.output.dense."),
+                 ("sa_layer_norm.", "attention.output.LayerNorm."), ("ffn.lin1.", "intermediate.dense."),
+                 ("ffn.lin2.", "output.dense."), ("output_layer_norm.", "output.LayerNorm."))
+_DISTIL_HEAD = (("vocab_transform.", "cls.predictions.transform.dense."),
+                ("vocab_layer_norm.", "cls.predictions.transform.LayerNorm."),
+                ("vocab_projector.weight", "cls.predictions.decoder.weight"), ("vocab_projector.bias", "cls.predictions.bias"))
+
+
+def _renamed(name: str, layer_from: str, layer_to: str, pairs, head) -> str:
+    for old, new in head:
+        if name.startswith(old):
+            return new + name[len(old):]
+    if name.startswith(layer_from):
+        number, _, rest = name[len(layer_from):].partition(".")
+        for old, new in pairs:
+            if rest.startswith(old):
+                return f"{layer_to}{number}.{new}{rest[len(old):]}"
+    return name
+
+
+def bert_names(state: dict) -> dict:
+    """A DistilBERT's tensors (base model names, its masked-LM head at the top) under BERT's names."""
+    return {_renamed(k, "transformer.layer.", "encoder.layer.", _DISTIL_LAYER, _DISTIL_HEAD): v for k, v in state.items()}
+
+
+def distilbert_names(state: dict) -> dict:
+    """``bert_names`` undone: what a DistilBERT checkpoint calls each tensor."""
+    back = tuple((new, old) for old, new in _DISTIL_LAYER)
+    head = tuple((new, old) for old, new in _DISTIL_HEAD)
+    return {_renamed(k, "encoder.layer.", "transformer.layer.", back, head): v for k, v in state.items()}
+
+
+def encoder_eps(config: Any) -> float:
+    """The LayerNorms' eps: DistilBERT's are 1e-12, fixed in its code."""
+    return 1e-12 if config.model_type == "distilbert" else float(config.layer_norm_eps)
+
+
+def encoder_act(config: Any) -> str:
+    return config.activation if config.model_type == "distilbert" else config.hidden_act
+
+
+def token_type(w: Any) -> Any:
+    """What the token type adds to each embedding: type 0's row, or 0 for DistilBERT (no types)."""
+    table = w.get("embeddings.token_type_embeddings.weight")
+    return 0.0 if table is None else table[0]
+
 def _bert_check(config: Any) -> None:
     name = "RoBERTa" if config.model_type == "roberta" else "BERT"
     kind = getattr(config, "position_embedding_type", "absolute")
@@ -178,12 +229,12 @@ def _bert_parts(w: Any, config: Any, run: Any, layer: int) -> dict:
     n = len(run.ids)
     if layer == 0:
         ids = run.ids_tensor()
-        e = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.token_type_embeddings.weight"][0]
+        e = w["embeddings.word_embeddings.weight"][ids] + token_type(w)
         embeddings = _np(e)
         rows = position_ids(config, ids)
         positions = {"kind": "learned", "table": _np(w["embeddings.position_embeddings.weight"][rows])}
         norm = {"kind": "layer", "weight": _np(w["embeddings.LayerNorm.weight"]),
-                "bias": _np(w["embeddings.LayerNorm.bias"]), "eps": float(config.layer_norm_eps)}
+                "bias": _np(w["embeddings.LayerNorm.bias"]), "eps": encoder_eps(config)}
     else:
         embeddings, positions, norm = run.layer_inputs[layer], None, None
     sa = p + "attention.self."
@@ -315,16 +366,22 @@ def _encoder(name: str) -> Family:
                   _bert_parts, "bert")
 
 
+_DISTILBERT = Family("distilbert", False, lambda m: m.transformer.layer, lambda blk: blk.attention.out_lin, _bert_check,
+                     _bert_parts, "bert")
+
+
 def _decoder(name: str) -> Family:
     return Family(name, True, lambda m: m.layers, lambda blk: blk.self_attn, _llama_check, _llama_parts, "llama")
 
 
 # Keyed by config.model_type. Qwen2 is Llama with q/k/v biases (always on, none on o_proj) and
 # an optional sliding window on some layers; Mistral is Llama with a sliding window on every
-# layer; RoBERTa is BERT with position ids from padding_idx + 1 and one token type.
+# layer; RoBERTa is BERT with position ids from padding_idx + 1 and one token type; DistilBERT
+# is BERT without token types, its tensors renamed (``bert_names``).
 FAMILIES = {
     "bert": _encoder("bert"),
     "roberta": _encoder("roberta"),
+    "distilbert": _DISTILBERT,
     "gpt2": Family("gpt2", True, lambda m: m.h, lambda blk: blk.attn, _gpt2_check, _gpt2_parts),
     "llama": _decoder("llama"),
     "qwen2": _decoder("qwen2"),

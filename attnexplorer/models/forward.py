@@ -281,16 +281,18 @@ class _Bert(_Family):
         super().__init__(config, weights)
         self.H = int(config.num_attention_heads)
         self.dk = int(config.hidden_size) // self.H
-        self.eps, self.act = float(config.layer_norm_eps), ACT[config.hidden_act]
+        from .families import encoder_act, encoder_eps
+
+        self.eps, self.act = encoder_eps(config), ACT[encoder_act(config)]
 
     def ln(self, x, w, name):
         return F.layer_norm(x, (x.shape[-1],), w[name + ".weight"], w[name + ".bias"], self.eps)
 
     def embed(self, ids, w=None):
-        from .families import position_ids
+        from .families import position_ids, token_type
 
         w = self.weights if w is None else w
-        x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.token_type_embeddings.weight"][0]
+        x = w["embeddings.word_embeddings.weight"][ids] + token_type(w)
         rows = position_ids(self.config, ids)
         return self.ln(x + w["embeddings.position_embeddings.weight"][rows], w, "embeddings.LayerNorm")
 

@@ -207,6 +207,8 @@ def _residual(kind, layer, session, model, config):
     the embedding LayerNorm), with the model's own float32 operations."""
     import torch.nn.functional as F
 
+    from .families import encoder_eps
+
     x = _f32(session.embeddings)
     if session.positions is not None and session.positions.kind == "learned":
         x = x + _f32(session.positions.table[:model.n])
@@ -214,5 +216,5 @@ def _residual(kind, layer, session, model, config):
         norm = session.norm
         d = x.shape[-1]
         x = F.layer_norm(x, (d,), _f32(norm.weight if norm.weight is not None else np.ones(d)),
-                         _f32(norm.bias if norm.bias is not None else np.zeros(d)), float(config.layer_norm_eps))
+                         _f32(norm.bias if norm.bias is not None else np.zeros(d)), encoder_eps(config))
     return x

@@ -359,7 +359,12 @@ def _load_with_transformers(source, folder, gguf, from_cache, notes, say, check)
     check()
     say(0.75, f"loading {source.label}'s tokenizer")
     tokenizer = hf.load_tokenizer(folder, gguf, source.label)
-    loaded = LoadedModel(source, family, model.config, {**model.state_dict(), **head}, tokenizer,
+    weights = {**model.state_dict(), **head}
+    if family.name == "distilbert":   # one encoder's names for the forward, the sessions and the edits
+        from .families import bert_names
+
+        weights = bert_names(weights)
+    loaded = LoadedModel(source, family, model.config, weights, tokenizer,
                          hf.forward_with(model, family), TRANSFORMERS, from_cache, notes)
     if gguf:
         say(0.9, "caching the dequantised weights")

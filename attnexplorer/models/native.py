@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .families import FAMILIES
+from .families import FAMILIES, bert_names
 from .sources import ModelError
 
 
@@ -46,6 +46,8 @@ DEFAULTS = {
     "qwen2": {"hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 32768, "rope_theta": 10000.0,
               "tie_word_embeddings": False, "use_sliding_window": False, "sliding_window": 4096,
               "max_window_layers": 28},
+    "distilbert": {"activation": "gelu", "max_position_embeddings": 512, "tie_word_embeddings": True,
+                   "n_layers": 6, "n_heads": 12, "dim": 768, "hidden_dim": 3072, "pad_token_id": 0},
     "mistral": {"hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 4096 * 32, "rope_theta": 10000.0,
                 "tie_word_embeddings": False, "sliding_window": 4096},
 }
@@ -53,14 +55,15 @@ DEFAULTS = {
 NULLABLE = ("sliding_window",)
 # GPT-2's config names its sizes n_*; transformers reads them under the common names too.
 ALIASES = {"gpt2": {"hidden_size": "n_embd", "num_attention_heads": "n_head", "num_hidden_layers": "n_layer",
-                    "max_position_embeddings": "n_positions"}}
+                    "max_position_embeddings": "n_positions"},
+           "distilbert": {"hidden_size": "dim", "num_attention_heads": "n_heads", "num_hidden_layers": "n_layers"}}
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
 
 # Where each family's base model starts in a checkpoint (a task model prefixes it: bert., model.…)
 # (by the family's kind: its weights' layout)
 MARKERS = {"bert": "embeddings.word_embeddings.weight", "gpt2": "wte.weight", "llama": "embed_tokens.weight"}
 # A task model's head, kept under these names beside the base model: the prediction needs it.
-HEADS = ("lm_head.", "cls.predictions.")
+HEADS = ("lm_head.", "cls.predictions.", "vocab_transform.", "vocab_layer_norm.", "vocab_projector.")   # … DistilBERT's
 
 
 class ModelConfig:
@@ -94,7 +97,8 @@ def read_config(folder: Path) -> ModelConfig:
 def check_config(config: ModelConfig) -> None:
     """NotNative when the forward here does not implement something this config asks for."""
     kind = FAMILIES[config.model_type].kind
-    act = getattr(config, "activation_function" if kind == "gpt2" else "hidden_act", None)
+    act = getattr(config, {"gpt2": "activation_function", "distilbert": "activation"}.get(config.model_type, "hidden_act"),
+                  None)
     if act not in ACTIVATIONS:
         raise NotNative(f"activation {act!r}")
     if kind == "llama" and int(getattr(config, "pretraining_tp", 1) or 1) != 1:
@@ -154,8 +158,10 @@ def required_weights(config: ModelConfig) -> list[str]:
     transformers would fill a missing one with random numbers, different on every open)."""
     kind, layers = FAMILIES[config.model_type].kind, int(config.num_hidden_layers)
     if kind == "bert":
-        names = ["embeddings.word_embeddings.weight", "embeddings.token_type_embeddings.weight",
-                 "embeddings.position_embeddings.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias"]
+        names = ["embeddings.word_embeddings.weight"]
+        if config.model_type != "distilbert":   # DistilBERT has no token types
+            names.append("embeddings.token_type_embeddings.weight")
+        names += ["embeddings.position_embeddings.weight", "embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias"]
         per = [f"{m}.{t}" for m in ("attention.self.query", "attention.self.key", "attention.self.value",
                                     "attention.output.dense", "intermediate.dense", "output.dense")
                for t in ("weight", "bias")]
@@ -290,8 +296,8 @@ def read_tokenizer(folder: Path, kind: str) -> NativeTokenizer:
         raise ModelError(f"{folder.name}: tokenizer.json cannot be read: {str(err).strip() or type(err).__name__}") from None
     tokenizer.no_padding()
     tokenizer.no_truncation()
-    if kind == "bert":
-        if cls not in (None, "BertTokenizer", "BertTokenizerFast"):
+    if kind in ("bert", "distilbert"):
+        if cls not in (None, "BertTokenizer", "BertTokenizerFast", "DistilBertTokenizer", "DistilBertTokenizerFast"):
             raise NotNative(f"tokenizer class {cls}")
         cls_token, sep_token = _token(settings.get("cls_token"), "[CLS]"), _token(settings.get("sep_token"), "[SEP]")
         cls_id, sep_id = tokenizer.token_to_id(cls_token), tokenizer.token_to_id(sep_token)
@@ -322,6 +328,8 @@ def open_folder(folder: Path) -> tuple[ModelConfig, dict[str, Any], NativeTokeni
         raise NotNative(f"model type {kind!r}")   # transformers then names what it is, or refuses it
     check_config(config)
     weights = read_weights(folder, FAMILIES[kind].kind)
+    if kind == "distilbert":
+        weights = bert_names(weights)
     check_tensors(config, weights, folder.name)
     try:
         tokenizer = read_tokenizer(folder, kind)

@@ -22,9 +22,10 @@ from .sources import ModelError, gguf_cache_folder
 # the task model each family is saved as, and the prefix of its base model's tensors there
 TASK = {"gpt2": ("GPT2LMHeadModel", "transformer."), "llama": ("LlamaForCausalLM", "model."),
         "bert": ("BertForMaskedLM", "bert."), "qwen2": ("Qwen2ForCausalLM", "model."),
-        "mistral": ("MistralForCausalLM", "model."), "roberta": ("RobertaForMaskedLM", "roberta.")}
+        "mistral": ("MistralForCausalLM", "model."), "roberta": ("RobertaForMaskedLM", "roberta."),
+        "distilbert": ("DistilBertForMaskedLM", "distilbert.")}
 # an encoder without its masked-LM head is saved as its base model
-BASE = {"bert": "BertModel", "roberta": "RobertaModel"}
+BASE = {"bert": "BertModel", "roberta": "RobertaModel", "distilbert": "DistilBertModel"}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "vocab.json",
                    "merges.txt", "added_tokens.json", "tokenizer.model", "chat_template.jinja")
 
@@ -99,9 +100,14 @@ def save_edited_model(behaviour, interventions, out) -> Path:
     architecture, prefix = TASK[loaded.family.name]
     if loaded.family.kind == "bert" and behaviour.problem:   # an encoder without its masked-LM head stays a BertModel
         architecture, prefix = BASE[loaded.family.name], ""
+    if loaded.family.name == "distilbert":   # back to DistilBERT's own names (families.bert_names)
+        from .families import distilbert_names
+
+        weights = distilbert_names(weights)
+    heads = ("lm_head.", "cls.", "vocab_")   # RoBERTa's head is lm_head. too, DistilBERT's vocab_*
     state = {}
     for name, tensor in weights.items():
-        key = name if name.startswith(("lm_head.", "cls.")) else prefix + name   # RoBERTa's head is lm_head. too
+        key = name if name.startswith(heads) else prefix + name
         state[key] = tensor.detach().float().contiguous()
     config = _config(loaded)
     config["architectures"] = [architecture]

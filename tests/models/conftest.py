@@ -266,3 +266,16 @@ def model_in_window(qtbot, tmp_path, monkeypatch):
         controller.shutdown()
         window.actions.autosaver.discard()
         doc.shutdown()
+
+
+@pytest.fixture(scope="session")
+def tiny_distilbert_mlm(tmp_path_factory):
+    from transformers import BertTokenizerFast, DistilBertConfig, DistilBertForMaskedLM
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + sorted(set(WORDS) - {"fetched"}) + ["fetch", "##ed"]
+    tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    config = DistilBertConfig(vocab_size=len(vocab), dim=24, n_layers=2, n_heads=3, hidden_dim=40,
+                              max_position_embeddings=20, activation="gelu")
+    model = DistilBertForMaskedLM(config)
+    _randomise(model, 10)
+    return _save(tmp_path_factory.mktemp("tiny-distilbert"), model, tokenizer)

@@ -1,4 +1,4 @@
-"""Qwen2, Mistral and RoBERTa (issue 26): tiny random models built from each family's
+"""Qwen2, Mistral, RoBERTa and DistilBERT (issue 26): tiny random models built from each family's
 transformers config, checked like the three first families.
 
 For every layer and head: the imported session, recomputed from its own numbers in float64
@@ -23,7 +23,8 @@ from attnexplorer.models.sources import ModelError
 
 TEXT = "The dog fetched the ball and she was happy"
 MASKED = "The dog fetched the<mask> and she was happy"
-FAMILIES = ["tiny_qwen2_lm", "tiny_mistral_lm", "tiny_roberta_mlm"]
+FAMILIES = ["tiny_qwen2_lm", "tiny_mistral_lm", "tiny_roberta_mlm", "tiny_distilbert_mlm"]
+MASKS = {"tiny_roberta_mlm": MASKED, "tiny_distilbert_mlm": "The dog fetched the [MASK] and she was happy"}
 
 
 def _transformers(folder, masked):
@@ -36,18 +37,19 @@ def _transformers(folder, masked):
 @pytest.fixture(scope="module", params=FAMILIES)
 def family(request):
     folder = request.getfixturevalue(request.param)
-    masked = "roberta" in request.param
+    masked = request.param in MASKS
     loaded = load_model(str(folder))
-    text = MASKED if masked else TEXT
+    text = MASKS.get(request.param, TEXT)
     return loaded, loaded.run(text), _transformers(folder, masked)
 
 
 def _theirs(model, ids):
     """transformers' own numbers: every layer's weights, every attention module's output, the logits."""
     base = model.base_model
-    layers = base.encoder.layer if hasattr(base, "encoder") else base.layers
+    layers = base.encoder.layer if hasattr(base, "encoder") else getattr(base, "layers", None) or base.transformer.layer
     outputs = []
-    hooks = [(layer.attention.output.dense if hasattr(layer, "attention") else layer.self_attn)
+    hooks = [(layer.self_attn if hasattr(layer, "self_attn") else getattr(layer.attention, "out_lin", None)
+              or layer.attention.output.dense)
              .register_forward_hook(lambda _m, _a, out: outputs.append((out[0] if isinstance(out, tuple) else out)[0]))
              for layer in layers]
     try:
@@ -158,7 +160,7 @@ def test_an_unsupported_family_is_refused_naming_the_families(tiny_mistral_lm, t
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(ModelError, match="qwen2, mistral") as err:
         load_model(str(folder))
-    assert "roberta" in str(err.value)
+    assert "roberta, distilbert" in str(err.value)
 
 
 @pytest.mark.parametrize("name", ["tiny_qwen2_lm", "tiny_mistral_lm"])
@@ -182,3 +184,35 @@ def test_generation_keeps_the_window_in_its_cache(name, request):
     whole = forward(loaded.family.kind, loaded.config, loaded.weights, generation.ids).attentions
     assert np.abs(steps[-1].attention - whole[:, :, -1].numpy()).max() < 1e-5
     assert np.all(steps[-1].attention[-1, :, :-4] == 0)   # the last layer's window: 3 or 4 tokens
+
+
+def test_a_saved_edit_is_the_same_family_to_transformers(family, tmp_path):
+    """A zero-ablated head and an edited W_q, saved: transformers reads the folder as the same
+    family (its own names: DistilBERT's q_lin…, RoBERTa's lm_head) and predicts what the app shows."""
+    from attnexplorer.io.session_file import session_from_dict
+    from attnexplorer.models.saving import save_edited_model
+
+    loaded, run, model = family
+    behaviour = Behaviour(loaded, run)
+    parts = loaded.layer_session(run, 1)
+    parts["heads"][1]["W_q"] = (np.asarray(parts["heads"][1]["W_q"]) * -2.0).tolist()
+    interventions = Interventions().with_ablation(0, 1, "zero").with_edit(1, session_from_dict(parts, "edited"))
+    saved = save_edited_model(behaviour, interventions, tmp_path / "edited")
+    assert json.loads((saved / "config.json").read_text())["model_type"] == loaded.family.name
+    theirs = _theirs(_transformers(saved, loaded.family.kind == "bert"), run.ids)[2]
+    ours = behaviour.logits(behaviour.residuals(interventions)[-1]).double().numpy()
+    assert np.abs(ours - theirs).max() < 1e-4
+    assert np.abs(theirs - _theirs(model, run.ids)[2]).max() > 1e-3
+    again = load_model(str(saved))
+    assert again.engine == "attnexplorer" and again.family.name == loaded.family.name
+
+
+def test_distilbert_has_no_token_types_and_fills_its_mask(tiny_distilbert_mlm):
+    loaded = load_model(str(tiny_distilbert_mlm))
+    run = loaded.run(MASKS["tiny_distilbert_mlm"])
+    s = loaded.layer_session(run, 0)
+    words = np.asarray(loaded.weights["embeddings.word_embeddings.weight"])[list(run.ids)]
+    assert np.array_equal(np.asarray(s["embeddings"], np.float32), words)   # no token-type row added
+    assert run.tokens[0] == "[CLS]" and "fetch" in run.tokens and "##ed" in run.tokens
+    behaviour = Behaviour(loaded, run)
+    assert run.pieces[behaviour.default_position()] == "[MASK]"

@@ -26,7 +26,8 @@ TEXTS = {"tiny_bert": "The dog fetched the ball and she was happy",
          "tiny_gpt2": "The dog fetched the ball and she was happy because the cat sat on the mat",
          "tiny_llama": "The dog fetched the ball and she was happy because life is short, eat dessert first"}
 # the families of issue 26: Qwen2's sliding layer and Mistral's window cut across the blocks
-TEXTS.update(tiny_qwen2_lm=TEXTS["tiny_llama"], tiny_mistral_lm=TEXTS["tiny_llama"], tiny_roberta_mlm=TEXTS["tiny_bert"])
+TEXTS.update(tiny_qwen2_lm=TEXTS["tiny_llama"], tiny_mistral_lm=TEXTS["tiny_llama"], tiny_roberta_mlm=TEXTS["tiny_bert"],
+             tiny_distilbert_mlm=TEXTS["tiny_bert"])
 
 
 @pytest.fixture
