@@ -1,6 +1,7 @@
 """Step through generation in the model window: the Generate tab and the job that drives it.
 
-- ``GenerationPanel``: Step, Run N, Back and Stop; the sampling (greedy, or temperature, top-k,
+- ``GenerationPanel``: Step, Run N, Back and Stop, a typed token appended in place of the
+  model's pick; the sampling (greedy, or temperature, top-k,
   top-p and a seed); the prompt and the generated text; for the chosen layer and head, the new
   tokens' attention rows (a row per generated token, over every key), and the **KV cache** of
   that layer's K/V head: the cached K and V as heatmaps that grow a row per step, the newest row
@@ -20,8 +21,8 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSpinBox,
-                               QTextEdit, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QGridLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton,
+                               QSpinBox, QTextEdit, QVBoxLayout, QWidget)
 
 from ..app.jobs import JobRunner
 from ..core.errors import AttnExplorerError
@@ -99,6 +100,10 @@ class GenerationPanel(QWidget):
             box.setEnabled(False)
         self.greedy.toggled.connect(lambda on: [b.setEnabled(not on) for b in
                                                 (self.temperature, self.top_k, self.top_p, self.seed)])
+        self.token_edit = QLineEdit()
+        self.token_edit.setPlaceholderText("type a token, e.g. ' Paris'")
+        self.append_button = QPushButton("Append")
+        self.append_button.setToolTip("append the typed token instead of the model's pick")
         self.layer_spin, self.head_spin = QSpinBox(), QSpinBox()
         actions = QHBoxLayout()
         for w in (self.step_button, self.run_button, self.run_count, self.back_button, self.stop_button):
@@ -115,7 +120,8 @@ class GenerationPanel(QWidget):
         chosen.addWidget(self.layer_spin)
         chosen.addWidget(QLabel("Head"))
         chosen.addWidget(self.head_spin)
-        chosen.addStretch(1)
+        chosen.addWidget(self.token_edit, 1)
+        chosen.addWidget(self.append_button)
         self.text = QTextEdit()
         self.text.setReadOnly(True)
         self.text.setMaximumHeight(110)
@@ -140,7 +146,7 @@ class GenerationPanel(QWidget):
     def set_model(self, loaded) -> None:
         """A new run: the layer and head ranges, and nothing generated."""
         decoder = loaded is not None and loaded.family.kind in ("gpt2", "llama")   # Qwen2, Mistral: "llama"
-        for w in (self.step_button, self.run_button, self.back_button, self.stop_button):
+        for w in (self.step_button, self.run_button, self.back_button, self.stop_button, self.append_button):
             w.setEnabled(decoder)
         self.back_button.setEnabled(False)
         if loaded is not None:
@@ -231,6 +237,8 @@ class GenerationControl(QObject):
         panel.step_button.clicked.connect(lambda: self.submit("step"))
         panel.run_button.clicked.connect(lambda: self.submit("run", panel.run_count.value()))
         panel.back_button.clicked.connect(lambda: self.submit("back"))
+        panel.append_button.clicked.connect(lambda: self.submit("append", text=panel.token_edit.text()))
+        panel.token_edit.returnPressed.connect(panel.append_button.click)
         panel.stop_button.clicked.connect(self.jobs.stop)
         panel.layer_spin.valueChanged.connect(lambda _v: self.submit("show"))
         panel.head_spin.valueChanged.connect(lambda _v: self.submit("show"))
@@ -253,7 +261,7 @@ class GenerationControl(QObject):
         return Sampling(greedy=False, temperature=p.temperature.value(), top_k=p.top_k.value() or None,
                         top_p=None if p.top_p.value() >= 1.0 else p.top_p.value(), seed=p.seed.value())
 
-    def submit(self, action: str, count: int = 1) -> int | None:
+    def submit(self, action: str, count: int = 1, text: str = "") -> int | None:
         behaviour, interventions = self.source()
         if behaviour is None:
             return None
@@ -267,6 +275,8 @@ class GenerationControl(QObject):
             ended = None
             if action == "step":
                 generation.step()
+            elif action == "append":
+                generation.step(behaviour.target_id(text, "the typed token"))
             elif action == "back" and generation.steps:
                 generation.back()
             elif action == "run":
@@ -283,7 +293,7 @@ class GenerationControl(QObject):
                     job.progress(snapshot(generation, layer, head))
             return snapshot(generation, layer, head, ended)
 
-        self.panel.show_message("generating…" if action in ("step", "run") else "…")
+        self.panel.show_message("generating…" if action in ("step", "run", "append") else "…")
         return self.jobs.submit(work, self._on_done, self._on_failed, self._on_done).generation
 
     def _on_done(self, snap: dict) -> None:

@@ -84,3 +84,21 @@ def test_an_ablation_in_the_window_is_in_force(opened, qtbot):
     ablated.step()
     assert snap["ids"] == ablated.ids
     assert np.allclose(panel.attention.image.image[-1], ablated.steps[-1].attention[0, 0], atol=1e-6)
+
+
+def test_a_typed_token_is_appended_and_a_bad_one_refused(opened, qtbot):
+    controller, control, reference = opened
+    panel = controller.window.generation
+    token = reference.target_id(" dog")
+    panel.token_edit.setText(" dog")
+    snap = _click_and_wait(qtbot, control, panel.append_button, lambda s: s["steps"] == 1)
+    assert snap["ids"][-1] == token and snap["last"] == reference.token(token)
+    panel.token_edit.setText(" dog fetched")
+    control.last = None
+    qtbot.mouseClick(panel.append_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: control.last_error is not None, timeout=60000)
+    assert "not one" in control.last_error and control.last_error in panel.state.text()
+    # nothing was appended: the next step is the second token
+    control.last_error = None
+    snap = _click_and_wait(qtbot, control, panel.step_button, lambda s: s["steps"] == 2)
+    assert snap["ids"][-2] == token
