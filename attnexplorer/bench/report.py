@@ -121,6 +121,11 @@ def format_report(r: dict) -> str:
 
         out.append("")
         out.extend(generation_row(r["generation"]))
+    if r.get("heads"):
+        from .heads import format_row as heads_row
+
+        out.append("")
+        out.extend(heads_row(r["heads"]))
     out.append("")
     out.append(f"({r['seconds']:.0f} s in all)")
     return "\n".join(out)

@@ -27,6 +27,9 @@ same run, so a busy machine slows both sides alike):
   the logit lens's cost (``bench/behaviour.py``; not with ``--quick``).
 - ``generation``: a SmolLM2 step from its KV cache at a 256-token context beside recomputing
   the text (``bench/generation.py``; not with ``--quick``). Targets: ≤ 60 ms, ≥ 5× faster.
+- ``heads``: SmolLM2's 270 heads: every score on 64 tokens, the ``repeated:256`` induction
+  probe, direct logit attribution and a zero-ablation sweep (``bench/heads.py``; not with
+  ``--quick``). Targets: ≤ 3 s, ≤ 20 s, ≤ 1 s, ≤ 30 s.
 - ``startup``: a fresh ``attnexplorer --preset pronoun`` to its first painted window (before
   torch has loaded) and to every panel drawn, beside ``python -c "import torch,
   PySide6.QtWidgets, pyqtgraph"`` to its imports done (none counts the interpreter's exit).
@@ -34,7 +37,7 @@ same run, so a busy machine slows both sides alike):
 
 Each row kind is measured by a module of this package that also holds its targets
 (``engine``, ``stages``, ``window``, ``edit_cost``, ``large``, ``startup``, ``fit``, ``long``,
-``real_models``, ``behaviour``, ``generation``; the window they open and close: ``harness``); the text report is
+``real_models``, ``behaviour``, ``generation``, ``heads``; the window they open and close: ``harness``); the text report is
 ``report.py``.
 
 ``--json`` prints the same figures as one JSON object; its fields are listed in the README
@@ -53,14 +56,15 @@ import time
 from typing import Callable
 
 from ..core.errors import AttnExplorerError
-from . import behaviour, edit_cost, engine, export, fit, generation, large, long, real_models, stages, startup, window
+from . import behaviour, edit_cost, engine, export, fit, generation, heads, large, long, real_models, stages, startup, window
 from .report import format_report
 
 # Each row kind's targets live with its measurement; the JSON lists them all in this order.
 # The README's Speed section names no other (tests/test_bench.py checks it).
 TARGETS = {**engine.TARGETS, **window.TARGETS, **edit_cost.TARGETS, **large.TARGETS, **startup.TARGETS,
            **export.TARGETS, **long.TARGETS, **fit.TARGETS, "models_open_s": real_models.TARGETS,
-           "behaviour_ms": behaviour.TARGETS, "generation": generation.TARGETS}
+           "behaviour_ms": behaviour.TARGETS, "generation": generation.TARGETS,
+           "heads": heads.TARGETS}
 
 
 def load_average() -> float | None:
@@ -141,6 +145,14 @@ def row_kinds(quick: bool = False, devices: tuple[str, ...] = ("cpu",)) -> dict[
 
         return bench_generation()
 
+    def head_scores() -> dict:
+        # Head scores, the induction probe, DLA and an ablation sweep on SmolLM2 (a fresh process; not with --quick)
+        if quick:
+            return {}
+        from .heads import bench_heads
+
+        return bench_heads()
+
     devices = list(devices)
     sizes = {"engine": [16, 256] if quick else [16, 64, 256, 512, 1024, 2048, 4096],
              "stages": [256] if quick else [1024, 2048], "redraw": [16, 64] if quick else [16, 64, 256, 512],
@@ -162,6 +174,7 @@ def row_kinds(quick: bool = False, devices: tuple[str, ...] = ("cpu",)) -> dict[
         "models": models,
         "behaviour": behaviour,
         "generation": generation,
+        "heads": head_scores,
     }
 
 

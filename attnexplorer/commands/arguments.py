@@ -136,7 +136,7 @@ def build_bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default=None, help="only this device (default: cpu and cuda when present)")
     p.add_argument("--only", metavar="ROWS", help="only these kinds of rows, comma-separated: engine, stages, redraw, "
                    "drag, edit_cost, heatmap, large, startup, export, long, fit_steps, fit_gui, models, behaviour, "
-                   "generation (default: all)")
+                   "generation, heads (default: all)")
     return p
 
 
