@@ -82,7 +82,7 @@ def rows_json(a: np.ndarray, indent: str) -> str:
     return "[" + inner + text[1:-1].replace("], [", "]," + inner + "[") + "\n" + indent + "]"
 
 
-def write_array(a: np.ndarray, write: Callable[[str], Any], piece_numbers: int = 1 << 18) -> None:
+def write_array(a: np.ndarray, write: Callable[[str], Any], piece_numbers: int = 1 << 14) -> None:
     """``array_json(a)`` handed to ``write`` a slice of at most ``piece_numbers`` numbers at a
     time (whole rows of the leading axes): the text of a 4,096-token result's weights is
     hundreds of megabytes, never held at once."""

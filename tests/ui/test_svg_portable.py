@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PySide6.QtGui import QImage
 
-from attnexplorer.ui import figures
+from attnexplorer.ui import figure_batch, figures
 from attnexplorer.ui.svg_compat import FONT_STACK, portable_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -48,7 +48,7 @@ def exported(tmp_path_factory):
     out = tmp_path_factory.mktemp("figs")
     built = build_preset("pronoun")
     # With the selection drawn: its frames are the strokes that became blobs outside Qt.
-    figures.export_figures(compute(built.session), out, ["png", "svg"], selection=True)
+    figure_batch.export_figures(compute(built.session), out, ["png", "svg"], selection=True)
     return built, out / "figures"
 
 
