@@ -263,7 +263,7 @@ class BehaviourControl(QObject):
         their dashboard), the one on show chosen; nothing drawn yet is said, not opened."""
         from .figure_dialog import open_export_dialog
 
-        panels = [self.window.predictions, self.window.lens]
+        panels = [self.window.predictions, self.window.lens, self.window.head_scores]
         if all(p.export_item() is None for p in panels):
             self.main_window.show_error("Export figure", "the prediction has not been drawn yet")
             return None

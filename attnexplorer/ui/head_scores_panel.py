@@ -8,6 +8,7 @@ progress and Cancel, and joins the colour choices."""
 from __future__ import annotations
 
 import numpy as np
+import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QLabel, QLineEdit, QPushButton,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
@@ -33,8 +34,15 @@ class _Number(QTableWidgetItem):
 
 
 class HeadScoresPanel(QWidget):
+    """Also a figure panel (``kind``, ``title``, ``export_item``): its layers × heads heatmap of
+    the score shown exports through the window's Export figure… like the Predictions panel."""
+
     coloured = Signal(object, object)   # score name or None, its (layers × heads) values or None
     chosen = Signal(int, int)           # layer, head
+    kind = "head_scores"
+    title = "Head scores"
+    short_title = "Heads"
+    document = None
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -80,13 +88,28 @@ class HeadScoresPanel(QWidget):
         actions.addWidget(self.run_button)
         actions.addWidget(self.cancel_button)
         self.jobs = JobRunner("attnexplorer-head-attribution", GuiThread(self).post)
+        self.plot_widget = pg.GraphicsLayoutWidget()
+        self.plot_widget.setBackground("w")
+        self.plot = self.plot_widget.addPlot()
+        self.plot.setLabel("bottom", "head")
+        self.plot.setLabel("left", "layer")
+        self.plot.setMouseEnabled(False, False)
+        self.plot.hideButtons()
+        self.plot.invertY(True)   # layer 0 at the top, as in the model view
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image.setColorMap(pg.colormap.get("viridis"))
+        self.plot.addItem(self.image)
+        self.colour_bar = pg.ColorBarItem(colorMap=pg.colormap.get("viridis"), interactive=False, width=12)
+        self.colour_bar.setImageItem(self.image, insert_in=self.plot)
+        self.shown: str | None = None
         layout = QVBoxLayout(self)
         layout.addLayout(tokens)
         layout.addLayout(actions)
         layout.addWidget(self.status)
         layout.addLayout(row)
         layout.addWidget(self.definition)
-        layout.addWidget(self.table, 1)
+        layout.addWidget(self.plot_widget, 2)
+        layout.addWidget(self.table, 3)
 
     def set_scores(self, scores: dict[str, np.ndarray]) -> None:
         self.scores = dict(scores)
@@ -201,7 +224,32 @@ class HeadScoresPanel(QWidget):
                 self.table.setItem(r, 2, _Number(value, f"{value:.3f}"))
             self.table.setSortingEnabled(True)
             self.table.sortItems(2, Qt.SortOrder.DescendingOrder)   # enabling sorts by the last column clicked
+        self._draw(None if values is None else name, values)
         self.coloured.emit(None if values is None else name, values)
+
+    def _draw(self, name: str | None, values: np.ndarray | None) -> None:
+        """The heatmap of the score shown: head across, layer down."""
+        self.shown = name
+        self.plot.setTitle("" if name is None else name)
+        if values is None:
+            self.image.clear()
+            return
+        layers, heads = values.shape
+        low, high = float(np.nanmin(values)), float(np.nanmax(values))
+        self.image.setImage(np.asarray(values, dtype=np.float32), levels=(low, high if high > low else low + 1e-9))
+        self.colour_bar.setLevels((low, high if high > low else low + 1e-9))
+        self.image.setRect(-0.5, -0.5, heads, layers)
+        step = max(1, layers // 10)
+        self.plot.getAxis("left").setTicks([[(float(layer), str(layer)) for layer in range(0, layers, step)]])
+        self.plot.getAxis("bottom").setTicks([[(float(head), str(head)) for head in range(heads)]])
+        self.plot.setXRange(-0.5, heads - 0.5, padding=0)
+        self.plot.setYRange(-0.5, layers - 0.5, padding=0)
+
+    def export_item(self):
+        return self.plot_widget.ci if self.shown is not None else None
+
+    def figure_item(self):
+        return self.export_item()
 
     def _on_row(self, row: int, _column: int) -> None:
         layer, head = (int(self.table.item(row, c).value) for c in (0, 1))

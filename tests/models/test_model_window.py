@@ -238,7 +238,7 @@ def test_the_dialog_reads_a_long_text_from_a_file(qtbot, tmp_path):
     assert dialog.text_edit.text().endswith("word end")
 
 
-def test_the_heads_tab_colours_the_model_view_and_ranks_the_heads(win, qtbot, tiny_gpt2):
+def test_the_heads_tab_colours_the_model_view_and_ranks_the_heads(win, qtbot, tiny_gpt2, tmp_path):
     from attnexplorer.models.head_scores import HeadScores, parse_scores
     from attnexplorer.ui.model_window import ModelController
 
@@ -271,8 +271,17 @@ def test_the_heads_tab_colours_the_model_view_and_ranks_the_heads(win, qtbot, ti
         [round(float(v), 3) for v in expected[1]], reverse=True)
     assert grid.colouring[1].shape == (2, 4)
     panel.layer_box.setCurrentText("all layers")
+    # the heatmap of the score shown exports like every panel's figure
+    from attnexplorer.ui.figures import export_panel
+
+    image = panel.image.image
+    assert image.shape == (2, 4) and np.abs(image - expected).max() < 1e-6
+    for fmt in ("png", "svg"):
+        written = export_panel(panel, tmp_path / f"heads.{fmt}")
+        assert written.stat().st_size > 1000
+    assert "first-token" in (tmp_path / "heads.svg").read_text()
     panel.colour_by("none")
-    assert grid.colouring is None and panel.table.rowCount() == 0
+    assert grid.colouring is None and panel.table.rowCount() == 0 and panel.export_item() is None
 
 
 def test_the_heads_tab_attributes_a_token_on_a_job(win, qtbot, tiny_gpt2_lm):
