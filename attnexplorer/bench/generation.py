@@ -6,7 +6,9 @@ In a fresh process, SmolLM2 reads a prompt of 255 tokens; then, alternately, a c
 position's logits (``forward_from`` over every layer, nothing n × n kept: what generating
 without a cache costs a token). The step is taken back after each (``Generation.back``), so
 every step runs at the same context. Targets: a step ≤ 60 ms and ≥ 5× faster than the recompute.
-Medians; the load average is reported beside them.
+Then, in a second fresh process, the model window's Generate tab runs 64 tokens (Run) while a
+5 ms timer on the GUI thread records the longest gap between its ticks: the GUI thread's longest
+block during the run (target ≤ 50 ms). Medians; the load average is reported beside them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import statistics
 
 from .real_models import TEXT_32, _load, _probe
 
-TARGETS = {"step_ms": 60.0, "speedup": 5.0}
+TARGETS = {"step_ms": 60.0, "speedup": 5.0, "run_block_ms": 50.0}
+RUN_STEPS = 64
 CONTEXT = 256
 MODEL = "smollm2"
 
@@ -60,6 +63,56 @@ print(json.dumps({"context": generation.length + 1, "layers": loaded.num_layers,
                   "recompute_ms": recompute_ms, "threads": torch.get_num_threads()}))
 """
 
+_WINDOW_PROBE = r"""
+import json, sys, time
+from PySide6.QtCore import QTimer
+from attnexplorer.bench.harness import close_window, open_window, start_app
+from attnexplorer.core.presets import build_preset
+app = start_app()
+document, window = open_window(build_preset("pronoun").session)
+document.compute.wait_idle(60.0)
+window.ask_unsaved = lambda: "discard"
+errors = []
+window.show_error = lambda title, text: errors.append(text)
+name, text, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+from attnexplorer.ui.model_window import ModelController
+window.model_controller = controller = ModelController(window, document, window.actions)
+controller.start(name, text, 0)
+
+def wait(done, limit=900.0):
+    end = time.perf_counter() + limit
+    while not done() and not errors and time.perf_counter() < end:
+        app.processEvents()
+        time.sleep(0.0005)
+    if errors or not done():
+        raise SystemExit(errors[0] if errors else "timed out")
+
+wait(lambda: controller.behaviour.last_result is not None)
+panel, control = controller.window.generation, controller.generation
+controller.window.side_tabs.setCurrentWidget(panel)
+controller.window.show()
+panel.run_count.setValue(steps)
+gaps = {"max": 0.0, "last": time.perf_counter()}
+def tick():
+    now = time.perf_counter()
+    gaps["max"] = max(gaps["max"], 1000 * (now - gaps["last"]))
+    gaps["last"] = now
+timer = QTimer()
+timer.setInterval(5)
+timer.timeout.connect(tick)
+started = time.perf_counter()
+gaps["last"] = started
+timer.start()
+panel.run_button.click()
+wait(lambda: control.last is not None and (control.last["steps"] == steps or control.last["ended"]))
+timer.stop()
+print(json.dumps({"run_block_ms": gaps["max"], "run_s": time.perf_counter() - started,
+                  "run_steps": control.last["steps"]}))
+controller.window.close()
+controller.shutdown()
+close_window(document, window)
+"""
+
 
 def bench_generation(repeats: int = 9) -> dict:
     """The SmolLM2 row: the medians of a cached step and of a recompute, and their ratio."""
@@ -81,7 +134,14 @@ def bench_generation(repeats: int = 9) -> dict:
     row.update(context=result["context"], layers=result["layers"], step_ms=step, recompute_ms=recompute,
                speedup=recompute / step if step > 0 else None, step_all=result["step_ms"],
                recompute_all=result["recompute_ms"])
-    row["met"] = step <= TARGETS["step_ms"] and row["speedup"] is not None and row["speedup"] >= TARGETS["speedup"]
+    window = _probe(_WINDOW_PROBE, MODEL, TEXT_32, str(RUN_STEPS))
+    row["load_after"] = _load()
+    if "error" in window:
+        row.update(error=f"the window's Run {RUN_STEPS}: {window['error']}", met=False)
+        return row
+    row.update(window)
+    row["met"] = (step <= TARGETS["step_ms"] and row["speedup"] is not None and row["speedup"] >= TARGETS["speedup"]
+                  and window["run_block_ms"] <= TARGETS["run_block_ms"])
     return row
 
 
@@ -93,6 +153,9 @@ def format_row(row: dict) -> list[str]:
     out.append(f"  {row['model']:8} at {row['context']} tokens: step {row['step_ms']:.1f} ms "
                f"(≤ {TARGETS['step_ms']:.0f}), recompute {row['recompute_ms']:.0f} ms, "
                f"{row['speedup']:.1f}× faster (≥ {TARGETS['speedup']:.0f})" + ("  ok" if row["met"] else "  MISSED"))
+    if row.get("run_block_ms") is not None:
+        out.append(f"           the window's Run {row['run_steps']}: {row['run_s']:.1f} s, the GUI thread's longest block "
+                   f"{row['run_block_ms']:.0f} ms (≤ {TARGETS['run_block_ms']:.0f})")
     if row.get("load_before") is not None:
         out.append(f"           load average {row['load_before']:.2f} before, {row['load_after']:.2f} after")
     return out

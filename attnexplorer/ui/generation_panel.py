@@ -211,6 +211,7 @@ def current_generation(state: dict, behaviour, interventions, sampling):
     same tokens) under interventions that changed."""
     from ..models.generation import Generation
 
+    interventions = behaviour.effective(interventions)   # a layer loaded into the tables unchanged is no edit
     key = _key(behaviour, interventions)
     old = state.get("generation")
     if old is None or state.get("key") != key:
