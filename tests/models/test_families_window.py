@@ -1,0 +1,29 @@
+"""File ▸ Open model… on the families of issue 26: a Qwen2 sliding layer and a RoBERTa layer go
+into the tables exactly (the badge), with the window mask and RoBERTa's position rows."""
+
+import numpy as np
+import pytest
+
+TEXT = "The dog fetched the ball and she was happy"
+# a masked-LM's prediction fills its mask token
+TEXTS = {"tiny_roberta_mlm": "The dog fetched the<mask> and she was happy",
+         "tiny_distilbert_mlm": "The dog fetched the [MASK] and she was happy"}
+
+
+@pytest.mark.parametrize("name, layer", [("tiny_qwen2_lm", 1), ("tiny_mistral_lm", 0), ("tiny_roberta_mlm", 0),
+                                         ("tiny_distilbert_mlm", 0)])
+def test_a_layer_of_each_family_opens_in_the_tables_matching_the_model(model_in_window, qtbot, request, name, layer):
+    window, controller = model_in_window(request.getfixturevalue(name), TEXTS.get(name, TEXT), layer)
+    qtbot.waitUntil(lambda: controller.window.badge.text().startswith(f"Tables: layer {layer}: matches the model"),
+                    timeout=30000)
+    session = window.document.session
+    run = controller.window.run
+    assert tuple(session.tokens) == run.tokens
+    if name == "tiny_qwen2_lm":
+        assert (session.mask.kind, session.mask.window) == ("window", 3)
+    if name == "tiny_mistral_lm":
+        assert (session.mask.kind, session.mask.window) == ("window", 4)
+    if name == "tiny_roberta_mlm":   # the rows after padding_idx 1
+        table = controller.window.loaded.weights["embeddings.position_embeddings.weight"].numpy()
+        assert np.array_equal(session.positions.table, table[2:2 + len(run.ids)])
+    assert np.abs(window.document.result.weights - run.attentions[layer]).max() < 1e-5
