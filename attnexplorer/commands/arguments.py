@@ -227,6 +227,9 @@ def build_heads_parser() -> argparse.ArgumentParser:
     p.add_argument("--position", type=int, metavar="P", help="the position predicting it (default: the last)")
     p.add_argument("--out", required=True, metavar="SCORES.csv", help="the CSV file to write")
     p.add_argument("--json", action="store_true", help="also print the rows as a JSON list of objects")
+    p.add_argument("--figures", default="", metavar="FORMATS",
+                   help="comma-separated png, svg, pdf: each column's layers × heads heatmap (with --out-figures)")
+    p.add_argument("--out-figures", metavar="DIR", help="the folder the figures go into (created if missing)")
     return p
 
 

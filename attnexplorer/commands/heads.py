@@ -1,6 +1,8 @@
 """``attnexplorer heads MODEL (--text T | --probe repeated:N[:SEED] | --text-file F) [--scores …]
 [--attribution dla|ablate:zero|ablate:mean --target TOKEN [--versus TOKEN] [--position P]]
---out SCORES.csv [--json]``: a score per layer × head, one row per head.
+--out SCORES.csv [--json] [--figures png,svg,pdf --out-figures DIR]``: a score per layer × head,
+one row per head; with --figures each column's layers × heads heatmap, drawn by the model
+window's Heads tab (``ui.head_scores_panel``) through the figure route every panel uses.
 
 Every check that needs no model runs first (the extra, one text source, the scores and their
 pattern files, the attribution with its --target, the output file), then the model is opened,
@@ -57,6 +59,13 @@ def _check_first(args):
         raise ModelError("--target, --versus and --position are for --attribution")
     if args.versus is not None and args.target is None:
         raise ModelError("--versus needs --target: the logit difference is target − versus")
+    from ..io.export_command import FIGURE_FORMATS, parse_formats
+
+    args.figure_formats = parse_formats(args.figures, FIGURE_FORMATS, "--figures")
+    if bool(args.figure_formats) != (args.out_figures is not None):
+        raise ModelError("give --figures FORMATS and --out-figures DIR together")
+    if args.out_figures is not None and not Path(args.out_figures).parent.is_dir():
+        raise ModelError(f"--out-figures {args.out_figures}: the folder {Path(args.out_figures).parent} does not exist")
     out = Path(args.out)
     if out.is_dir():
         raise ModelError(f"--out {args.out} is a folder; give a file name such as scores.csv")
@@ -109,6 +118,8 @@ def run_heads(args) -> int:
         columns.update(_attribution(args, Behaviour(loaded, run)))
     rows = head_table(loaded.num_layers, loaded.num_heads, columns)
     atomic_write_text(Path(args.out), _csv(rows))
+    if args.figure_formats:
+        _figures(columns, args.figure_formats, Path(args.out_figures))
     if args.json:
         print(json.dumps(rows, indent=1))
     print(f"{args.out}: {len(rows)} heads of {loaded.describe()}; {len(ids)} tokens; "
@@ -137,3 +148,31 @@ def _attribution(args, behaviour) -> dict:
         bar.close()
     print(f"{what} at position {picked.position}: {base:.4f} unedited", file=sys.stderr)
     return {f"ablate_{kind}": effects}
+
+
+def _figures(columns: dict, formats: list[str], folder: Path) -> list[Path]:
+    """Each column's heatmap as ``heads-<column>.<format>`` in ``folder`` (created if missing)."""
+    import os
+    import re
+
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    try:
+        from ..ui.figures import ensure_app, export_panel
+        from ..ui.head_scores_panel import HeadScoresPanel
+    except ImportError as err:
+        raise ModelError(f"figure export needs PySide6 and pyqtgraph: {err}") from None
+    ensure_app()
+    folder.mkdir(exist_ok=True)
+    panel = HeadScoresPanel()
+    written = []
+    try:
+        panel.set_scores(columns)
+        for name in columns:
+            panel.colour_by(name)
+            stem = "heads-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")
+            for fmt in formats:
+                written.append(export_panel(panel, folder / f"{stem}.{fmt}", width=640, height=480))
+    finally:
+        panel.shutdown()
+    print(f"{folder}: {len(written)} figures", file=sys.stderr)
+    return written

@@ -103,3 +103,18 @@ def test_smollm2_induction_heads_on_the_repeated_probe(smollm2):
     ranked = [divmod(int(i), smollm2.num_heads) for i in np.argsort(-scores, axis=None)[:5]]
     assert ranked[:2] == [(18, 6), (17, 3)] and (17, 4) in ranked
     assert scores[18, 6] > 0.85 and np.median(scores) < 0.05
+
+
+def test_heads_writes_each_columns_heatmap_as_figures(tiny_gpt2, tmp_path, capsys):
+    figures = tmp_path / "figures"
+    assert cli.main(["heads", str(tiny_gpt2), "--text", TEXT, "--scores", "self,window:2", "--out",
+                     str(tmp_path / "s.csv"), "--figures", "png,svg", "--out-figures", str(figures)]) == 0
+    assert sorted(p.name for p in figures.iterdir()) == ["heads-self.png", "heads-self.svg", "heads-window_2.png",
+                                                         "heads-window_2.svg"]
+    assert "window:2" in (figures / "heads-window_2.svg").read_text()
+    assert cli.main(["heads", str(tiny_gpt2), "--text", TEXT, "--out", str(tmp_path / "t.csv"),
+                     "--figures", "png"]) == 2
+    assert "together" in capsys.readouterr().err and not (tmp_path / "t.csv").exists()
+    assert cli.main(["heads", str(tiny_gpt2), "--text", TEXT, "--out", str(tmp_path / "t.csv"),
+                     "--figures", "gif", "--out-figures", str(figures)]) == 2
+    assert "unknown format 'gif'" in capsys.readouterr().err
