@@ -70,7 +70,8 @@ def test_bench_rows_read_as_a_report():
     report = format_report({
         "machine": {"cpu": "x", "cores": 2, "torch": "t", "torch_threads": 2, "devices": ["cpu"]},
         "engine": [], "redraw": [], "heatmap": [], "large": {"n": 1, "error": "e"},
-        "drag": {"n": 512, "redraws_per_s": 40.0, "median_ms": 25.0, "met": True, "undo_steps": 1},
+        "drag": {"n": 512, "redraws_per_s": 40.0, "median_ms": 25.0, "gui_cpu_ms": 20.0, "target_per_s": 40.0,
+                 "met": True, "undo_steps": 1},
         "startup": {"error": "e"}, "models": rows, "seconds": 1.0})
     assert "Real models: File ▸ Open model… → model view painted" in report
 

@@ -169,6 +169,12 @@ class EmbeddingPanel(FigurePanel):
         self._place_labels()
         self.redraw_selection()
 
+    def settle_views(self) -> None:
+        """Leave the new range to the paint, as pyqtgraph does. Applied with the redraw (as
+        FigurePanel does to save a second paint per drag frame), the pronoun preset's labels
+        "The" and "the" were placed over each other in a 420 × 320 panel; this panel is not
+        one a drag redraws, so the second paint it would save is rare."""
+
     def _place_labels(self, *args) -> None:
         """Anchor each point's label where it covers no other label or point (see place_labels)."""
         shown = [item for item in self.labels if item.isVisible()]
