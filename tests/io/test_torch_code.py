@@ -22,20 +22,20 @@ def run_snippet(code):
     return namespace
 
 
-def assert_close(got, want, name):
+def assert_close(got, want, name, tol=1e-12):
     # float64 rounding is relative to the matrix's size: a norm that cancels to about 0 in a
     # row of 6,144s is 0 one way and 2e-12 the other (the engine's norm divides each row by
     # its largest entry first, so that it cannot overflow; the snippet's does not)
     size = max(1.0, float(np.abs(want).max())) if want.size else 1.0
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * size, err_msg=name)
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * size, err_msg=name)
 
 
-def assert_same(namespace, result):
+def assert_same(namespace, result, tol=1e-12):
     for name in NAMES:
         got = namespace[name].numpy()
         want = getattr(result, name)
         assert got.shape == want.shape, name
-        assert_close(got, want, name)
+        assert_close(got, want, name, tol)
     assert np.array_equal(namespace["mask"].numpy(), result.mask)
 
 
@@ -86,7 +86,11 @@ def test_snippet_with_stages_matches_engine(session):
     """Positions, norm, biases, grouped K/V, a source, RoPE, ALiBi and b_o written out in torch."""
     namespace = run_snippet(session_to_torch_code(session))
     result = compute(session, dtype="float64")
-    assert_same(namespace, result)
+    # The snippet writes the norm as nn.LayerNorm / the RMSNorm formula read; the engine's
+    # divides each row by its largest entry first (it cannot overflow): the two differ by
+    # float64 rounding, which scores and softmax then carry on (seen: 1.8e-12 on a weight)
+    tol = 1e-12 if session.norm is None else 1e-10
+    assert_same(namespace, result, tol)
     for name in ("X", "Q_unrotated", "K_unrotated", "position_bias"):
         if getattr(result, name) is not None:
-            assert_close(namespace[name].numpy(), getattr(result, name), name)
+            assert_close(namespace[name].numpy(), getattr(result, name), name, tol)
