@@ -106,22 +106,32 @@ class GenerationPanel(QWidget):
         self.append_button.setToolTip("append the typed token instead of the model's pick")
         self.layer_spin, self.head_spin = QSpinBox(), QSpinBox()
         actions = QHBoxLayout()
-        for w in (self.step_button, self.run_button, self.run_count, self.back_button, self.stop_button):
+        for w in (self.step_button, self.back_button, self.stop_button):
             actions.addWidget(w)
         actions.addStretch(1)
+        # Run N on a row of its own: five buttons in one row made the tab 446 px wide at least
+        running = QHBoxLayout()
+        running.addWidget(self.run_button)
+        running.addWidget(self.run_count)
+        running.addStretch(1)
+        # Two rows of two settings: in one row they made the tab 590 px wide at the least, so at
+        # 1280 px the model view beside it lost its second band of layers and scrolled.
         sampling = QGridLayout()
         sampling.addWidget(self.greedy, 0, 0)
-        for col, (name, box) in enumerate((("temperature", self.temperature), ("top-k", self.top_k),
-                                           ("top-p", self.top_p), ("seed", self.seed))):
-            sampling.addWidget(QLabel(name), 0, 1 + 2 * col)
-            sampling.addWidget(box, 0, 2 + 2 * col)
+        for i, (name, box) in enumerate((("temperature", self.temperature), ("top-k", self.top_k),
+                                         ("top-p", self.top_p), ("seed", self.seed))):
+            row, col = divmod(i, 2)
+            sampling.addWidget(QLabel(name), row, 1 + 2 * col)
+            sampling.addWidget(box, row, 2 + 2 * col)
         chosen = QHBoxLayout()
         chosen.addWidget(QLabel("Layer"))
         chosen.addWidget(self.layer_spin)
         chosen.addWidget(QLabel("Head"))
         chosen.addWidget(self.head_spin)
-        chosen.addWidget(self.token_edit, 1)
-        chosen.addWidget(self.append_button)
+        chosen.addStretch(1)
+        typed = QHBoxLayout()
+        typed.addWidget(self.token_edit, 1)
+        typed.addWidget(self.append_button)
         self.text = QTextEdit()
         self.text.setReadOnly(True)
         self.text.setMaximumHeight(110)
@@ -135,8 +145,10 @@ class GenerationPanel(QWidget):
         cache.addWidget(self.values)
         layout = QVBoxLayout(self)
         layout.addLayout(actions)
+        layout.addLayout(running)
         layout.addLayout(sampling)
         layout.addLayout(chosen)
+        layout.addLayout(typed)
         layout.addWidget(self.text)
         layout.addWidget(self.state)
         layout.addWidget(self.attention, 1)
