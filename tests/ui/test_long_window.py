@@ -1,5 +1,6 @@
 """A long session in the window: computed by the streamed path (core/long), never n × n."""
 
+import threading
 import warnings
 
 import numpy as np
@@ -121,8 +122,15 @@ def test_a_newer_edit_cancels_a_long_compute_and_progress_is_shown(qtbot, monkey
     monkeypatch.setattr(runner_module, "PROGRESS_S", 0.0)
     outcomes = []
     real = long_result.stream
+    # The first edit's compute waits, once started, until the second edit is made: the second
+    # then supersedes a compute that is running (made at once, the first could be dropped
+    # before its worker ever started it, which is right too, but not what this test is about).
+    armed, started, second_made = threading.Event(), threading.Event(), threading.Event()
 
     def recording(*args, **kwargs):
+        if armed.is_set() and not started.is_set():
+            started.set()
+            second_made.wait(30)
         try:
             made = real(*args, **kwargs)
         except Cancelled:
@@ -139,10 +147,13 @@ def test_a_newer_edit_cancels_a_long_compute_and_progress_is_shown(qtbot, monkey
     try:
         assert document.compute.wait_idle(30)
         outcomes.clear()
+        armed.set()
         first = session.replace(embeddings=session.embeddings * 0.5)
         last = session.replace(embeddings=session.embeddings * 2.0)
         document.edit(first, "first")
+        qtbot.waitUntil(started.is_set, timeout=30000)
         document.edit(last, "second")
+        second_made.set()
         assert document.compute.wait_idle(30)
         assert outcomes == ["cancelled", "done"]
         assert document.result.is_for(last) and document.result.streamed is not None
