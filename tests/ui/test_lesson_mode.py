@@ -281,6 +281,11 @@ def test_the_command_line_opens_a_lesson(qtbot, tmp_path, monkeypatch, capsys):
         window.actions.autosaver.discard()
         window.close()
         window.document.shutdown()
+    # On a desktop (xcb under Xvfb in CI) a refusal is also a modal dialog: dismiss it instead
+    # of waiting for a click that never comes.
+    from PySide6.QtWidgets import QMessageBox
+
+    monkeypatch.setattr(QMessageBox, "critical", staticmethod(lambda *a: None))
     bad = tmp_path / "bad.json"
     bad.write_text(dumps_lesson(builtin_lesson("rope")).replace('"slider": "offset"', '"slider": "theta"'),
                    encoding="utf-8")
