@@ -31,6 +31,10 @@ def window_at(qtbot, tmp_path, monkeypatch):
         window.resize(*size)  # a 1280×800 screen less the window frame, as _default_size gives
         window.show()
         qtbot.waitExposed(window)
+        # Keys and focus go to the active window: on an X server with no window manager (Xvfb in CI)
+        # nothing activates a new window, so the test does, as a click on it would
+        window.activateWindow()
+        qtbot.waitActive(window)
         doc.compute.wait_idle(60)
         qtbot.wait(100)  # the default dock sizes are applied just after the first show
         QApplication.processEvents()
