@@ -15,7 +15,7 @@ them is refused with the reason (the session's own check), and the box snaps bac
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSignalBlocker, Qt
+from PySide6.QtCore import QSignalBlocker
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLineEdit, QVBoxLayout, QWidget
 
 from ..core.errors import AttnExplorerError
@@ -24,96 +24,30 @@ from ..core.tokenize import detokenize, tokenize
 from . import user_actions
 from .document import SessionDocument
 from .input_widgets import MAX_SENTENCE_TOKENS, ImportActions, rows_form, side_by_side, spin_box, tool_button
-from .table_models import MatrixModel
+from .table_models import MatrixModel, TokenMaskModel, blocked_keys
 from .table_view import MatrixTableView
 
 SOURCES = (("manual", "manual (zeros)"), ("seeded", "seeded random"))
 
 
-class SourceTokenModel(QAbstractTableModel):
-    """The source's tokens: column 0 the text (editable), column 1 a check box that blocks the
-    token as a key for every query (a padding mask over source positions)."""
+class SourceTokenModel(TokenMaskModel):
+    """The source's tokens; a tick blocks the token as a key for every query (a padding mask
+    over source positions)."""
 
-    TEXT, BLOCKED = 0, 1
+    TOKEN_TIP = "source token {i}: {token!r}"
+    BLOCKED_TIP = "Checked: no query may attend to this source token (padding)"
 
-    def __init__(self, document: SessionDocument, parent=None):
-        super().__init__(parent)
-        self.document = document
-        self._tokens, self._blocked = self._read(document.session)
-        document.session_changed.connect(self._on_session_changed)
-
-    @staticmethod
-    def _read(session):
+    def read(self, session):
         src = session.source
         if src is None:
             return (), np.zeros(0, dtype=bool)
-        mask = session.mask
-        blocked = np.zeros(src.n, dtype=bool)
-        if mask.kind == "padding":
-            blocked[list(mask.padding)] = True
-        elif mask.kind == "custom":
-            blocked = mask.blocked.all(axis=0)
-        return src.tokens, blocked
+        return src.tokens, blocked_keys(session.mask, src.n)
 
-    def rowCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self._tokens)
+    def rename(self, i: int, text: str) -> bool:
+        return user_actions.rename_source_token(self.document, i, text)
 
-    def columnCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else 2
-
-    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
-        if not index.isValid():
-            return None
-        i = index.row()
-        if index.column() == self.TEXT:
-            if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
-                return self._tokens[i]
-            if role == Qt.ItemDataRole.ToolTipRole:
-                return f"source token {i}: {self._tokens[i]!r}"
-            return None
-        if role == Qt.ItemDataRole.CheckStateRole:
-            return Qt.CheckState.Checked if self._blocked[i] else Qt.CheckState.Unchecked
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return "Checked: no query may attend to this source token (padding)"
-        return None
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
-        if role != Qt.ItemDataRole.DisplayRole:
-            return None
-        if orientation == Qt.Orientation.Horizontal:
-            return ("token", "masked")[section] if 0 <= section < 2 else None  # the page says whose
-        return str(section)
-
-    def flags(self, index):
-        if not index.isValid():
-            return Qt.ItemFlag.NoItemFlags
-        base = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
-        return base | (Qt.ItemFlag.ItemIsEditable if index.column() == self.TEXT else Qt.ItemFlag.ItemIsUserCheckable)
-
-    def setData(self, index, value, role=Qt.ItemDataRole.EditRole) -> bool:
-        if not index.isValid():
-            return False
-        i = index.row()
-        if index.column() == self.TEXT and role == Qt.ItemDataRole.EditRole:
-            return user_actions.rename_source_token(self.document, i, str(value))
-        if index.column() == self.BLOCKED and role == Qt.ItemDataRole.CheckStateRole:
-            want = Qt.CheckState(value) == Qt.CheckState.Checked if not isinstance(value, bool) else value
-            if want == bool(self._blocked[i]):
-                return True
-            return user_actions.toggle_padding(self.document, i)
-        return False
-
-    def _on_session_changed(self, session) -> None:
-        tokens, blocked = self._read(session)
-        if len(tokens) != len(self._tokens):
-            self.beginResetModel()
-            self._tokens, self._blocked = tokens, blocked
-            self.endResetModel()
-            return
-        changed = tokens != self._tokens or not np.array_equal(blocked, self._blocked)
-        self._tokens, self._blocked = tokens, blocked
-        if changed and tokens:
-            self.dataChanged.emit(self.index(0, 0), self.index(len(tokens) - 1, 1))
+    def block(self, i: int, want: bool) -> bool:
+        return user_actions.toggle_padding(self.document, i)
 
 
 class SourcePage(QWidget):

@@ -283,33 +283,48 @@ def _grey():
     return _GREY
 
 
-class TokenModel(QAbstractTableModel):
-    """The token list: column 0 the token's text (editable), column 1 a check box that blocks
-    the token as a key for every query (padding; see ``edits.toggle_padding``)."""
+def blocked_keys(mask, n: int) -> np.ndarray:
+    """Which of ``n`` keys the mask blocks for every query (a padding mask, or a custom mask's
+    all-blocked columns): the tick boxes of a token table."""
+    out = np.zeros(n, dtype=bool)
+    if mask.kind == "padding":
+        out[list(mask.padding)] = True
+    elif mask.kind == "custom":
+        out = mask.blocked.all(axis=0)
+    return out
+
+
+class TokenMaskModel(QAbstractTableModel):
+    """A token list: column 0 the token's text (editable), column 1 a check box that blocks the
+    token as a key for every query (padding). A subclass says which tokens (``read``), what a
+    rename and a tick do, and its tooltips."""
 
     TEXT, BLOCKED = 0, 1
+    TOKEN_TIP = "token {i}: {token!r}"
+    BLOCKED_TIP = ""
 
     def __init__(self, document: SessionDocument, parent=None):
         super().__init__(parent)
         self.document = document
         self._session = document.session
-        self._blocked = self._blocked_keys(self._session)
+        self._tokens, self._blocked = self.read(self._session)
         document.session_changed.connect(self._on_session_changed)
 
-    @staticmethod
-    def _blocked_keys(session) -> np.ndarray:
-        mask = session.mask
-        out = np.zeros(session.n, dtype=bool)
-        if session.source is not None:  # the keys are the source's tokens, not these
-            return out
-        if mask.kind == "padding":
-            out[list(mask.padding)] = True
-        elif mask.kind == "custom":
-            out = mask.blocked.all(axis=0)
-        return out
+    def read(self, session) -> tuple[tuple, np.ndarray]:
+        """The tokens shown and which of them are blocked as keys."""
+        raise NotImplementedError
+
+    def rename(self, i: int, text: str) -> bool:
+        raise NotImplementedError
+
+    def block(self, i: int, want: bool) -> bool:
+        raise NotImplementedError
+
+    def checkable(self) -> bool:
+        return True
 
     def rowCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else self._session.n
+        return 0 if parent.isValid() else len(self._tokens)
 
     def columnCount(self, parent=QModelIndex()) -> int:
         return 0 if parent.isValid() else 2
@@ -320,20 +335,18 @@ class TokenModel(QAbstractTableModel):
         i = index.row()
         if index.column() == self.TEXT:
             if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.EditRole):
-                return self._session.tokens[i]
+                return self._tokens[i]
             if role == Qt.ItemDataRole.ToolTipRole:
-                return f"token {i}: {self._session.tokens[i]!r}"
+                return self.TOKEN_TIP.format(i=i, token=self._tokens[i])
             return None
         if role == Qt.ItemDataRole.CheckStateRole:
             return Qt.CheckState.Checked if self._blocked[i] else Qt.CheckState.Unchecked
         if role == Qt.ItemDataRole.ToolTipRole:
-            return "Checked: no query may attend to this token (a padding key)"
+            return self.BLOCKED_TIP
         return None
 
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
         if role != Qt.ItemDataRole.DisplayRole:
-            if role == Qt.ItemDataRole.ToolTipRole and orientation == Qt.Orientation.Horizontal and section == self.BLOCKED:
-                return "Block this token as a key for every query (padding)"
             return None
         if orientation == Qt.Orientation.Horizontal:
             return ("token", "masked")[section] if 0 <= section < 2 else None
@@ -345,8 +358,8 @@ class TokenModel(QAbstractTableModel):
         base = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
         if index.column() == self.TEXT:
             return base | Qt.ItemFlag.ItemIsEditable
-        if self._session.source is not None:
-            return Qt.ItemFlag.ItemIsSelectable  # cross-attention: these tokens are queries, never keys
+        if not self.checkable():
+            return Qt.ItemFlag.ItemIsSelectable
         return base | Qt.ItemFlag.ItemIsUserCheckable
 
     def setData(self, index, value, role=Qt.ItemDataRole.EditRole) -> bool:
@@ -354,25 +367,55 @@ class TokenModel(QAbstractTableModel):
             return False
         i = index.row()
         if index.column() == self.TEXT and role == Qt.ItemDataRole.EditRole:
-            return user_actions.rename_token(self.document, i, str(value))
+            return self.rename(i, str(value))
         if index.column() == self.BLOCKED and role == Qt.ItemDataRole.CheckStateRole:
-            if self._session.source is not None:
-                self.document.refuse("With a source (cross-attention) the keys are the source's tokens: "
-                                     "these tokens are queries and cannot be padding")
-                return False
             want = Qt.CheckState(value) == Qt.CheckState.Checked if not isinstance(value, bool) else value
             if want == bool(self._blocked[i]):
                 return True
-            return user_actions.set_padding(self.document, i, want)
+            return self.block(i, want)
         return False
 
     def _on_session_changed(self, session) -> None:
-        old = self._session
-        if session.n != old.n:
+        could_tick = self.checkable()
+        self._session = session
+        tokens, blocked = self.read(session)
+        if len(tokens) != len(self._tokens):
             self.beginResetModel()
-            self._session, self._blocked = session, self._blocked_keys(session)
+            self._tokens, self._blocked = tokens, blocked
             self.endResetModel()
             return
-        self._session, self._blocked = session, self._blocked_keys(session)
-        if session.tokens != old.tokens or session.mask != old.mask:
-            self.dataChanged.emit(self.index(0, 0), self.index(session.n - 1, 1))
+        changed = (tokens != self._tokens or not np.array_equal(blocked, self._blocked)
+                   or could_tick != self.checkable())
+        self._tokens, self._blocked = tokens, blocked
+        if changed and tokens:
+            self.dataChanged.emit(self.index(0, 0), self.index(len(tokens) - 1, 1))
+
+
+class TokenModel(TokenMaskModel):
+    """The session's tokens; a tick blocks the token as a key for every query (padding; see
+    ``edits.toggle_padding``). With a source (cross-attention) these tokens are queries only."""
+
+    BLOCKED_TIP = "Checked: no query may attend to this token (a padding key)"
+
+    def read(self, session):
+        blocked = np.zeros(session.n, dtype=bool) if session.source is not None else blocked_keys(session.mask, session.n)
+        return session.tokens, blocked
+
+    def checkable(self) -> bool:
+        return self._session.source is None  # cross-attention: these tokens are queries, never keys
+
+    def rename(self, i: int, text: str) -> bool:
+        return user_actions.rename_token(self.document, i, text)
+
+    def block(self, i: int, want: bool) -> bool:
+        if self._session.source is not None:
+            self.document.refuse("With a source (cross-attention) the keys are the source's tokens: "
+                                 "these tokens are queries and cannot be padding")
+            return False
+        return user_actions.set_padding(self.document, i, want)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):
+        if (role == Qt.ItemDataRole.ToolTipRole and orientation == Qt.Orientation.Horizontal
+                and section == self.BLOCKED):
+            return "Block this token as a key for every query (padding)"
+        return super().headerData(section, orientation, role)
