@@ -40,7 +40,7 @@ def _params():
         yield pytest.param(name, marks=marks, id=name.replace(" ", "-"))
 
 
-@pytest.mark.parametrize("section", _params())
+@pytest.mark.parametrize("section", list(_params()))
 def test_every_python_snippet_runs_as_written(section, tmp_path, monkeypatch):
     if section in MODELS and sys.version_info < (3, 11):
         pytest.skip("real models need transformers 5.24+, which needs Python 3.11+")
