@@ -186,6 +186,10 @@ def test_the_notes_follow_the_steps(win):
     assert notes.next_step.text().startswith("Next: every key")
     lesson.next()
     assert notes.step.text().startswith("Step 5 of 10") and notes.answer.text() == ""
+    # Shown without presenter mode, the notes still go with the lesson (they stayed open on
+    # their own and took a later window's mouse moves)
+    lesson.end()
+    assert not notes.isVisible()
 
 
 def test_a_colour_blind_safe_palette(win):

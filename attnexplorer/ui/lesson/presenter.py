@@ -181,6 +181,11 @@ class Presenter:
             self.show_notes(others[0])
 
     def leave(self) -> None:
+        # The notes window goes whether or not presenter mode is on (it can be shown on its own):
+        # left open, it outlived the lesson and the main window as a top-level window of its own.
+        if self.notes_window is not None:
+            self.notes_window.close()
+            self.notes_window = None
         if not self.active:
             return
         window = self.window
@@ -203,9 +208,6 @@ class Presenter:
         if not full:
             window.showNormal()
             window.restoreGeometry(geometry)
-        if self.notes_window is not None:
-            self.notes_window.close()
-            self.notes_window = None
         if self.controller.active:
             self.controller.show_step()
 
