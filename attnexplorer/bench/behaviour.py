@@ -27,14 +27,8 @@ LAYER = 15
 
 _PROBE = r"""
 import json, statistics, sys, time
-from attnexplorer.bench.harness import close_window, open_window, start_app
-from attnexplorer.core.presets import build_preset
-app = start_app()
-document, window = open_window(build_preset("pronoun").session)
-document.compute.wait_idle(60.0)
-window.ask_unsaved = lambda: "discard"
-errors = []
-window.show_error = lambda title, text: errors.append(text)
+from attnexplorer.bench.harness import close_window, open_probe_window
+app, document, window, errors = open_probe_window()
 name, text, layer, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 from attnexplorer.ui.model_window import ModelController
 window.model_controller = controller = ModelController(window, document, window.actions)

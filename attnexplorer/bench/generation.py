@@ -66,14 +66,8 @@ print(json.dumps({"context": generation.length + 1, "layers": loaded.num_layers,
 _WINDOW_PROBE = r"""
 import json, sys, time
 from PySide6.QtCore import QTimer
-from attnexplorer.bench.harness import close_window, open_window, start_app
-from attnexplorer.core.presets import build_preset
-app = start_app()
-document, window = open_window(build_preset("pronoun").session)
-document.compute.wait_idle(60.0)
-window.ask_unsaved = lambda: "discard"
-errors = []
-window.show_error = lambda title, text: errors.append(text)
+from attnexplorer.bench.harness import close_window, open_probe_window
+app, document, window, errors = open_probe_window()
 name, text, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 from attnexplorer.ui.model_window import ModelController
 window.model_controller = controller = ModelController(window, document, window.actions)

@@ -75,6 +75,20 @@ def open_window(session, size=(1280, 800)):
     return document, window
 
 
+def open_probe_window():
+    """A probe's window on the pronoun preset, computed, answering "discard" to the unsaved-work
+    question and keeping its error dialogs in a list: ``(app, document, window, errors)``."""
+    from ..core.presets import build_preset
+
+    app = start_app()
+    document, window = open_window(build_preset("pronoun").session)
+    document.compute.wait_idle(60.0)
+    window.ask_unsaved = lambda: "discard"
+    errors = []
+    window.show_error = lambda title, text: errors.append(text)
+    return app, document, window, errors
+
+
 def close_window(document, window) -> None:
     from PySide6.QtWidgets import QApplication
 

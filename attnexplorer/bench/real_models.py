@@ -64,15 +64,9 @@ print(json.dumps({"seconds": done - started, "import_s": imported - started, "op
 
 _IN_APP = r"""
 import json, sys, time
-from attnexplorer.bench.harness import close_window, open_window, start_app
-from attnexplorer.core.presets import build_preset
+from attnexplorer.bench.harness import close_window, open_probe_window
 from PySide6.QtWidgets import QApplication
-app = start_app()
-document, window = open_window(build_preset("pronoun").session)
-document.compute.wait_idle(60.0)
-window.ask_unsaved = lambda: "discard"
-errors = []
-window.show_error = lambda title, text: errors.append(text)
+app, document, window, errors = open_probe_window()
 started = time.perf_counter()
 from attnexplorer.ui.model_window import ModelController
 window.model_controller = controller = ModelController(window, document, window.actions)
@@ -94,17 +88,11 @@ close_window(document, window)
 _IN_APP_LONG = r"""
 import gc, json, resource, sys, time
 from attnexplorer.bench.real_models import long_text
-from attnexplorer.bench.harness import close_window, open_window, start_app
-from attnexplorer.core.presets import build_preset
+from attnexplorer.bench.harness import close_window, open_probe_window
 from attnexplorer.models.loading import load_model
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
-app = start_app()
-document, window = open_window(build_preset("pronoun").session)
-document.compute.wait_idle(60.0)
-window.ask_unsaved = lambda: "discard"
-errors = []
-window.show_error = lambda title, text: errors.append(text)
+app, document, window, errors = open_probe_window()
 name, tokens, layer = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 text = long_text(load_model(name), tokens)   # its tokenizer only; the window opens the model itself
 gc.collect()
