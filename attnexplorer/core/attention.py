@@ -28,6 +28,7 @@ torch is imported lazily, as in the engine, so that ``import attnexplorer.core``
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -72,6 +73,11 @@ class AttentionInputs:
     - ``rope``: ``(cos, sin, dims, layout)``, cos/sin (n, dims/2): rotates the first ``dims``
       dimensions of Q and K in pairs (i, i + dims/2) for ``half``, (2i, 2i+1) for
       ``interleaved``.
+    - ``qk_norm``: ``(kind, over, eps, q_weight, q_bias, k_weight, k_bias)``: each query and
+      key head normalised after the projection and before RoPE (``normalise_heads``).
+    - ``softcap``: the cap c of ``attention_block``'s soft-capping of the scaled scores.
+    - ``sinks``: (H,), one learned logit per query head that joins every row's softmax
+      (``attention_block``).
     - ``position_bias``: (H, n, n), added to the scaled scores (ALiBi).
     - ``b_out``: (d_out,), added to the output.
 
@@ -99,6 +105,9 @@ class AttentionInputs:
     position_bias: Any = None
     b_out: Any = None
     linear: Any = None
+    qk_norm: Any = None
+    softcap: float | None = None
+    sinks: Any = None
 
 
 def _torch():
@@ -201,26 +210,125 @@ def _normalise(x, norm):
     return normalise(x, kind, weight, bias, eps, cannot_overflow=True)
 
 
-def rope_cos_sin(n: int, dims: int, theta: float, dtype, device, offset: int = 0, float32_angles: bool = False):
+def normalise_heads(x, kind: str, weight=None, bias=None, eps: float = 1e-6, over: str = "head",
+                    cannot_overflow: bool = False):
+    """QK-norm: ``normalise`` applied to queries or keys x (H, n, d_k) after their projection
+    (and its bias) and before RoPE, the one QK-norm of attnexplorer.
+
+    - ``over`` "head" (Qwen3, Gemma 3): each head's d_k numbers of a row are one norm's row;
+      ``weight``/``bias`` have d_k numbers (shared by every head) or H·d_k (head h's at
+      h·d_k …, one weight per head).
+    - ``over`` "all" (OLMo 2): a row's whole projection, H·d_k numbers across every head, is one
+      norm's row; ``weight``/``bias`` have H·d_k numbers in the same layout.
+
+    ``kind``, ``eps`` and ``cannot_overflow`` as ``normalise`` (which does the arithmetic, so a
+    float16 row is normalised in float32 as transformers' RMSNorms do). Differentiable.
+    """
+    heads, n, width = x.shape
+    if over == "all":
+        flat = x.transpose(0, 1).reshape(n, heads * width)
+        return normalise(flat, kind, weight, bias, eps, cannot_overflow).view(n, heads, width).transpose(0, 1)
+    if weight is not None and weight.shape[-1] != width or bias is not None and bias.shape[-1] != width:
+        # One weight per head: normalise, then each head's own weight and bias.
+        y = normalise(x, kind, None, None, eps, cannot_overflow)
+        y = y if weight is None else y * weight.view(heads, 1, width)
+        return y if bias is None or kind != "layer" else y + bias.view(heads, 1, width)
+    return normalise(x, kind, weight, bias, eps, cannot_overflow)
+
+
+def rope_inv_freq(dims: int, theta: float, scaling=None, float32: bool = False):
+    """RoPE's inverse frequencies θ^(−2i/dims), i < dims/2, as a CPU torch tensor, changed by
+    ``scaling`` (a ``core.stages.RopeScaling`` or None), and the attention factor that scales
+    cos and sin (YaRN's; 1 for the others): ``(inv_freq, attention_factor)``.
+
+    ``float32=True`` repeats transformers' ``ROPE_INIT_FUNCTIONS`` (``modeling_rope_utils``)
+    operation for operation in float32, so an imported layer rounds as the model does; False
+    makes the same formulas in float64 (without scaling: ``core.stages.rope_angles``'s
+    frequencies exactly).
+
+    - ``linear``: every frequency ÷ factor.
+    - ``llama3``: wavelengths λ = 2π/f longer than original/low_freq_factor are ÷ factor,
+      shorter than original/high_freq_factor kept, and between them blended:
+      s = (original/λ − low) / (high − low), f' = (1 − s)·f/factor + s·f.
+    - ``yarn``: f' = f/factor·(1 − e) + f·e, e = 1 − clamp((i − low)/(high − low), 0, 1) with
+      low/high the pair indices ``d·ln(original / (2π·β)) / (2 ln θ)`` for β = beta_fast and
+      beta_slow (floored/ceiled when ``truncate``, then clipped to 0 … dims − 1); the attention
+      factor is ``scaling.attention_factor`` (default 0.1·ln(factor) + 1 for factor > 1).
+    """
+    torch = _torch()
+    kind = None if scaling is None else scaling.kind
+    dtype = torch.float32 if float32 else torch.float64
+    if not float32 and kind is None:
+        from .stages import rope_frequencies
+
+        return torch.from_numpy(rope_frequencies(dims, theta)), 1.0
+    exponents = torch.arange(0, dims, 2, dtype=torch.int64).to(dtype) / dims
+    if kind == "yarn":
+        return _yarn_inv_freq(theta ** exponents, dims, theta, scaling, dtype), scaling.yarn_attention_factor
+    inv_freq = 1.0 / (theta ** exponents)
+    if kind == "linear":
+        return inv_freq / scaling.factor, 1.0
+    if kind == "llama3":
+        return _llama3_inv_freq(inv_freq, scaling), 1.0
+    return inv_freq, 1.0
+
+
+def _llama3_inv_freq(inv_freq, scaling):
+    torch = _torch()
+    factor, low, high = scaling.factor, scaling.low_freq_factor, scaling.high_freq_factor
+    original = scaling.original_max_position_embeddings
+    long_wavelength, short_wavelength = original / low, original / high
+    wavelength = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelength > long_wavelength, inv_freq / factor, inv_freq)
+    blend = (original / wavelength - low) / (high - low)
+    blended = (1 - blend) * scaled / factor + blend * scaled
+    between = ~(wavelength < short_wavelength) * ~(wavelength > long_wavelength)
+    return torch.where(between, blended, scaled)
+
+
+def _yarn_inv_freq(pos_freqs, dims: int, theta: float, scaling, dtype):
+    torch = _torch()
+
+    def pair_index(rotations):  # the pair that turns ``rotations`` times over the original length
+        return dims * math.log(scaling.original_max_position_embeddings / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = pair_index(scaling.beta_fast), pair_index(scaling.beta_slow)
+    if scaling.truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dims - 1)
+    if low == high:
+        high += 0.001  # transformers' guard against a zero-width ramp
+    ramp = ((torch.arange(dims // 2, dtype=dtype) - low) / (high - low)).clamp(0, 1)
+    extrapolated = 1 - ramp
+    return 1.0 / (scaling.factor * pos_freqs) * (1 - extrapolated) + 1.0 / pos_freqs * extrapolated
+
+
+def rope_cos_sin(n: int, dims: int, theta: float, dtype, device, offset: int = 0, float32_angles: bool = False,
+                 scaling=None):
     """cos and sin, (n, dims/2) tensors in ``dtype`` on ``device``, of the RoPE angles
-    p·θ^(−2i/dims) for positions p = offset … offset + n − 1 and pairs i < dims/2: the
+    p·f_i for positions p = offset … offset + n − 1 and pairs i < dims/2, f_i θ^(−2i/dims)
+    changed by ``scaling`` (``rope_inv_freq``), both times YaRN's attention factor: the
     ``cos``/``sin`` of ``rotate``'s ``rope`` tuple.
 
-    By default the angles are made in float64 on the host (``core.stages.rope_angles``) and
-    only their cosines rounded to ``dtype``. ``float32_angles=True`` makes them as
-    transformers' Llama does: ``inv_freq = 1 / θ^(arange(0, dims, 2) / dims)`` and
-    ``position × inv_freq`` both in float32, so a model's forward repeats its rounding.
+    By default the angles are made in float64 on the host and only their cosines rounded to
+    ``dtype``. ``float32_angles=True`` makes them as transformers does: the frequencies and
+    ``position × inv_freq`` in float32, then cos/sin × attention factor in float32, so a
+    model's forward and an imported layer repeat its rounding at every length.
     """
     torch = _torch()
     if float32_angles:
-        inv_freq = 1.0 / (theta ** (torch.arange(0, dims, 2, dtype=torch.float32) / dims))
-        angles = torch.arange(offset, offset + n, dtype=torch.float32)[:, None] * inv_freq
-        return angles.cos().to(device=device, dtype=dtype), angles.sin().to(device=device, dtype=dtype)
+        inv_freq, attention_factor = rope_inv_freq(dims, theta, scaling, float32=True)
+        angles = torch.arange(offset, offset + n, dtype=torch.float32)[:, None] * inv_freq[None, :]
+        cos, sin = angles.cos(), angles.sin()
+        if attention_factor != 1.0:
+            cos, sin = cos * attention_factor, sin * attention_factor
+        return cos.to(device=device, dtype=dtype), sin.to(device=device, dtype=dtype)
     from .stages import rope_angles
 
-    angles = rope_angles(n, dims, theta, offset)
-    return (torch.tensor(np.cos(angles), dtype=dtype, device=device),
-            torch.tensor(np.sin(angles), dtype=dtype, device=device))
+    angles = rope_angles(n, dims, theta, offset, scaling)
+    attention_factor = 1.0 if scaling is None else scaling.yarn_attention_factor
+    return (torch.tensor(np.cos(angles) * attention_factor, dtype=dtype, device=device),
+            torch.tensor(np.sin(angles) * attention_factor, dtype=dtype, device=device))
 
 
 def rotate(x, rope):
@@ -284,8 +392,9 @@ def _inplace_ok(keep_overwritten: bool) -> bool:
 
 
 def queries_keys_values(inputs: AttentionInputs) -> dict:
-    """Every step before the scores: X = norm(E + P), then Q, K and V of every head (RoPE
-    applied), as a dict of tensors (see ``attend``'s first entries).
+    """Every step before the scores: X = norm(E + P), then Q, K and V of every head (QK-norm
+    and RoPE applied), as a dict of tensors (see ``attend``'s first entries; ``Q_unrotated``/
+    ``K_unrotated`` are after QK-norm and before RoPE).
 
     ``attend`` starts with it, and so does the streamed path for long inputs
     (``core.long``), which then makes the scores a block of rows at a time: one formula for
@@ -312,6 +421,10 @@ def queries_keys_values(inputs: AttentionInputs) -> dict:
         joined_kv = product(inputs.source_x, inputs.w_kv, None if b is None else b[hk:])
         q = _per_head(joined, heads)
         k, v = split_key_value(joined_kv, kv_heads, d_k)
+    if inputs.qk_norm is not None:
+        kind, over, eps, q_weight, q_bias, k_weight, k_bias = inputs.qk_norm
+        q = normalise_heads(q, kind, q_weight, q_bias, eps, over, cannot_overflow=True)
+        k = normalise_heads(k, kind, k_weight, k_bias, eps, over, cannot_overflow=True)
     q_unrotated = k_unrotated = None
     if inputs.rope is not None:
         q_unrotated, k_unrotated = q, k
@@ -329,7 +442,8 @@ class AttentionBlock(NamedTuple):
     scaled_scores: Any   # (H, r, c) scores × factor + bias, before the mask
     weights: Any         # (H, r, c) softmax rows; blocked cells 0, blocked rows 0
     output: Any          # (H, r, d_v) weights·V
-    log_sum_exp: Any     # (H, r) log Σ_j exp(masked scaled score), when asked
+    log_sum_exp: Any     # (H, r) log Σ_j exp(masked scaled score), when asked (+ exp(sink) with sinks)
+    sink_share: Any = None  # (H, r) the sink's weight in each row, with sinks
 
 
 STAGES = ("scores", "scaled_scores", "weights", "output")
@@ -339,7 +453,7 @@ _NOTHING_KEPT = frozenset()
 def attention_block(q, k, v=None, *, factor: float = 1.0, bias=None, mask=None, causal: bool = False,
                     key_offset: int = 0, fill: float = float("-inf"), blocked_rows=None, softmax_dtype=None,
                     log_sum_exp: bool = False, normalisers=None, until: str = "output", keep=_NOTHING_KEPT,
-                    observe=None, out=None) -> AttentionBlock:
+                    observe=None, out=None, softcap: float | None = None, sinks=None) -> AttentionBlock:
     """Softmax attention of a block of query rows over a block of keys: the one kernel of
     attnexplorer. ``attend`` (the dense engine and fitting), the streamed path for long
     inputs (``core.long``) and a model's forward make every score and weight here.
@@ -352,6 +466,8 @@ def attention_block(q, k, v=None, *, factor: float = 1.0, bias=None, mask=None, 
       (H_kv, g·r, ·) product, never copying K or V (no ``repeat_interleave``).
     - ``factor``: the scale. scores = q·kᵀ, then scores × factor: transformers' eager
       attention's ``matmul(q, kᵀ) * scaling`` in that order.
+    - ``softcap``: soft-capping (Gemma 2): the scaled scores become c·tanh(s / c) (as
+      transformers: ÷ c, tanh, × c), before the bias and the mask. None: no cap.
     - ``bias``: added to the scaled scores, broadcastable to (H, r, c) (ALiBi, ``alibi_bias``).
     - ``mask``: bool, broadcastable to (H, r, c), True = blocked. ``causal``: also block key j
       for row i when j > i + ``key_offset`` (``key_offset``: the position of query row 0 among
@@ -361,6 +477,12 @@ def attention_block(q, k, v=None, *, factor: float = 1.0, bias=None, mask=None, 
       cell weighs exactly 0) or ``torch.finfo(dtype).min`` (transformers' eager masking).
     - ``blocked_rows``: (r,) bool, rows whose every key is blocked: their weights are set to 0
       (a softmax over −inf only is NaN). None: no such rows (or ``fill`` is finite).
+    - ``sinks``: (H,) learned logits (GPT-OSS), one per query head, each joining every row's
+      softmax as one more key with no value: w_ij = exp(s_ij) / (Σ_j exp(s_ij) + exp(sink_h)),
+      so a row's weights over the real keys sum to less than 1; the rest, the sink's share,
+      comes back in ``sink_share`` (H, r) (1 for a fully blocked row, whose weights are 0), and
+      ``log_sum_exp`` includes the sink's term. With ``normalisers`` the sink is already in
+      their row scale (the caller made them with the sinks) and ``sinks`` is not read.
     - ``softmax_dtype``: the dtype the softmax runs in (transformers: torch.float32); the
       weights are brought back to q's dtype after it. None: q's dtype.
     - ``log_sum_exp``: also give log Σ_j exp(s_ij) per row (the softmax is then written out as
@@ -401,6 +523,9 @@ def attention_block(q, k, v=None, *, factor: float = 1.0, bias=None, mask=None, 
     if until == "scores":
         return AttentionBlock(scores, None, None, None, None)
     scaled = scores.mul_(factor) if not grad and "scores" not in keep else scores * factor
+    if softcap is not None:
+        # Without autograd scaled is a buffer of its own (a new one, or scores given up to it).
+        scaled = scaled.div_(softcap).tanh_().mul_(softcap) if not grad else (scaled / softcap).tanh() * softcap
     if bias is not None:
         # scaled is a buffer of its own here unless scores was given up to it.
         scaled = scaled + bias if grad else scaled.add_(bias)
@@ -417,12 +542,19 @@ def attention_block(q, k, v=None, *, factor: float = 1.0, bias=None, mask=None, 
         own = not grad
     if observe is not None:
         observe("masked", masked)
-    lse = None
+    lse = share = None
     if normalisers is not None:
         row_max, row_scale = normalisers
         shift = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
         weights = (masked.sub_(shift).exp_().mul_(row_scale) if own
                    else ((masked - shift).exp() * row_scale))
+    elif sinks is not None:
+        if softmax_dtype is not None and masked.dtype != softmax_dtype:
+            masked, own = masked.to(softmax_dtype), not grad
+        weights, lse, share = _softmax_with_sinks(masked, sinks.to(masked.dtype), own)
+        if weights.dtype != q.dtype:
+            weights, share = weights.to(q.dtype), share.to(q.dtype)
+        lse = lse if log_sum_exp else None
     else:
         if softmax_dtype is not None and masked.dtype != softmax_dtype:
             masked, own = masked.to(softmax_dtype), not grad
@@ -441,12 +573,12 @@ def attention_block(q, k, v=None, *, factor: float = 1.0, bias=None, mask=None, 
         rows = blocked_rows[:, None]
         weights = weights.masked_fill(rows, 0.0) if grad else weights.masked_fill_(rows, 0.0)
     if until == "weights":
-        return AttentionBlock(scores, scaled, weights, None, lse)
+        return AttentionBlock(scores, scaled, weights, None, lse, share)
     if group > 1:
         head_out = (weights.view(kv_heads, group * r, c) @ v).view(heads, r, -1)
     else:
         head_out = weights @ v
-    return AttentionBlock(scores, scaled, weights, head_out, lse)
+    return AttentionBlock(scores, scaled, weights, head_out, lse, share)
 
 
 def _mask_causal(scores, key_offset: int, fill: float, own: bool):
@@ -482,6 +614,21 @@ def _softmax_with_log_sum_exp(x, own: bool):
     return weights, lse
 
 
+def _softmax_with_sinks(x, sinks, own: bool):
+    """softmax over the last axis of x (H, r, c) with one more logit per head, ``sinks`` (H,),
+    in every row's sum: (weights over the real keys, log Σ exp including the sink, the
+    sink's share), written out as GPT-OSS's eager attention computes it (the largest logit of
+    the row and its sink subtracted first, so neither can overflow)."""
+    torch = _torch()
+    sink = sinks[:, None, None]
+    top = torch.maximum(x.amax(dim=-1, keepdim=True), sink)   # finite: a sink is finite
+    weights = x.sub_(top).exp_() if own else (x - top).exp()
+    sink_term = (sink - top).exp()
+    total = weights.sum(dim=-1, keepdim=True) + sink_term
+    weights = weights.div_(total) if own else weights / total
+    return weights, (total.log() + top)[..., 0], (sink_term / total)[..., 0]
+
+
 def _softmax(x, out):
     """softmax over the last axis written into ``out``: a fresh block-sized result would cost
     as much in page faults as the softmax itself. ``torch._softmax`` is the out= form of
@@ -515,9 +662,10 @@ def attend(inputs: AttentionInputs, wanted=frozenset(INTERMEDIATES), check_finit
     t = queries_keys_values(inputs)
     observe = None if check_finite is None else _overflow_check(check_finite)
     block = attention_block(t["Q"], t["K"], t["V"], factor=inputs.factor, bias=inputs.position_bias,
-                            mask=inputs.mask, blocked_rows=inputs.blocked_rows, keep=wanted, observe=observe)
+                            mask=inputs.mask, blocked_rows=inputs.blocked_rows, keep=wanted, observe=observe,
+                            softcap=inputs.softcap, sinks=inputs.sinks)
     t.update(scores=block.scores, scaled_scores=block.scaled_scores, weights=block.weights,
-             head_outputs=block.output, output=combine_heads(block.output, inputs))
+             head_outputs=block.output, output=combine_heads(block.output, inputs), sink_share=block.sink_share)
     return t
 
 

@@ -140,14 +140,97 @@ class Norm:
     __hash__ = None
 
 
+RopeScalingKind = Literal["linear", "llama3", "yarn"]
+RopeAngles = Literal["float64", "float32"]
+# The fields each kind of RoPE scaling reads (transformers' rope_parameters names).
+SCALING_FIELDS = {
+    "linear": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+    "yarn": ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor", "truncate"),
+}
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """How a long-context model stretches RoPE's frequencies (``attention.rope_inv_freq`` has
+    the formulas, transformers' ``rope_type`` names): ``linear`` divides every frequency by
+    ``factor``; ``llama3`` divides the low frequencies only, blending between
+    ``low_freq_factor`` and ``high_freq_factor`` of ``original_max_position_embeddings``;
+    ``yarn`` blends between the pairs turning ``beta_fast`` and ``beta_slow`` times over the
+    original length and multiplies cos and sin by ``attention_factor`` (None: 0.1·ln(factor)
+    + 1, transformers' default). Only the fields of ``kind`` matter."""
+
+    kind: RopeScalingKind
+    factor: float = 1.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_position_embeddings: int = 8192
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    attention_factor: float | None = None
+    truncate: bool = True
+
+    def __post_init__(self):
+        if self.kind not in SCALING_FIELDS:
+            raise SessionError(f"unknown kind {self.kind!r}, expected \"linear\", \"llama3\" or \"yarn\"",
+                               "positions.scaling.kind")
+        fields = SCALING_FIELDS[self.kind]
+        for name in ("factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow"):
+            if name in fields:
+                object.__setattr__(self, name, _positive(getattr(self, name), f"positions.scaling.{name}"))
+        if "original_max_position_embeddings" in fields:
+            m = self.original_max_position_embeddings
+            if not _whole(m) or not 1 <= m <= 100_000_000:
+                raise SessionError(f"{m!r} must be a whole number in 1..100000000",
+                                   "positions.scaling.original_max_position_embeddings")
+            object.__setattr__(self, "original_max_position_embeddings", int(m))
+        if self.kind == "llama3" and not self.high_freq_factor > self.low_freq_factor:
+            raise SessionError(f"is {self.high_freq_factor!r}; it must be larger than low_freq_factor "
+                               f"({self.low_freq_factor!r})", "positions.scaling.high_freq_factor")
+        if self.kind == "yarn":
+            if self.attention_factor is not None:
+                object.__setattr__(self, "attention_factor",
+                                   _positive(self.attention_factor, "positions.scaling.attention_factor"))
+            if not isinstance(self.truncate, (bool, np.bool_)):
+                raise SessionError(f"is {self.truncate!r}, expected true or false", "positions.scaling.truncate")
+            object.__setattr__(self, "truncate", bool(self.truncate))
+        # Fields another kind reads go back to their defaults, so equal scalings compare equal.
+        for f in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings", "beta_fast",
+                  "beta_slow", "attention_factor", "truncate"):
+            if f not in fields:
+                object.__setattr__(self, f, RopeScaling.__dataclass_fields__[f].default)
+
+    @property
+    def yarn_attention_factor(self) -> float:
+        """What YaRN multiplies cos and sin by (1 for the other kinds)."""
+        if self.kind != "yarn":
+            return 1.0
+        if self.attention_factor is not None:
+            return self.attention_factor
+        return 1.0 if self.factor <= 1 else 0.1 * math.log(self.factor) + 1.0
+
+    def describe(self) -> str:
+        if self.kind == "linear":
+            return f"linear ÷{self.factor:g}"
+        if self.kind == "llama3":
+            return (f"llama3 ÷{self.factor:g} (low {self.low_freq_factor:g}, high {self.high_freq_factor:g}, "
+                    f"original {self.original_max_position_embeddings})")
+        return (f"yarn ×{self.factor:g} (original {self.original_max_position_embeddings}, β {self.beta_fast:g}/"
+                f"{self.beta_slow:g}, attention ×{self.yarn_attention_factor:.6g})")
+
+
 @dataclass(frozen=True, eq=False)
 class Positions:
     """Where position enters: ``sinusoidal``/``learned`` add P to E; ``rope`` rotates Q and K;
     ``alibi`` adds −slope_h·|i − j| to the scaled scores.
 
     Only the fields of ``kind`` matter: ``base`` (sinusoidal); ``table`` (learned, rows × d, at
-    least one row per token); ``theta``, ``dims`` (None: all of d_k), ``layout`` and ``offset``
-    (rope); ``slopes`` (alibi, one per head; None: the paper's geometric slopes).
+    least one row per token); ``theta``, ``dims`` (None: all of d_k; fewer: partial rotary, the
+    rest of each head passes unturned), ``layout``, ``offset``, ``scaling`` (a ``RopeScaling``
+    or None) and ``angles`` (rope: "float64" makes the angles in float64; "float32" makes the
+    frequencies and position × frequency in float32 as transformers does, so an imported
+    layer rounds as its model at every length); ``slopes`` (alibi, one per head; None: the
+    paper's geometric slopes).
     """
 
     kind: PositionsKind
@@ -158,6 +241,8 @@ class Positions:
     layout: RopeLayout = "half"
     offset: int = 0
     slopes: np.ndarray | None = None
+    scaling: RopeScaling | None = None
+    angles: RopeAngles = "float64"
 
     def __post_init__(self):
         if self.kind not in ("sinusoidal", "learned", "rope", "alibi"):
@@ -182,6 +267,13 @@ class Positions:
         object.__setattr__(self, "offset", int(self.offset))
         if self.slopes is not None:
             object.__setattr__(self, "slopes", _vector(self.slopes, "positions.slopes"))
+        if self.scaling is not None and not isinstance(self.scaling, RopeScaling):
+            raise SessionError("must be a RopeScaling or None", "positions.scaling")
+        if self.angles not in ("float64", "float32"):
+            raise SessionError(f"is {self.angles!r}, expected \"float64\" or \"float32\"", "positions.angles")
+        if self.kind != "rope":  # only RoPE has frequencies to scale or round
+            object.__setattr__(self, "scaling", None)
+            object.__setattr__(self, "angles", "float64")
 
     @property
     def absolute(self) -> bool:
@@ -220,7 +312,8 @@ class Positions:
         if self.kind == "learned":
             return _same(self.table, other.table)
         if self.kind == "rope":
-            return (self.theta, self.dims, self.layout, self.offset) == (other.theta, other.dims, other.layout, other.offset)
+            return ((self.theta, self.dims, self.layout, self.offset, self.scaling, self.angles)
+                    == (other.theta, other.dims, other.layout, other.offset, other.scaling, other.angles))
         return _same(self.slopes, other.slopes)
 
     __hash__ = None
@@ -287,9 +380,20 @@ def rope_pairs(dims: int, layout: str) -> tuple[np.ndarray, np.ndarray]:
     return np.arange(0, dims, 2), np.arange(1, dims, 2)
 
 
-def rope_angles(n: int, dims: int, theta: float, offset: int = 0) -> np.ndarray:
-    """The angle of pair i at position p (p = offset … offset + n − 1), (n, dims/2), radians."""
-    inv_freq = theta ** (-np.arange(0, dims, 2, dtype=np.float64) / dims)
+def rope_frequencies(dims: int, theta: float) -> np.ndarray:
+    """Pair i's angle per position, θ^(−2i/dims), i < dims/2, float64 (no scaling)."""
+    return theta ** (-np.arange(0, dims, 2, dtype=np.float64) / dims)
+
+
+def rope_angles(n: int, dims: int, theta: float, offset: int = 0, scaling: "RopeScaling | None" = None) -> np.ndarray:
+    """The angle of pair i at position p (p = offset … offset + n − 1), (n, dims/2), radians,
+    in float64, with the frequencies changed by ``scaling`` (``attention.rope_inv_freq``)."""
+    if scaling is None:
+        inv_freq = rope_frequencies(dims, theta)
+    else:
+        from .attention import rope_inv_freq
+
+        inv_freq = rope_inv_freq(dims, theta, scaling)[0].numpy()
     pos = np.arange(offset, offset + n, dtype=np.float64)
     return pos[:, None] * inv_freq[None, :]
 
