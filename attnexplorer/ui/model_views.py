@@ -233,11 +233,14 @@ class ModelGrid(QWidget):
         cell = self.cell_at(event.position().x(), event.position().y())
         self.setCursor(Qt.CursorShape.PointingHandCursor if cell else Qt.CursorShape.ArrowCursor)
         if cell:
-            QToolTip.showText(event.globalPosition().toPoint(),
-                              f"layer {cell[0]}, head {cell[1]}{self._ablation_note(cell)}{self._value_note(cell)}: "
-                              "click to load this layer "
-                              "into the tables; Ctrl+click to zero-ablate the head (again to restore it); "
-                              "right-click for mean and patched ablation", self)
+            QToolTip.showText(event.globalPosition().toPoint(), self.cell_tooltip(*cell), self)
+
+    def cell_tooltip(self, layer: int, head: int) -> str:
+        """What hovering a thumbnail says: which head, its ablation and colouring value, what a click does."""
+        cell = (layer, head)
+        return (f"layer {layer}, head {head}{self._ablation_note(cell)}{self._value_note(cell)}: "
+                "click to load this layer into the tables; Ctrl+click to zero-ablate the head (again to "
+                "restore it); right-click for mean and patched ablation")
 
     def _value_note(self, cell) -> str:
         if self.colouring is None or self.colouring[1].shape[0] <= cell[0]:
@@ -319,6 +322,11 @@ class HeadView(QWidget):
         top, bottom = 24, 8
         row = (self.height() - top - bottom) / n
         return label, top, row
+
+    def token_rect(self, side: str, index: int) -> QRectF:
+        """Where token ``index``'s label is drawn on the ``side`` ("query": left, "key": right)."""
+        label, top, row = self._geometry()
+        return QRectF(0 if side == "query" else self.width() - label, top + index * row, label, row)
 
     def token_at(self, x: float, y: float) -> tuple[str, int] | None:
         label, top, row = self._geometry()

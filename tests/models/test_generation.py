@@ -90,9 +90,10 @@ def test_cache_size_grows_and_back_cuts_it(decoder):
 def test_a_given_token_is_appended(decoder):
     _folder, loaded, behaviour = decoder
     generation = Generation(behaviour, stop=())
+    before = generation.logits
     step = generation.step(7)
     assert step.token_id == 7 and generation.ids[-1] == 7
-    assert step.top[0]["id"] == int(torch.argmax(generation._logits[-2]))
+    assert step.top[0]["id"] == int(torch.argmax(before))  # the model's own top, not the given token
     with pytest.raises(ModelError, match="not in the vocabulary"):
         generation.step(10**6)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import Qt
 
 from attnexplorer.core.presets import build_preset
 from attnexplorer.ui.document import SessionDocument
@@ -97,10 +97,9 @@ def test_head_view_hover_isolates_a_token(qtbot):
     view.set_layer(["a", "b", "c", "d"], w)
     view.show()
     qtbot.waitExposed(view)
-    label, top, row = view._geometry()
-    qtbot.mouseMove(view, QPoint(int(label / 2), int(top + 2.5 * row)))
+    qtbot.mouseMove(view, view.token_rect("query", 2).center().toPoint())
     qtbot.waitUntil(lambda: view.hover == ("query", 2))
-    qtbot.mouseMove(view, QPoint(view.width() - 10, int(top + 0.5 * row)))
+    qtbot.mouseMove(view, view.token_rect("key", 0).center().toPoint())
     qtbot.waitUntil(lambda: view.hover == ("key", 0))
     view.set_head(None)
     assert view.head is None
@@ -260,7 +259,7 @@ def test_the_heads_tab_colours_the_model_view_and_ranks_the_heads(win, qtbot, ti
     assert grid.ring_colour(*top).alpha() == 255 and grid.ring_colour(*low).alpha() == 0
     assert (panel.table.item(0, 0).text(), panel.table.item(0, 1).text()) == (f"L{top[0]}", f"H{top[1]}")
     assert panel.table.rowCount() == 8 and "first token" in panel.definition.text()
-    assert ", first-token " in grid._value_note(top)
+    assert ", first-token " in grid.cell_tooltip(*top)
     with qtbot.waitSignal(window.layer_chosen) as got:
         panel.table.cellClicked.emit(0, 0)
     assert got.args == [int(top[0]), int(top[1])]

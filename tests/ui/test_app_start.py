@@ -9,7 +9,7 @@ from argparse import Namespace
 
 import pytest
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QLabel
 
 from attnexplorer.commands.arguments import build_parser
 from attnexplorer.core.errors import PresetError, SessionError
@@ -155,13 +155,16 @@ def test_every_panel_says_computing_until_the_first_result(settings, qtbot):
     window.show()
     qtbot.waitExposed(window)
     shown = [p for p in window.panels if p.is_on_screen]
-    assert shown and all(p._waiting is not None and p._waiting.isVisible() for p in shown)
-    assert {p._waiting.text() for p in shown} == {"computing…"}
+    notes = [p.findChild(QLabel, "panel-waiting") for p in shown]
+    assert shown and all(note is not None and note.isVisible() for note in notes)
+    assert {note.text() for note in notes} == {"computing…"}
+    # Until torch is in, the compute lists hold only the document's own device and dtype.
+    assert window.controls.dtype_combo.count() == 1
     document.compute.request()
     qtbot.waitUntil(lambda: document.result is not None)
-    assert not any(p._waiting.isVisible() for p in shown if p._waiting is not None)
-    # The device list is asked of torch once it is in.
-    assert window.controls.device_combo.count() >= 1 and window.controls._engine_listed
+    assert not any(note.isVisible() for note in notes)
+    # The device and dtype lists are asked of torch once it is in (the CPU has several dtypes).
+    assert window.controls.device_combo.count() >= 1 and window.controls.dtype_combo.count() > 1
     document.undo_stack.setClean()
     window.close()
     document.shutdown()

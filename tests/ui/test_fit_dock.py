@@ -335,8 +335,16 @@ def test_start_hands_the_fit_the_weights_already_shown_instead_of_computing_them
     assert fit.controls.start()
     assert len(handed) == 1 and handed[0] is on_screen
     assert fit.runner.wait(120) and fit.runner.last.status == "converged"
-    # While a compute is pending, or at another precision, the fit computes them itself.
-    assert fit.controls._shown_weights("float64") is None
+    # While a compute is pending (an edit not yet computed), the fit computes them itself.
+    import attnexplorer.app.compute as compute_module
+
+    monkeypatch.setattr(compute_module, "INLINE_CELLS", 0)  # every compute on the worker thread
+    doc.edit(doc.session.replace(mask=Mask("none")), "No mask")
+    assert doc.result.session is not doc.session
+    assert fit.controls.start()
+    assert len(handed) == 2 and handed[1] is None
+    fit.runner.stop()
+    assert fit.runner.wait(120)
 
 
 def test_a_weight_edit_keeps_a_built_in_target_but_head_h_and_a_token_edit_redraw_it(make_window):

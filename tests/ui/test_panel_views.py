@@ -432,7 +432,7 @@ def test_more_bars_than_pixels_are_drawn_one_column_per_pixel(qtbot):
     widget.setXRange(0, n, padding=0)
     shown(qtbot, widget, size=(300, 150))
     widget.grab()  # a paint: the view's scale is settled at paint time
-    path = item._bars_path()
+    path = item.drawn_path()
     assert path.elementCount() <= 5 * 400  # a few hundred columns, not 16,384 rectangles
     box = path.boundingRect()
     assert box.top() == pytest.approx(heights.min()) and box.bottom() == pytest.approx(7.5)
@@ -440,7 +440,7 @@ def test_more_bars_than_pixels_are_drawn_one_column_per_pixel(qtbot):
     # Zoomed in to 40 keys, every bar is its own rectangle again.
     widget.setXRange(9000, 9040, padding=0)
     widget.grab()
-    assert item._bars_path().elementCount() == 5 * n
+    assert item.drawn_path().elementCount() == 5 * n
 
 
 def test_a_resized_panel_draws_its_axes_at_the_new_size(qtbot):

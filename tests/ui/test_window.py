@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QSize
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QApplication, QDockWidget
+from PySide6.QtWidgets import QApplication, QDockWidget, QMessageBox
 
 from attnexplorer.core.presets import build_preset, list_presets
 from attnexplorer.ui.document import SessionDocument
@@ -329,8 +329,10 @@ def test_help_texts_open_without_blocking(make_window):
     for action, needle in ((window.how_to_read_action, "pronoun"), (window.shortcuts_action, "Ctrl+S"),
                            (window.about_action, "attnexplorer")):
         action.trigger()
-        box = window._last_text_box
-        assert box.isVisible() and needle in box.text()
+        boxes = [b for b in window.findChildren(QMessageBox) if b.isVisible()]
+        assert len(boxes) == 1  # it opened and returned: the window is not blocked
+        box = boxes[0]
+        assert needle in box.text()
         box.close()
 
 
@@ -476,7 +478,9 @@ def test_hidden_panel_coming_on_screen_recomputes_with_its_needs(make_window, mo
     for name in output.needs:
         assert getattr(doc.result, name) is not None, name
     qtbot.waitUntil(lambda: not output.is_stale)
-    assert output._drawn_result is doc.result  # drew the result that holds what it reads
+    # It drew the result that holds what it reads: its heatmaps hold that result's matrices.
+    head = doc.selection.current.head
+    assert np.array_equal(output.head_view.data, doc.result.head_outputs[head])
 
 
 def test_exports_get_every_intermediate_of_a_partial_result(make_window, monkeypatch):

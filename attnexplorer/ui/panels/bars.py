@@ -116,8 +116,8 @@ class Bars(pg.GraphicsObject):
             self._bounds = rect
         return self._bounds
 
-    def _bars_path(self) -> QPainterPath:
-        """Every bar as a closed rectangle of one path."""
+    def drawn_path(self) -> QPainterPath:
+        """Every bar as a closed rectangle of one path: what ``paint`` draws (read-only)."""
         if self._path is None and len(self._corners) <= _FEW_BARS:
             # A few bars (a teaching example's 8 keys): one rectangle each costs less than
             # building numpy arrays for arrayToQPath.
@@ -170,4 +170,4 @@ class Bars(pg.GraphicsObject):
                 painter.drawRect(QRectF(left, top, self._width, size))
         else:
             painter.setBrush(self.opts["brush"] if self.opts["brush"] is not None else Qt.BrushStyle.NoBrush)
-            painter.drawPath(self._bars_path())
+            painter.drawPath(self.drawn_path())

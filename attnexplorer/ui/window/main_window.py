@@ -311,8 +311,7 @@ class MainWindow(QMainWindow):
         self._warnings.show(title, text)
 
     def show_text(self, title: str, html: str):
-        self._last_text_box = dialogs.show_text(self, title, html)
-        return self._last_text_box
+        return dialogs.show_text(self, title, html)
 
 
 def _app_icon() -> QIcon | None:
