@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -51,15 +52,18 @@ class Autosaver(QObject):
     """Writes this window's recovery file a moment after changes (see the module's timing).
 
     The owner calls ``schedule()`` on every change while the work is unsaved and
-    ``discard()`` after a save, a discard or when the window closes normally.
+    ``discard()`` after a save, a discard or when the window closes normally. ``now`` is the
+    monotonic clock ``schedule()`` reads (the tests play edits seconds apart through their own).
     """
 
     written = Signal(object)  # the recovery file's Path
     failed = Signal(str)  # why a write failed (the window shows it in the status bar)
 
     def __init__(self, document, original_path=lambda: None, directory: Path | None = None,
-                 delay_ms: int | None = None, max_delay_ms: int = MAX_DELAY_MS, parent=None):
+                 delay_ms: int | None = None, max_delay_ms: int = MAX_DELAY_MS,
+                 now: Callable[[], float] = time.monotonic, parent=None):
         super().__init__(parent)
+        self._now = now
         self._document = document
         self._original_path = original_path
         self._directory = Path(directory) if directory is not None else app_settings.data_dir()
@@ -93,6 +97,12 @@ class Autosaver(QObject):
         return self._timer.isActive()
 
     @property
+    def due_in_ms(self) -> int | None:
+        """How long until the pending write starts (0: at the next turn of the event loop);
+        None when none is pending."""
+        return self._timer.remainingTime() if self._timer.isActive() else None
+
+    @property
     def writing(self) -> bool:
         """Whether a background write is running now (or its answer is on its way)."""
         return self._writer.busy
@@ -100,7 +110,7 @@ class Autosaver(QObject):
     def schedule(self) -> None:
         """Note a change: written ``delay_ms`` after the last of a burst, and at the latest
         ``deadline_ms()`` after the first change not yet written."""
-        now = time.monotonic()
+        now = self._now()
         self._timer.start(max(0, round((self.clock.change(now) - now) * 1000)))
 
     def deadline_ms(self) -> float:

@@ -3,10 +3,6 @@
 ``python recovery_child.py restore``: open the dessert preset, answer yes to the recovery
 offer, print ``restored`` (or ``nothing``) and keep running until killed.
 
-``python recovery_child.py edit N INTERVAL_MS``: open the dessert preset and set
-``embeddings[0,0] = k`` for k = 1..N, one edit every INTERVAL_MS, printing ``edit k <unix
-time>`` after each, then keep running until killed.
-
 ``python recovery_child.py one-edit PRESET I J VALUE``: open PRESET, set ``embeddings[I,J] =
 VALUE`` as one undoable edit right after start, and keep running until killed.
 
@@ -19,7 +15,6 @@ the product's own. The data and settings folders come from the environment
 from __future__ import annotations
 
 import sys
-import time
 
 
 def main(argv):
@@ -44,20 +39,6 @@ def main(argv):
     if argv[0] == "restore":
         window.ask_restore = lambda recovery: True
         QTimer.singleShot(0, lambda: print("restored" if window.offer_recovery() else "nothing", flush=True))
-    elif argv[0] == "edit":
-        count, interval = int(argv[1]), int(argv[2])
-        done = [0]
-
-        def one_edit():
-            done[0] += 1
-            x = document.session.embeddings.copy()
-            x[0, 0] = float(done[0])
-            document.edit(document.session.replace(embeddings=x), "Edit X")
-            print(f"edit {done[0]} {time.time():.6f}", flush=True)
-            if done[0] < count:
-                QTimer.singleShot(interval, one_edit)
-
-        QTimer.singleShot(0, one_edit)
     elif argv[0] == "one-edit":
         i, j, value = int(argv[2]), int(argv[3]), float(argv[4])
 

@@ -108,22 +108,34 @@ def test_steady_editing_cannot_postpone_the_write():
     assert writes[0][0] == pytest.approx(0.8)
 
 
-def test_steady_editing_is_written_while_it_goes_on(dirs, qtbot):
-    # The same with the window's timer: edits every 100 ms never let the 400 ms delay run out,
-    # and a write still comes while they go on.
-    from PySide6.QtCore import QTimer
+def test_steady_editing_is_in_the_recovery_file_within_five_seconds(dirs, qtbot):
+    # Regression: ten edits 2.2 s apart kept restarting a 3 s timer; killed after the tenth,
+    # the recovery file was 26 s old and none of them was in it. Here the window's autosaver
+    # with the product's timing (3 s delay, 5 s latency) on a clock the test moves: an edit a
+    # second (the 3 s delay alone never runs out) for 20 s, each write waited for by its signal.
+    from attnexplorer.app.autosave import DEFAULT_DELAY_MS, LATENCY_MS  # the product's, not the fixture's
 
+    now = [0.0]
     doc = SessionDocument(build_preset("dessert").session)
-    saver = Autosaver(doc, directory=dirs / "data", delay_ms=400, max_delay_ms=800)
-    editing = QTimer()
-    editing.timeout.connect(lambda: (edit(doc, float(doc.session.embeddings[0, 0] + 1)), saver.schedule()))
+    saver = Autosaver(doc, directory=dirs / "data", delay_ms=DEFAULT_DELAY_MS, now=lambda: now[0])
+    writes = []  # (the clock at the write, the edit the file holds)
+    saver.written.connect(lambda file: writes.append((now[0], int(read_recovery(file).session.embeddings[0, 0]))))
     try:
-        editing.start(100)
-        with qtbot.waitSignal(saver.written, timeout=10000):
-            pass
-        assert editing.isActive()
+        for k in range(1, 21):
+            now[0] = k - 1.0  # edit k at second k - 1
+            edit(doc, float(k))
+            saver.schedule()
+            assert saver.pending
+            if saver.due_in_ms == 0:  # its deadline: the write starts at the next turn of the loop
+                with qtbot.waitSignal(saver.written, timeout=5000):
+                    pass
+            # Every edit made LATENCY_MS or more before now is in the file.
+            due = [e for e in range(1, k + 1) if now[0] - (e - 1) >= LATENCY_MS / 1000]
+            if due:
+                assert writes and writes[-1][1] >= max(due), f"at {now[0]} s the file holds {writes[-1:]}"
+        assert len(writes) >= 4  # written while the editing went on, not only at its end
+        assert all(held == when + 1 for when, held in writes)  # each write holds the newest edit
     finally:
-        editing.stop()
         saver.discard()
         doc.shutdown()
 

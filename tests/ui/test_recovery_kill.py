@@ -146,28 +146,3 @@ def test_a_kill_right_after_restoring_loses_nothing(tmp_path):
         _kill(second)
     (offered,) = find_recoveries(data)
     assert offered.session == expected
-
-
-@pytest.mark.slow
-def test_steady_editing_is_in_the_recovery_file_within_five_seconds(tmp_path):
-    # Regression: ten edits 2.2 s apart kept restarting a 3 s timer; killed after the tenth,
-    # the recovery file was 26 s old and none of them was in it. Here: an edit a second (the
-    # 3 s delay alone never fires), killed 7 s after the first edit.
-    data = tmp_path / "data"
-    child = subprocess.Popen([sys.executable, CHILD, "edit", "20", "1000"], env=_env(tmp_path),
-                             stdout=subprocess.PIPE)
-    edits = {}
-    try:
-        while True:
-            _, k, when = _read_line(child).split()
-            edits[int(k)] = float(when)
-            if edits[int(k)] - edits[1] >= 7.0:
-                break
-        killed_at = time.time()
-    finally:
-        _kill(child)
-    (offered,) = find_recoveries(data)
-    in_file = int(offered.session.embeddings[0, 0])
-    # Every edit made 5 s or more before the kill is in the file.
-    due = max(k for k, t in edits.items() if killed_at - t >= 5.0)
-    assert in_file >= due, f"the file holds edit {in_file}; edit {due} was made 5 s before the kill"
