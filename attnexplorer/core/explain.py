@@ -9,7 +9,6 @@ steps. Both return frozen dataclasses with the numbers and a ``.text`` for the w
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,46 +16,16 @@ import numpy as np
 from .engine import AttentionResult
 from .errors import AttnExplorerError
 from .explain_stages import stage_lines
+from .number_text import fmt, fmt_vector
 
 # Longer sums are cut so that a line stays readable; the numbers are all in the dataclass.
 MAX_TERMS_SHOWN = 8
-MAX_VECTOR_SHOWN = 8
-
-
-def fmt(x: float) -> str:
-    """A number with 3–4 significant digits, trailing zeros dropped: 13.85, 7.99, 0.883."""
-    x = float(x)
-    if x == 0 or not math.isfinite(x):
-        return "0" if x == 0 else str(x)
-    ax = abs(x)
-    if ax >= 1e4 or ax < 1e-3:
-        text = f"{x:.3g}"
-    elif ax >= 1000:
-        text = f"{x:.0f}"
-    elif ax >= 100:
-        text = f"{x:.1f}"
-    elif ax >= 1:
-        text = f"{x:.2f}"
-    else:
-        text = f"{x:.3g}"
-    if "e" not in text and "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
 
 
 def _factor(x: float) -> str:
     """A factor inside a product: negatives in parentheses so "a×(-b)" reads unambiguously."""
     s = fmt(x)
     return f"({s})" if s.startswith("-") else s
-
-
-def fmt_vector(v) -> str:
-    """``[1.2, -0.5, 3]``, cut after MAX_VECTOR_SHOWN entries."""
-    v = np.asarray(v, dtype=np.float64).ravel()
-    parts = [fmt(a) for a in v[:MAX_VECTOR_SHOWN]]
-    if len(v) > MAX_VECTOR_SHOWN:
-        parts.append(f"… ({len(v) - MAX_VECTOR_SHOWN} more)")
-    return "[" + ", ".join(parts) + "]"
 
 
 def _need(result: AttentionResult, *names: str) -> None:

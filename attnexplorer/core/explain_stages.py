@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .number_text import fmt, fmt_vector
 from .stages import norm_statistics, rope_pairs
 
 MAX_PAIRS_SHOWN = 4
 
 
 def _norm_line(session, result, i: int, token: str) -> str:
-    from .explain import fmt, fmt_vector
-
     from .stage_inputs import positions_array
 
     x = np.asarray(session.embeddings[i], dtype=np.float64)
@@ -43,8 +42,6 @@ def _norm_line(session, result, i: int, token: str) -> str:
 
 def stage_lines(session, result, h: int, i: int, j: int) -> list[str]:
     """The lines for the stages ``session`` uses, in pipeline order (empty for a plain head)."""
-    from .explain import fmt, fmt_vector
-
     lines: list[str] = []
     qt = result.tokens[i]
     kt = result.key_tokens[j]

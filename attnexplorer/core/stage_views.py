@@ -57,7 +57,7 @@ def _dims(positions, d_k: int) -> int:
 
 def rope_pair_names(positions, d_k: int) -> list[str]:
     """``pair 0 · dims 0, 2 · ω = 1`` for each rotated pair of ``positions`` (a RoPE one)."""
-    from .explain import fmt
+    from .number_text import fmt
 
     dims = _dims(positions, d_k)
     first, second = rope_pairs(dims, positions.layout)

@@ -43,7 +43,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..core.limits import MAX_TOKENS
-from .sources import ModelError
+from .errors import ModelError
 
 SUPPORTED = ("BERT-like encoders (bert, roberta, distilbert), GPT-2 (gpt2) and Llama-like decoders (llama, qwen2, "
              "mistral)")

@@ -154,9 +154,9 @@ class _Layers:
     def start(self, layer: int) -> None:
         self.check()
         if not self.keep and self.record and layer:
-            from .loading import _return_free_memory
+            from ..core.memory import return_free_memory
 
-            _return_free_memory()   # the last layer's blocks, before this one's MLP and blocks
+            return_free_memory()   # the last layer's blocks, before this one's MLP and blocks
         if self.progress is not None:
             self.progress(layer, self.layers)
 

@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..core.memory import return_free_memory
 from . import hf
 from .families import Family, family_for, head_dim, max_positions, num_heads
 from .sources import Cancelled, ModelError, ModelSource, gguf_cache_folder, missing_dependencies, resolve
@@ -190,7 +191,7 @@ class LoadedModel:
         except RuntimeError as err:   # weights whose shapes do not fit the config
             raise ModelError(f"{self.source.label} failed to run: {hf.first_line(err)}") from None
         if long:
-            _return_free_memory()
+            return_free_memory()
         outputs = result.attention_outputs
         if not hasattr(outputs, "shape"):   # transformers' hooks give a list
             import torch
@@ -274,21 +275,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
-
-
-def _return_free_memory() -> None:
-    """Hand the heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere nothing).
-
-    A long run allocates and frees tens of MB per block and per layer on the thread that runs it;
-    glibc keeps the freed pages in that thread's arena (about 290 MB after SmolLM2 on 4,096
-    tokens), where the layer's compute, on another thread, never reuses them: the process
-    would carry them through its peak."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _check(cancelled: Callable[[], bool] | None) -> None:

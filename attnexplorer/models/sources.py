@@ -16,11 +16,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.errors import AttnExplorerError, Cancelled  # noqa: F401 (Cancelled: the one of core, re-exported)
-
-
-class ModelError(AttnExplorerError):
-    """A model cannot be opened or read as asked (missing, unsupported, bad text or layer)."""
+from ..core.errors import Cancelled  # noqa: F401 (Cancelled: the one of core, re-exported)
+from .errors import ModelError
 
 
 # name -> (package, file or folder inside it, what it is, the pip command that installs it)

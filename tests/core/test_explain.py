@@ -5,7 +5,8 @@ import pytest
 
 from attnexplorer.core.engine import compute
 from attnexplorer.core.errors import AttnExplorerError
-from attnexplorer.core.explain import explain_cell, explain_output, fmt, fmt_vector
+from attnexplorer.core.explain import explain_cell, explain_output
+from attnexplorer.core.number_text import fmt, fmt_vector
 from attnexplorer.core.session import Mask, Scale, Session
 
 # With W_q = W_k = I the query and key vectors are the embeddings themselves, so the

@@ -21,7 +21,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox
 
-from ...core.explain import fmt
+from ...core.number_text import fmt
 from ...core.stage_views import rope_pair, rope_pair_names
 from ...core.stages import MAX_OFFSET, rope_angles
 from . import theme
