@@ -5,16 +5,22 @@ pieces are turned back into their text, with the leading space shown as a visibl
 (``bytes_to_unicode``) so that a piece is a plain string. A reader wants the text back, but a
 bare leading space would be invisible in a table header, so spaces become ``␣``, newlines ``↵``
 and tabs ``⇥``; other control characters (ESC, DEL, NUL) as their control pictures (``␛``, ``␡``,
-``␀``). A piece that is only part of a multi-byte character (an emoji split in two)
+``␀``); other invisible characters (a no-break space, a zero-width joiner, a line separator)
+as their code point, ``<U+00A0>``: SmolLM2's logit lens at layer 0 tops with a lone no-break
+space, which drew as a blank. A piece that is only part of a multi-byte character (an emoji split in two)
 shows its bytes as ``<0xF0><0x9F>``. WordPiece (BERT) pieces are already readable and stay as
 they are, ``##ing`` and ``[CLS]`` included. Pure functions, no torch, no transformers.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from functools import lru_cache
 
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "⏎"}
+# Unicode's spaces, line and paragraph separators and format characters draw as nothing or as a
+# plain space: shown by their code point instead.
+_INVISIBLE = frozenset({"Zs", "Zl", "Zp", "Cf"})
 
 
 @lru_cache(maxsize=1)
@@ -42,7 +48,7 @@ def _visible_char(ch: str) -> str:
         return chr(0x2400 + code)   # ␀ … ␟, Unicode's control pictures
     if code == 0x7F:
         return "␡"
-    if 0x80 <= code <= 0x9F:
+    if 0x80 <= code <= 0x9F or unicodedata.category(ch) in _INVISIBLE:
         return f"<U+{code:04X}>"
     return ch
 

@@ -16,6 +16,13 @@ def test_a_split_multibyte_character_shows_its_bytes():
     assert readable_pieces(["Ã©", "Ã"], wordpiece=False) == ["é", "<0xC3>"]
 
 
+def test_invisible_characters_show_their_code_point():
+    # SmolLM2's logit lens tops at layer 0 with "Âł": a lone no-break space, drawn as a blank
+    # " a" + zero-width joiner + "b", byte by byte
+    assert readable_pieces(["Âł", "ĠaâĢįb"], wordpiece=False) == ["<U+00A0>", "␣a<U+200D>b"]
+    assert readable_pieces(["▁x　y", " "], wordpiece=False) == ["␣x<U+3000>y", "<U+2028>"]
+
+
 def test_sentencepiece_and_wordpiece():
     assert readable_pieces(["▁dog", "s"], wordpiece=False) == ["␣dog", "s"]
     assert readable_pieces(["[CLS]", "fetch", "##ed", "[SEP]"], wordpiece=True) == ["[CLS]", "fetch", "##ed", "[SEP]"]
