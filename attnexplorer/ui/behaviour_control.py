@@ -5,8 +5,9 @@ the prediction they lead to, recomputed live off the GUI thread.
 ablations (from the model view: Ctrl+click, or its context menu), the patch text, and the
 edited layers (the layer in the tables is read as an edit whenever the tables compute; a
 layer edited and left for another stays edited, and comes back edited). Ablations, the patch
-text and Reset interventions are undo steps on the model window's own stack (the document's
-history starts again at each layer switch, the interventions outlive it).
+text and Reset interventions are undo steps on the model window's own stack, its Undo and Redo
+buttons and Ctrl+Z / Ctrl+Shift+Z there (the document's history starts again at each layer
+switch, the interventions outlive it).
 
 Every change submits one prediction job to the app's job primitive (``app.jobs.JobRunner``):
 the newest replaces one waiting, a running one stops at its next layer (its cancel token), and
@@ -20,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtGui import QUndoCommand, QUndoStack
+from PySide6.QtGui import QKeySequence, QUndoCommand, QUndoStack
 from PySide6.QtWidgets import QDockWidget, QFileDialog
 
 from ..app.jobs import JobRunner
@@ -83,6 +84,12 @@ class BehaviourControl(QObject):
         self.stack.canRedoChanged.connect(bar.redo_button.setEnabled)
         bar.undo_button.setEnabled(False)
         bar.redo_button.setEnabled(False)
+        # Ctrl+Z in the model window: its own stack (the main window's Edit ▸ Undo is the tables')
+        self.undo_action = self.stack.createUndoAction(self.window, "Undo intervention")
+        self.undo_action.setShortcut(QKeySequence.StandardKey.Undo)
+        self.redo_action = self.stack.createRedoAction(self.window, "Redo intervention")
+        self.redo_action.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence("Ctrl+Y")])
+        self.window.addActions([self.undo_action, self.redo_action])
         bar.reset_button.clicked.connect(self.reset)
         bar.patch_edit.editingFinished.connect(lambda: self.set_patch_text(bar.patch_edit.text()))
         bar.save_button.clicked.connect(self.save_dialog)

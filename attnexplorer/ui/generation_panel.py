@@ -27,8 +27,11 @@ from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QGridLayout, QHBoxLayo
 from ..app.jobs import JobRunner
 from ..core.errors import AttnExplorerError
 from .gui_thread import GuiThread
+from .predictions import TokenBars
 
 NEW_ROW = (235, 130, 40)
+SMALL_TITLE = "9pt"
+NEXT_SHOWN = 5   # the next-token bars: five rows stay readable in a quarter of the tab at 1280 × 800
 
 
 def _size(size: int) -> str:
@@ -41,7 +44,7 @@ class _Heatmap(pg.PlotWidget):
     def __init__(self, title: str, left: str, bottom: str):
         super().__init__()
         self.setMenuEnabled(False)
-        self.setTitle(title)
+        self.setTitle(title, size=SMALL_TITLE)   # four plots share the tab: a full-size title was clipped
         self.setLabel("left", left)
         self.setLabel("bottom", bottom)
         self.getViewBox().invertY(True)
@@ -123,42 +126,54 @@ class GenerationPanel(QWidget):
             row, col = divmod(i, 2)
             sampling.addWidget(QLabel(name), row, 1 + 2 * col)
             sampling.addWidget(box, row, 2 + 2 * col)
+        # the layer and head the strips show, and a typed token, in one row: the plots need the height
         chosen = QHBoxLayout()
         chosen.addWidget(QLabel("Layer"))
         chosen.addWidget(self.layer_spin)
         chosen.addWidget(QLabel("Head"))
         chosen.addWidget(self.head_spin)
-        chosen.addStretch(1)
-        typed = QHBoxLayout()
-        typed.addWidget(self.token_edit, 1)
-        typed.addWidget(self.append_button)
+        chosen.addWidget(self.token_edit, 1)
+        chosen.addWidget(self.append_button)
+        self.follow_button = QPushButton("Tables follow the text")
+        self.follow_button.setCheckable(True)
+        self.follow_button.setToolTip("After each step, the main window's tables hold the layer on the text as it "
+                                      "grows (an undo step in the tables each time); the model's own layer, as "
+                                      "File ▸ Open model… gives it")
+        running.addWidget(self.follow_button)
         self.text = QTextEdit()
         self.text.setReadOnly(True)
-        self.text.setMaximumHeight(110)
+        self.text.setMaximumHeight(80)
         self.state = QLabel("open a decoder (GPT-2, Llama-family) to generate")
         self.state.setWordWrap(True)
-        self.attention = _Heatmap("New tokens' attention", "generated token", "key position")
+        self.attention = _Heatmap("New tokens' attention", "new token", "key position")
+        # the prediction the next step picks from (the interventions in force): click a row to append it
+        self.next_tokens = TokenBars("Next token (click one)", (("next token", NEW_ROW),), axis_label=False,
+                                     clickable=True)
+        self.next_tokens.plot.setTitle("Next token (click one)", size=SMALL_TITLE)
         self.keys = _Heatmap("Cached K", "position", "d_k")
         self.values = _Heatmap("Cached V", "position", "d_v")
-        cache = QHBoxLayout()
-        cache.addWidget(self.keys)
-        cache.addWidget(self.values)
+        plots = QGridLayout()
+        plots.addWidget(self.attention, 0, 0)
+        plots.addWidget(self.next_tokens, 0, 1)
+        plots.addWidget(self.keys, 1, 0)
+        plots.addWidget(self.values, 1, 1)
+        plots.setRowStretch(0, 1)
+        plots.setRowStretch(1, 1)
         layout = QVBoxLayout(self)
         layout.addLayout(actions)
         layout.addLayout(running)
         layout.addLayout(sampling)
         layout.addLayout(chosen)
-        layout.addLayout(typed)
         layout.addWidget(self.text)
         layout.addWidget(self.state)
-        layout.addWidget(self.attention, 1)
-        layout.addLayout(cache, 2)
+        layout.addLayout(plots, 1)
         self.set_model(None)
 
     def set_model(self, loaded) -> None:
         """A new run: the layer and head ranges, and nothing generated."""
         decoder = loaded is not None and loaded.family.kind in ("gpt2", "llama")   # Qwen2, Mistral: "llama"
-        for w in (self.step_button, self.run_button, self.back_button, self.stop_button, self.append_button):
+        for w in (self.step_button, self.run_button, self.back_button, self.stop_button, self.append_button,
+                  self.follow_button):
             w.setEnabled(decoder)
         self.back_button.setEnabled(False)
         if loaded is not None:
@@ -169,6 +184,7 @@ class GenerationPanel(QWidget):
         self.text.clear()
         for view in (self.attention, self.keys, self.values):
             view.show_matrix(np.zeros((0, 0)), None)
+        self.next_tokens.set_bars([], [], [])
         self.state.setText("Step appends a token; Run appends several; Back takes the last away" if decoder else
                            "only a decoder (GPT-2, Llama, Qwen2, Mistral) writes text token by token")
 
@@ -191,6 +207,8 @@ class GenerationPanel(QWidget):
         self.attention.show_matrix(rows, rows.shape[0] - 1 if rows.size else None, levels=(0.0, float(rows.max() or 1)))
         self.keys.show_matrix(snap["k"], snap["length"] - 1)
         self.values.show_matrix(snap["v"], snap["length"] - 1)
+        top = snap["next"][:NEXT_SHOWN]
+        self.next_tokens.set_bars([e["token"] for e in top], [e["id"] for e in top], [e["prob"] for e in top])
 
 
 def snapshot(generation, layer: int, head: int, ended: str | None = None) -> dict:
@@ -205,12 +223,15 @@ def snapshot(generation, layer: int, head: int, ended: str | None = None) -> dic
         rows[i, :s.attention.shape[-1]] = s.attention[layer, head]
     k, v = generation.cache.layer(layer, kv_head)
     numbers, size = generation.cache_size()
+    from ..models.interventions import _scores
+
+    upcoming = generation.behaviour._top(_scores(generation.logits), 10)   # what the next step picks from
     return {"prompt": generation.behaviour.run.text, "generated": generation.generated_text(), "steps": len(steps),
             "length": keys, "layers": loaded.num_layers, "kv_heads": loaded.num_kv_heads, "d_k": loaded.head_dim,
             "numbers": numbers, "bytes": size, "layer": layer, "head": head, "kv_head": kv_head,
             "reading_heads": list(range(kv_head * group, (kv_head + 1) * group)), "rows": rows, "k": k, "v": v,
             "last": steps[-1].token if steps else None, "last_prob": steps[-1].prob if steps else None,
-            "ids": list(generation.ids), "ended": ended}
+            "ids": list(generation.ids), "ended": ended, "next": upcoming}
 
 
 def _key(behaviour, interventions) -> tuple:
@@ -237,12 +258,30 @@ def current_generation(state: dict, behaviour, interventions, sampling):
     return generation
 
 
-class GenerationControl(QObject):
-    """Drives a ``GenerationPanel``; ``source()`` gives (behaviour or None, interventions)."""
+def layer_on_text(generation, layer: int):
+    """``layer`` of the model's own run on the text as it has grown, as a session (what File ▸
+    Open model… would give for that text): the tokens are the generation's ids, not the decoded
+    text read again, which may split differently."""
+    from ..io.session_file import session_from_dict
 
-    def __init__(self, parent, panel: GenerationPanel, source):
+    loaded = generation.loaded
+    ids = list(generation.ids)
+    run = loaded.run_ids(ids, [loaded.tokenizer.piece(i) for i in ids], generation.text())
+    return session_from_dict(loaded.layer_parts(run, layer), f"{loaded.source.label} layer {layer}")
+
+
+class GenerationControl(QObject):
+    """Drives a ``GenerationPanel``; ``source()`` gives (behaviour or None, interventions).
+
+    With the panel's *Tables follow the text* on, each action ends by making the tables' layer
+    (``follow_layer()``, None: nothing to follow) of the grown text, handed to ``follow(layer,
+    session)`` on the GUI thread (the model controller makes it a document edit)."""
+
+    def __init__(self, parent, panel: GenerationPanel, source, follow_layer=lambda: None,
+                 follow=lambda layer, session: None):
         super().__init__(parent)
         self.panel, self.source = panel, source
+        self.follow_layer, self.follow = follow_layer, follow
         self.jobs = JobRunner("attnexplorer-generation", GuiThread(self).post, progress_s=0.05)
         self.last: dict | None = None
         self.last_error: str | None = None
@@ -251,6 +290,8 @@ class GenerationControl(QObject):
         panel.run_button.clicked.connect(lambda: self.submit("run", panel.run_count.value()))
         panel.back_button.clicked.connect(lambda: self.submit("back"))
         panel.append_button.clicked.connect(lambda: self.submit("append", text=panel.token_edit.text()))
+        panel.next_tokens.token_clicked.connect(lambda token_id, _token: self.submit("append", token_id=token_id))
+        panel.follow_button.toggled.connect(lambda on: on and self._generated and self.submit("follow"))
         panel.token_edit.returnPressed.connect(panel.append_button.click)
         panel.stop_button.clicked.connect(self.jobs.stop)
         panel.layer_spin.valueChanged.connect(lambda _v: self.submit("show"))
@@ -274,14 +315,17 @@ class GenerationControl(QObject):
         return Sampling(greedy=False, temperature=p.temperature.value(), top_k=p.top_k.value() or None,
                         top_p=None if p.top_p.value() >= 1.0 else p.top_p.value(), seed=p.seed.value())
 
-    def submit(self, action: str, count: int = 1, text: str = "") -> int | None:
+    def submit(self, action: str, count: int = 1, text: str = "", token_id: int | None = None) -> int | None:
+        """``action``: step, run (``count`` tokens), append (``token_id``, or the ``text`` typed),
+        back, show (the layer and head chosen), follow (the tables take the text as it is)."""
         behaviour, interventions = self.source()
         if behaviour is None:
             return None
-        if action == "show" and not self._generated:
+        if action in ("show", "follow") and not self._generated:
             return None
         state, layer, head = self.jobs.state, self.panel.layer_spin.value(), self.panel.head_spin.value()
         sampling = self.sampling()
+        follow = self.follow_layer() if self.panel.follow_button.isChecked() and action != "show" else None
 
         def work(job):
             generation = current_generation(state, behaviour, interventions, sampling)
@@ -289,7 +333,7 @@ class GenerationControl(QObject):
             if action == "step":
                 generation.step()
             elif action == "append":
-                generation.step(behaviour.target_id(text, "the typed token"))
+                generation.step(token_id if token_id is not None else behaviour.target_id(text, "the typed token"))
             elif action == "back" and generation.steps:
                 generation.back()
             elif action == "run":
@@ -304,7 +348,10 @@ class GenerationControl(QObject):
                         ended = "a stop token ended the run"
                         break
                     job.progress(snapshot(generation, layer, head))
-            return snapshot(generation, layer, head, ended)
+            snap = snapshot(generation, layer, head, ended)
+            if follow is not None:
+                snap["follow"] = (follow, layer_on_text(generation, follow))
+            return snap
 
         self.panel.show_message("generating…" if action in ("step", "run", "append") else "…")
         return self.jobs.submit(work, self._on_done, self._on_failed, self._on_done).generation
@@ -312,6 +359,8 @@ class GenerationControl(QObject):
     def _on_done(self, snap: dict) -> None:
         self.last, self.last_error, self._generated = snap, None, True
         self.panel.show_snapshot(snap)
+        if snap.get("follow") is not None and self.panel.follow_button.isChecked():
+            self.follow(*snap["follow"])
 
     def _on_failed(self, err: BaseException) -> None:
         self.last_error = str(err) if isinstance(err, AttnExplorerError) else f"generation failed: {err}"

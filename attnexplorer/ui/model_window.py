@@ -328,7 +328,8 @@ class ModelController(QObject):
         from .generation_panel import GenerationControl
 
         self.generation = GenerationControl(self, self.window.generation,
-                                            lambda: (self.behaviour.behaviour, self.behaviour.interventions()))
+                                            lambda: (self.behaviour.behaviour, self.behaviour.interventions()),
+                                            self._followed_layer, self._follow_text)
         document.result_changed.connect(self._on_result)
 
     @property
@@ -429,6 +430,21 @@ class ModelController(QObject):
         self.behaviour.tables_loaded(layer)
         return True
 
+    def _followed_layer(self) -> int | None:
+        """The layer the tables hold of this run (else the one the window shows), for the tables
+        to follow the generated text."""
+        if self.window.run is None:
+            return None
+        return self.tables_layer if self.tables_layer is not None else self.window.layer
+
+    def _follow_text(self, layer: int, session) -> None:
+        """The tables take ``layer`` on the generated text: one undo step in the document, as
+        any other change of the tables (Edit ▸ Undo brings back what they held)."""
+        head = min(self.document.selection.current.head, self.window.loaded.num_heads - 1)
+        if self.tables_layer != layer and not self.load_layer(layer, head):
+            return   # the tables held something else: first the layer, as a click on its thumbnail
+        self.document.edit(session, f"Layer {layer} on the generated text ({len(session.tokens)} tokens)")
+
     def _on_result(self, result) -> None:
         """The badge follows every compute of the tables; the head view draws the tables'
         weights while they hold this run's layer, so an edit shows in its lines too."""
@@ -437,7 +453,11 @@ class ModelController(QObject):
             return
         session = getattr(result, "session", None) or self.document.session
         if tuple(session.tokens) != tuple(run.tokens):
-            self.window.badge.setText("the tables hold another session")
+            grown = (len(session.tokens) > len(run.tokens)
+                     and tuple(session.tokens[:len(run.tokens)]) == tuple(run.tokens))
+            self.window.badge.setText(f"Tables: layer {self.tables_layer} on the generated text "
+                                      f"({len(session.tokens)} tokens)" if grown and self.tables_layer is not None
+                                      else "the tables hold another session")
             return
         weights = getattr(result, "weights", None)
         if self.tables_layer is None:

@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
-from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton, QTableView, QVBoxLayout,
-                               QWidget)
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPoint, QPointF, Qt, Signal
+from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton, QSplitter, QTableView,
+                               QVBoxLayout, QWidget)
 
 
 UNEDITED, INTERVENED = (70, 110, 190), (235, 130, 40)
+TARGET_HINT = "A token to follow its probability and rank (a pair: their logit difference, as IOI studies report)"
+# Ten rows of bars at ~15 px each with their axis and legend; the table scrolls below that.
+BARS_MIN_HEIGHT, TABLE_MIN_HEIGHT = 190, 56
+DOCK_BARS = 6
 
 
 class _RowsTable(QAbstractTableModel):
@@ -99,8 +103,9 @@ class LensTable(_RowsTable):
 
 
 def _legend_below(widget: pg.GraphicsLayoutWidget, columns: int) -> pg.LegendItem:
-    """A legend in the row under the plot, where it covers no bar or curve."""
-    legend = pg.LegendItem(colCount=columns)
+    """A legend in the row under the plot, where it covers no bar or curve; tight rows (the
+    default spacing took 60 px of the dock's bars)."""
+    legend = pg.LegendItem(colCount=columns, labelTextSize="8pt", verSpacing=-6)
     widget.addItem(legend, row=1, col=0)
     return legend
 
@@ -112,6 +117,82 @@ def _table(model) -> QTableView:
     view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
     view.setEditTriggers(QTableView.EditTrigger.NoEditTriggers)
     return view
+
+
+class TokenBars(pg.GraphicsLayoutWidget):
+    """Next tokens as horizontal bars, one row per token (its piece the row's label), one or two
+    series side by side. A click on a row (its bars or its label) emits ``token_clicked(id,
+    token)``: the Generate tab appends that token."""
+
+    token_clicked = Signal(int, str)
+
+    def __init__(self, title: str | None, series: tuple[tuple[str, tuple], ...], axis_label: bool = True,
+                 clickable: bool = False, parent=None):
+        super().__init__(parent)
+        self.setBackground("w")
+        if clickable:
+            self.setCursor(Qt.CursorShape.PointingHandCursor)
+            self.setToolTip("Click a token (its bar or its label) to append it to the text")
+        self.plot = self.addPlot()
+        if title:
+            self.plot.setTitle(title)
+        self.plot.invertY(True)
+        if axis_label:
+            self.plot.setLabel("bottom", "probability")
+        self.plot.showGrid(x=True, alpha=0.3)
+        self.plot.setMouseEnabled(False, False)
+        self.plot.hideButtons()
+        self.plot.setMenuEnabled(False)
+        self.ids: list[int] = []
+        self.tokens: list[str] = []
+        step = 0.8 / len(series)
+        self._offsets = [-0.4 + step * (i + 0.5) for i in range(len(series))]
+        self.bars = []
+        for _name, colour in series:
+            item = pg.BarGraphItem(x0=[], y=[], height=step * 0.95, width=[], brush=pg.mkBrush(*colour))
+            self.plot.addItem(item)
+            self.bars.append(item)
+        self.legend = None
+        if len(series) > 1:
+            self.legend = _legend_below(self, len(series))
+            for (name, _colour), item in zip(series, self.bars):
+                self.legend.addItem(item, name)
+        self.scene().sigMouseClicked.connect(self._on_click)
+
+    def set_bars(self, tokens, ids, *values) -> None:
+        """``values``: one list of probabilities per series (a shorter or empty one draws fewer bars)."""
+        self.tokens, self.ids = list(tokens), [int(i) for i in ids]
+        y = np.arange(len(self.tokens), dtype=float)
+        for item, offset, probs in zip(self.bars, self._offsets, values):
+            probs = np.asarray(probs, float)
+            item.setOpts(x0=np.zeros(len(probs)), y=y[:len(probs)] + offset, width=probs)
+        if self.legend is not None:
+            self.legend.setVisible(bool(self.tokens))
+        self.plot.getAxis("left").setTicks([[(float(i), t) for i, t in enumerate(self.tokens)]])
+        self.plot.setXRange(0, 1, padding=0.02)
+        self.plot.setYRange(-0.6, max(len(self.tokens), 1) - 0.4, padding=0)
+
+    def row_at(self, scene_pos) -> int | None:
+        """The token row under a point of the scene (on the bars or on the labels), or None."""
+        if not self.plot.sceneBoundingRect().contains(scene_pos):
+            return None
+        view = self.plot.getViewBox()
+        if scene_pos.y() < view.sceneBoundingRect().top() or scene_pos.y() > view.sceneBoundingRect().bottom():
+            return None
+        row = int(round(view.mapSceneToView(scene_pos).y()))
+        return row if 0 <= row < len(self.ids) else None
+
+    def row_point(self, row: int, x: float = 0.0) -> QPoint:
+        """Where row ``row`` is drawn at probability ``x``, in the viewport's pixels (for a click)."""
+        scene = self.plot.getViewBox().mapViewToScene(QPointF(x, row))
+        return self.mapFromScene(scene)
+
+    def _on_click(self, event) -> None:
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        row = self.row_at(event.scenePos())
+        if row is not None:
+            self.token_clicked.emit(self.ids[row], self.tokens[row])
 
 
 class PredictionsPanel(QWidget):
@@ -157,33 +238,35 @@ class PredictionsPanel(QWidget):
         self.tables_row.setVisible(tables_row)
         self.target_label = QLabel("")
         self.target_label.setWordWrap(True)
-        self.plot_widget = pg.GraphicsLayoutWidget()
-        self.plot_widget.setBackground("w")
-        self.plot = self.plot_widget.addPlot()
-        self.plot.setTitle("Next-token probabilities")
-        self.plot.invertY(True)
-        self.plot.setLabel("bottom", "probability")
-        self.plot.showGrid(x=True, alpha=0.3)
-        self.plot.setMouseEnabled(False, False)
-        self.plot.hideButtons()
-        self.bars_unedited = pg.BarGraphItem(x0=[], y=[], height=0.38, width=[], brush=pg.mkBrush(*UNEDITED))
-        self.bars_intervened = pg.BarGraphItem(x0=[], y=[], height=0.38, width=[], brush=pg.mkBrush(*INTERVENED))
-        self.plot.addItem(self.bars_unedited)
-        self.plot.addItem(self.bars_intervened)
-        self.legend = _legend_below(self.plot_widget, 2)
-        self.legend.addItem(self.bars_unedited, "unedited")
-        self.legend.addItem(self.bars_intervened, "with the interventions")
+        for edit in (self.target_edit, self.versus_edit):
+            edit.setToolTip(TARGET_HINT)
+        # Beside the tables (the dock) the panel shares a corner with Explain: no title (the dock
+        # has one), and the bars keep room for ten readable rows while the table gives way.
+        self.plot_widget = TokenBars(None if tables_row else "Next-token probabilities",
+                                     (("unedited", UNEDITED), ("with the interventions", INTERVENED)),
+                                     axis_label=not tables_row)
+        self.plot_widget.setMinimumHeight(BARS_MIN_HEIGHT)
+        # the dock shares a corner at 1280 × 800: six rows of bars stay readable there, ten did not
+        self.bars_shown = DOCK_BARS if tables_row else None
+        self.plot = self.plot_widget.plot
+        self.legend = self.plot_widget.legend
         self.table_model = PredictionTable(self)
         self.table = _table(self.table_model)
         self.table.verticalHeader().show()
+        self.table.setMinimumHeight(TABLE_MIN_HEIGHT)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.setChildrenCollapsible(False)
+        split.addWidget(self.plot_widget)
+        split.addWidget(self.table)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.heading)
         layout.addWidget(self.tables_row)
         layout.addLayout(row)
         layout.addWidget(self.target_label)
-        layout.addWidget(self.plot_widget, 3)
-        layout.addWidget(self.table, 2)
+        layout.addWidget(split, 1)
 
     def _on_target(self) -> None:
         self.target_changed.emit(self.target_edit.text(), self.versus_edit.text())
@@ -205,8 +288,8 @@ class PredictionsPanel(QWidget):
             self.heading.setText(why[:1].upper() + why[1:] + "." + (
                 "" if cosine is None else f" Mean-pooled embedding with the interventions: cosine similarity "
                 f"{cosine:.6f} to the unedited one."))
-            self._draw_bars([], [], [])
-            self.target_label.setText("")
+            self._draw_bars([], [], [], [])
+            self._say_target("")
             return
         tokens, position = result["tokens"], result["position"]
         edited = result.get("intervened")
@@ -214,19 +297,17 @@ class PredictionsPanel(QWidget):
         self.heading.setText(f"After position {position} ({tokens[position]}), {what}. "
                              "Click a query row in the tables to predict from another position.")
         top = result["baseline"]["top"]
-        self._draw_bars([e["token"] for e in top], [e["prob"] for e in top],
+        self._draw_bars([e["token"] for e in top], [e["id"] for e in top], [e["prob"] for e in top],
                         [e["prob"] for e in edited["baseline_top"]] if edited else [])
-        self.target_label.setText(_target_text(result))
+        self._say_target(_target_text(result))
 
-    def _draw_bars(self, tokens, unedited, intervened) -> None:
-        y = np.arange(len(tokens), dtype=float)
-        self.bars_unedited.setOpts(x0=np.zeros(len(y)), y=y - 0.2, width=np.asarray(unedited, float))
-        self.bars_intervened.setOpts(x0=np.zeros(len(intervened)), y=y[:len(intervened)] + 0.2,
-                                     width=np.asarray(intervened, float))
-        self.legend.setVisible(bool(tokens))
-        self.plot.getAxis("left").setTicks([[(float(i), t) for i, t in enumerate(tokens)]])
-        self.plot.setXRange(0, 1, padding=0.02)
-        self.plot.setYRange(-0.6, max(len(tokens), 1) - 0.4, padding=0)
+    def _say_target(self, text: str) -> None:
+        self.target_label.setText(text)
+        self.target_label.setVisible(bool(text))   # an empty line is room the bars need
+
+    def _draw_bars(self, tokens, ids, unedited, intervened) -> None:
+        shown = self.bars_shown   # the table below lists all ten
+        self.plot_widget.set_bars(tokens[:shown], ids[:shown], unedited[:shown], intervened[:shown])
 
     def export_item(self):
         return self.plot_widget.ci if self.result is not None else None
@@ -239,7 +320,7 @@ def _target_text(result: dict) -> str:
     if result.get("target_error"):
         return result["target_error"]
     if result.get("target") is None:
-        return "Type a token to follow its probability and rank (a pair: their logit difference, as IOI studies report)."
+        return ""   # the hint is the boxes' tooltip: two lines here squeezed the bars in the dock
     from ..models.interventions import target_lines
 
     return "\n".join(target_lines(result["target"]))

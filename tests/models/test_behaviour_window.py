@@ -212,3 +212,28 @@ def test_the_dock_ablates_the_head_selected_in_the_tables(opened, qtbot):
     qtbot.mouseClick(control.dock_panel.ablate_buttons[None], Qt.MouseButton.LeftButton)
     assert control.ablations == {}
     assert not controller.window.predictions.tables_row.isVisibleTo(controller.window)
+
+
+def test_ctrl_z_in_the_model_window_undoes_ablations_one_step_each(opened, qtbot):
+    window, controller, control, reference = opened
+    mw, grid = controller.window, controller.window.grid
+    mw.show()
+    mw.activateWindow()
+    qtbot.waitActive(mw)
+    mw.tabs.setCurrentIndex(0)
+    for layer, head in ((0, 1), (1, 2)):
+        qtbot.mouseClick(grid, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ControlModifier,
+                         grid.cell_rect(layer, head).center().toPoint())
+    assert grid.ablations == {(0, 1): "zero", (1, 2): "zero"}
+    control.reset()
+    assert grid.ablations == {}
+    grid.setFocus()
+    qtbot.keyClick(grid, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)   # Reset interventions, undone
+    assert grid.ablations == {(0, 1): "zero", (1, 2): "zero"}
+    qtbot.keyClick(grid, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)   # the last ablation
+    assert grid.ablations == {(0, 1): "zero"}
+    qtbot.keyClick(grid, Qt.Key.Key_Z, Qt.KeyboardModifier.ShiftModifier | Qt.KeyboardModifier.ControlModifier)
+    assert grid.ablations == {(0, 1): "zero", (1, 2): "zero"}
+    _wait(qtbot, control, lambda res: res["intervened"] and len(res["intervened"]["interventions"]) == 2)
+    # the tables' own history is not touched: the main window's Undo has nothing to undo
+    assert not window.document.undo_stack.canUndo()

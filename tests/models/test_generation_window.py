@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 
 from attnexplorer.models import load_model
 from attnexplorer.models.generation import Generation
@@ -102,3 +102,83 @@ def test_a_typed_token_is_appended_and_a_bad_one_refused(opened, qtbot):
     control.last_error = None
     snap = _click_and_wait(qtbot, control, panel.step_button, lambda s: s["steps"] == 2)
     assert snap["ids"][-2] == token
+
+
+def _click_row(qtbot, bars, row, x):
+    qtbot.mouseClick(bars.viewport(), Qt.MouseButton.LeftButton, pos=bars.row_point(row, x))
+
+
+def test_a_token_clicked_in_the_next_token_bars_is_appended(opened, qtbot):
+    controller, control, reference = opened
+    mw, panel = controller.window, controller.window.generation
+    mw.show()
+    mw.side_tabs.setCurrentWidget(panel)
+    qtbot.waitExposed(mw)
+    snap = _click_and_wait(qtbot, control, panel.step_button, lambda s: s["steps"] == 1)
+    # the bars: the prediction the next step picks from, the model's own
+    expected = Generation(reference, stop=())
+    expected.step()
+    bars = panel.next_tokens
+    assert bars.ids == [e["id"] for e in snap["next"][:len(bars.ids)]] and len(bars.ids) == 5
+    assert snap["next"][0]["id"] == expected.sampling.pick(expected.logits, expected.length)
+    # a click on the third bar appends the third most likely token, not the first
+    third = bars.ids[2]
+    control.last = None
+    _click_row(qtbot, bars, 2, snap["next"][2]["prob"] / 2)
+    qtbot.waitUntil(lambda: control.last is not None and control.last["steps"] == 2, timeout=60000)
+    assert control.last["ids"][-1] == third
+    expected.step(third)
+    assert control.last["ids"] == expected.ids
+    # a click on a token's label (left of the bars) appends that one
+    label_x = bars.mapFromScene(bars.plot.getAxis("left").sceneBoundingRect().center()).x()
+    fourth = bars.ids[3]
+    control.last = None
+    point = bars.row_point(3)
+    qtbot.mouseClick(bars.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(label_x, point.y()))
+    qtbot.waitUntil(lambda: control.last is not None and control.last["steps"] == 3, timeout=60000)
+    assert control.last["ids"][-1] == fourth
+    # a click on the title, above every row, appends nothing
+    control.last = None
+    qtbot.mouseClick(bars.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(point.x(), 3))
+    qtbot.wait(200)
+    assert control.last is None and len(control.jobs.state["generation"].ids) == len(expected.ids) + 1
+
+
+def test_the_tables_follow_the_generated_text_one_undo_step_each(opened, qtbot):
+    controller, control, reference = opened
+    panel = controller.window.generation
+    window = controller.main_window
+    doc = window.document
+    layer = controller.tables_layer
+    prompt_session = doc.session
+    n = len(reference.run.ids)
+    _click_and_wait(qtbot, control, panel.step_button, lambda s: s["steps"] == 1)
+    assert doc.session is prompt_session and not doc.undo_stack.canUndo()   # nothing follows until asked
+    # one click: the tables take the layer on the text as it is now
+    qtbot.mouseClick(panel.follow_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: len(doc.session.tokens) == n + 1, timeout=60000)
+    generation = control.jobs.state["generation"]
+    grown = reference.loaded.run_ids(list(generation.ids), [reference.loaded.tokenizer.piece(i)
+                                                            for i in generation.ids], generation.text())
+    from attnexplorer.io.session_file import session_from_dict
+
+    want = session_from_dict(reference.loaded.layer_parts(grown, layer), "x")
+    assert np.allclose(doc.session.w_query, want.w_query) and np.allclose(doc.session.embeddings, want.embeddings)
+    assert tuple(doc.session.tokens) == grown.tokens
+    # and after each step
+    panel.run_count.setValue(2)
+    _click_and_wait(qtbot, control, panel.run_button, lambda s: s["steps"] == 3)
+    qtbot.waitUntil(lambda: len(doc.session.tokens) == n + 3, timeout=60000)
+    qtbot.waitUntil(lambda: "on the generated text" in controller.window.badge.text(), timeout=60000)
+    # Edit ▸ Undo in the main window: the text one step back, then the prompt's layer
+    window.undo_action.trigger()
+    assert len(doc.session.tokens) == n + 1
+    window.undo_action.trigger()
+    assert doc.session.tokens == prompt_session.tokens
+    assert np.array_equal(doc.session.embeddings, prompt_session.embeddings)
+    # off again: a step leaves the tables alone
+    qtbot.mouseClick(panel.follow_button, Qt.MouseButton.LeftButton)
+    held = doc.session
+    _click_and_wait(qtbot, control, panel.step_button, lambda s: s["steps"] == 4)
+    qtbot.wait(200)
+    assert doc.session is held
