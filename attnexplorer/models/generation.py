@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from .forward import _Layers, _threads, family
-from .interventions import Behaviour, Interventions, _scores
+from .interventions import Behaviour, Interventions, Scores
 from .sources import ModelError
 
 TOP = 5
@@ -272,13 +272,13 @@ class Generation:
         elif isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)) or not 0 <= token_id < vocabulary:
             raise ModelError(f"token {token_id} is not in the vocabulary (ids 0..{vocabulary - 1})")
         token_id = int(token_id)
-        scores = _scores(self.logits)
+        scores = Scores(self.logits)
         top = self.behaviour._top(scores, TOP)
         logits, rows = self._forward([token_id], n)
         self.ids.append(token_id)
         self._logits.append(logits)
         numbers, size = self.cache_size()
-        step = Step(token_id, self.behaviour.token(token_id), n, top, float(scores[1][token_id]),
+        step = Step(token_id, self.behaviour.token(token_id), n, top, float(scores.probs[token_id]),
                     rows.numpy(), numbers, size, token_id in self.stop)
         self.steps.append(step)
         return step

@@ -113,6 +113,9 @@ class Behaviour:
     _models: dict = field(default_factory=dict)    # layer → the model's own session of that layer
     _patches: dict = field(default_factory=dict)   # patch text → {layer: heads' outputs}
     _lens_probs: Any = None                          # (position, the unedited lens's probabilities)
+    _base: dict = field(default_factory=dict)       # position → the unedited prediction's ``Scores``
+    _edits: dict = field(default_factory=dict)      # layer → (session, its ``LayerEdit``): the last one read
+    _tokens: dict = field(default_factory=dict)     # token id → its readable piece
 
     def __post_init__(self):
         from .forward import head_problem
@@ -138,8 +141,17 @@ class Behaviour:
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.loaded.num_layers:
             raise ModelError(f"layer {layer} is out of range: {self.loaded.source.label} has layers "
                              f"0..{self.loaded.num_layers - 1}")
-        return layer_edit(self.kind, self.loaded.config, self.loaded.weights, self.run, layer, session,
+        # A prediction reads each edited layer three times (``effective`` twice, ``changes``) and
+        # the next one again while the user edits another layer: comparing a session with the
+        # model's layer is a few ms of array comparisons each time. Sessions are immutable, so
+        # the last one read per layer is kept with its edit (the session itself, not its id).
+        kept = self._edits.get(layer)
+        if kept is not None and kept[0] is session:
+            return kept[1]
+        edit = layer_edit(self.kind, self.loaded.config, self.loaded.weights, self.run, layer, session,
                           self.model_session(layer), self.loaded.source.label)
+        self._edits[layer] = (session, edit)
+        return edit
 
     def effective(self, interventions: Interventions) -> Interventions:
         """The interventions without the edited layers that are the model's own (a layer loaded
@@ -252,13 +264,36 @@ class Behaviour:
         return ids[0]
 
     def token(self, token_id: int) -> str:
-        from .tokens import readable_pieces
+        # a prediction names 50-90 tokens (top lists, the lens's layers), mostly the same few
+        # again: each made readable once (about 0.1 ms each)
+        if token_id not in self._tokens:
+            from .tokens import readable_pieces
 
-        return readable_pieces([self.loaded.tokenizer.piece(token_id)], self.loaded.family.wordpiece)[0]
+            self._tokens[token_id] = readable_pieces([self.loaded.tokenizer.piece(token_id)],
+                                                     self.loaded.family.wordpiece)[0]
+        return self._tokens[token_id]
 
     def predict(self, interventions: Interventions = Interventions(), position: int | None = None, top: int = 10,
                 target: str | None = None, versus: str | None = None, lens: bool = False, cancelled=None) -> dict:
-        """The prediction as ``attnexplorer predict --json`` prints it (see the README)."""
+        """The prediction as ``attnexplorer predict --json`` prints it (see the README).
+
+        A short text's whole prediction runs on one thread, the unembedding products too (the
+        forward's ``ONE_THREAD_TOKENS`` rule): a second thread woken for each of them spun on a
+        busy 2-core machine, 146 ms of CPU for a lens prediction that takes 94 ms on one."""
+        from .forward import _threads
+
+        threads = _threads(len(self.run.ids))
+        try:
+            return self._predict(interventions, position, top, target, versus, lens, cancelled)
+        finally:
+            if threads is not None:
+                import torch
+
+                torch.set_num_threads(threads)
+
+    def _predict(self, interventions, position, top, target, versus, lens, cancelled) -> dict:
+        import torch
+
         n = len(self.run.ids)
         interventions = self.effective(interventions)
         if self.problem:
@@ -275,37 +310,53 @@ class Behaviour:
             picked.append(self.target_id(versus, "--versus"))
         after = self.residuals(interventions, cancelled) if not interventions.empty else None
         base_layers = [np.asarray(self.run.residual(layer + 1)) for layer in range(self.loaded.num_layers)]
-        base = _scores(self.logits(_row(base_layers[-1], position)))
+        base = self.base_scores(position)
         out: dict = {"tokens": list(self.run.tokens), "position": position,
                      "baseline": {"top": self._top(base, top)}, "intervened": None, "target": None, "logit_lens": None}
-        edited = None
+        edited = fresh = None
         if after is not None:
-            edited = _scores(self.logits(after[-1][position]))
+            first = interventions.first_layer()
+            if lens:
+                # the prediction's row and the lens's rows of the recomputed layers in one
+                # product: the unembedding (V × d, 113 MB for SmolLM2) is read once, not twice
+                rows = self.logits(torch.stack([a[position] for a in after[first:]]))
+                fresh, edited = rows[:-1], Scores(rows[-1])
+            else:
+                edited = Scores(self.logits(after[-1][position]))
             out["intervened"] = {"top": self._top(edited, top, base), "interventions": interventions.describe(),
                                  # the unedited top tokens under the interventions, for drawing them side by side
                                  "baseline_top": [self._one(edited, e["id"]) for e in out["baseline"]["top"]]}
         if picked:
             out["target"] = self._target(picked, base, edited, target, versus)
         if lens:
-            out["logit_lens"] = self._lens(base_layers, after, position, picked[0] if picked else None, base, edited,
+            out["logit_lens"] = self._lens(base_layers, fresh, position, picked[0] if picked else None, base, edited,
                                            interventions.first_layer())
         return out
 
-    def _top(self, scores, k: int, base=None) -> list[dict]:
-        logits, probs, ranks = scores
-        order = np.argsort(-logits, kind="stable")[:k]
+    def base_scores(self, position: int) -> "Scores":
+        """The unedited model's prediction at ``position``, computed once per position."""
+        if position not in self._base:
+            self._base[position] = Scores(self.logits(_row(self.run.residual(self.loaded.num_layers), position)))
+        return self._base[position]
+
+    def _top(self, scores: "Scores", k: int, base: "Scores | None" = None) -> list[dict]:
+        order = scores.top(k)
         rows = []
-        for i in order:
-            row = {"id": int(i), "token": self.token(int(i)), "logit": float(logits[i]), "prob": float(probs[i])}
+        ranks = scores.ranks(order)
+        base_ranks = None if base is None else base.ranks(order)
+        for i, token_id in enumerate(order):
+            token_id = int(token_id)
+            row = {"id": token_id, "token": self.token(token_id), "logit": float(scores.logits[token_id]),
+                   "prob": float(scores.probs[token_id])}
             if base is not None:
-                row["delta_logit"] = float(logits[i] - base[0][i])
-                row["delta_rank"] = int(ranks[i] - base[2][i])
+                row["delta_logit"] = float(scores.logits[token_id] - base.logits[token_id])
+                row["delta_rank"] = int(ranks[i] - base_ranks[i])
             rows.append(row)
         return rows
 
-    def _one(self, scores, token_id: int) -> dict:
-        logits, probs, ranks = scores
-        return {"logit": float(logits[token_id]), "prob": float(probs[token_id]), "rank": int(ranks[token_id])}
+    def _one(self, scores: "Scores", token_id: int) -> dict:
+        return {"logit": float(scores.logits[token_id]), "prob": float(scores.probs[token_id]),
+                "rank": int(scores.ranks([token_id])[0])}
 
     def _target(self, picked, base, edited, target, versus) -> dict:
         def side(token_id, text):
@@ -319,39 +370,43 @@ class Behaviour:
         if len(picked) > 1:
             out["versus"] = side(picked[1], versus)
             out["logit_difference"] = {
-                "baseline": float(base[0][picked[0]] - base[0][picked[1]]),
-                "intervened": None if edited is None else float(edited[0][picked[0]] - edited[0][picked[1]])}
+                "baseline": float(base.logits[picked[0]] - base.logits[picked[1]]),
+                "intervened": None if edited is None else float(edited.logits[picked[0]] - edited.logits[picked[1]])}
         return out
 
-    def _lens(self, base_layers, after, position: int, picked: int | None, base_scores, edited_scores,
-              first: int | None) -> list[dict]:
+    def _lens(self, base_layers, fresh, position: int, picked: int | None, base_scores: "Scores",
+              edited_scores: "Scores | None", first: int | None) -> list[dict]:
         """Each layer's residual through the final norm and the unembedding. The unedited
-        model's is computed once per position (its probabilities kept: layers × vocabulary),
-        and with the interventions only from their first layer on: before it the stream is the
-        unedited one. The last layer's is the prediction's own row (one batched product would
-        round it differently)."""
+        model's is computed once per position (its probabilities kept: layers × vocabulary,
+        with each layer's top token), and with the interventions only from their first layer
+        on (``fresh``: those layers' logits but the last's): before it the stream is the
+        unedited one. The last layer's is the prediction's own row."""
         import torch
 
         layers = len(base_layers)
         if self._lens_probs is None or self._lens_probs[0] != position:
             stack = torch.from_numpy(np.stack([b[position] for b in base_layers[:-1]]))
-            logits = torch.cat([self.logits(stack).double(), torch.from_numpy(base_scores[0])[None]])
-            self._lens_probs = (position, torch.softmax(logits, dim=-1))
-        base = self._lens_probs[1]
-        edited = None
-        if after is not None:
-            rows = [a[position] for a in after[first:-1]]
-            fresh = self.logits(torch.stack(rows)).double() if rows else torch.zeros((0, base.shape[1]), dtype=torch.float64)
-            edited = torch.cat([base[:first], torch.softmax(fresh, dim=-1),
-                                torch.softmax(torch.from_numpy(edited_scores[0]), dim=-1)[None]])
-        return [{"layer": layer, "baseline": self._lens_entry(base[layer], picked),
-                 "intervened": None if edited is None else self._lens_entry(edited[layer], picked)}
-                for layer in range(layers)]
+            probs = np.concatenate([torch.softmax(self.logits(stack), dim=-1, dtype=torch.float64).numpy(),
+                                    base_scores.probs[None]])
+            self._lens_probs = (position, probs, probs.argmax(axis=1))
+        base, base_best = self._lens_probs[1], self._lens_probs[2]
+        edited = edited_best = None
+        if fresh is not None:
+            rows = torch.softmax(fresh, dim=-1, dtype=torch.float64).numpy()
+            edited = np.concatenate([rows, edited_scores.probs[None]])   # layers first … last
+            edited_best = edited.argmax(axis=1)
+        out = []
+        for layer in range(layers):
+            entry = {"layer": layer, "baseline": self._lens_entry(base[layer], base_best[layer], picked),
+                     "intervened": None}
+            if edited is not None:
+                entry["intervened"] = (self._lens_entry(base[layer], base_best[layer], picked) if layer < first else
+                                       self._lens_entry(edited[layer - first], edited_best[layer - first], picked))
+            out.append(entry)
+        return out
 
-    def _lens_entry(self, probs, picked: int | None) -> dict:
-        import torch
-
-        best = int(torch.argmax(probs))
+    def _lens_entry(self, probs: np.ndarray, best, picked: int | None) -> dict:
+        best = int(best)
         return {"top": {"id": best, "token": self.token(best), "prob": float(probs[best])},
                 "target_prob": None if picked is None else float(probs[picked])}
 
@@ -398,16 +453,35 @@ def _row(residual: np.ndarray, position: int):
     return torch.from_numpy(np.ascontiguousarray(residual[position]))
 
 
-def _scores(logits):
-    """(logits, probabilities, 1-based ranks) of one row, in float64."""
-    import torch
+class Scores:
+    """One row's logits and probabilities (float64 numpy), the top tokens and the ranks of the
+    tokens asked. A rank is counted, not sorted for: a full stable sort of SmolLM2's 49,152
+    logits took about 5 ms and a prediction made four, for the ten ranks it shows."""
 
-    logits = logits.double()
-    probs = torch.softmax(logits, dim=-1).numpy()
-    values = logits.numpy()
-    ranks = np.empty(len(values), dtype=np.int64)
-    ranks[np.argsort(-values, kind="stable")] = np.arange(1, len(values) + 1)
-    return values, probs, ranks
+    def __init__(self, logits):
+        import torch
+
+        logits = logits.double()
+        self.logits = logits.numpy()
+        self.probs = torch.softmax(logits, dim=-1).numpy()
+
+    def top(self, k: int) -> np.ndarray:
+        """The ``k`` highest, in the order of a stable sort of the negated logits (ties by id)."""
+        values = self.logits
+        if k >= len(values):
+            return np.argsort(-values, kind="stable")
+        cut = np.partition(values, len(values) - k)[len(values) - k]   # the k-th highest
+        candidates = np.flatnonzero(values >= cut)                      # ids ascending, ties all in
+        return candidates[np.argsort(-values[candidates], kind="stable")][:k]
+
+    def ranks(self, ids) -> np.ndarray:
+        """1-based ranks of ``ids`` in that order: the higher logits, then the equal ones of lower id."""
+        values = self.logits
+        out = np.empty(len(ids), dtype=np.int64)
+        for i, token_id in enumerate(ids):
+            v = values[token_id]
+            out[i] = 1 + np.count_nonzero(values > v) + np.count_nonzero(values[:token_id] == v)
+        return out
 
 
 def _ablate(cuts, source, held=None):

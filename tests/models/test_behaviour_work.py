@@ -1,0 +1,112 @@
+"""How much work a prediction and a generation step do, counted (the speed targets of the
+attention-to-behaviour and generation issues, guarded without a clock): which layers run on how
+many rows, how often the unembedding is applied, how often an edited layer is compared with the
+model's, and that ranks counted instead of sorted are the sort's."""
+
+import numpy as np
+import pytest
+import torch
+
+from attnexplorer.io.session_file import session_from_dict
+from attnexplorer.models import forward as forward_module
+from attnexplorer.models import layer_edits, load_model
+from attnexplorer.models.generation import Generation
+from attnexplorer.models.interventions import Behaviour, Interventions, Scores
+
+TEXT = "The dog fetched the ball and she was happy"
+
+
+@pytest.fixture(scope="module", params=["tiny_gpt2_lm", "tiny_llama_lm"])
+def decoder(request):
+    loaded = load_model(str(request.getfixturevalue(request.param)))
+    return loaded, Behaviour(loaded, loaded.run(TEXT))
+
+
+@pytest.fixture
+def counted(monkeypatch, decoder):
+    """Every layer the family runs, as (layer, rows), and every unembedding applied (rows)."""
+    loaded, _behaviour = decoder
+    cls = forward_module.FAMILIES[loaded.family.kind]
+    seen = {"layers": [], "logits": []}
+    layer, logits = cls.layer, forward_module.logits
+
+    def counting_layer(self, index, x, run):
+        seen["layers"].append((index, x.shape[0]))
+        return layer(self, index, x, run)
+
+    def counting_logits(kind, config, weights, residual):
+        seen["logits"].append(1 if residual.dim() == 1 else residual.shape[0])
+        return logits(kind, config, weights, residual)
+
+    monkeypatch.setattr(cls, "layer", counting_layer)
+    monkeypatch.setattr(forward_module, "logits", counting_logits)
+    return seen
+
+
+def test_the_unedited_prediction_runs_no_layer_and_is_computed_once(decoder, counted):
+    loaded, behaviour = decoder
+    behaviour.predict(Interventions(), top=5, lens=True)
+    assert counted["layers"] == []            # the cached run's residual stream is read, not rerun
+    counted["logits"].clear()
+    behaviour.predict(Interventions(), top=5, lens=True)
+    assert counted["logits"] == []            # the unedited prediction and lens of a position are kept
+
+
+def test_an_ablation_reruns_only_the_layers_from_its_own(decoder, counted):
+    loaded, behaviour = decoder
+    n, last = len(behaviour.run.ids), loaded.num_layers - 1
+    behaviour.predict(Interventions(), top=5, lens=True)   # the unedited side, once
+    for layer in range(loaded.num_layers):
+        counted["layers"].clear()
+        counted["logits"].clear()
+        result = behaviour.predict(Interventions().with_ablation(layer, 1, "zero"), top=5, lens=True)
+        assert counted["layers"] == [(i, n) for i in range(layer, last + 1)]
+        # the prediction's row and the lens's rows of the rerun layers: one product
+        assert counted["logits"] == [last + 1 - layer]
+        assert result["logit_lens"][-1]["intervened"]["top"]["id"] == result["intervened"]["top"][0]["id"]
+
+
+def test_an_edited_layer_is_compared_with_the_model_once(decoder, counted, monkeypatch):
+    loaded, behaviour = decoder
+    layer = loaded.num_layers - 1
+    parts = loaded.layer_parts(behaviour.run, layer)
+    parts["W_o"] = np.array(parts["W_o"], dtype=np.float32) * 1.5
+    edited = session_from_dict(parts, "edited")
+    calls = []
+    real = layer_edits.layer_edit
+    monkeypatch.setattr(layer_edits, "layer_edit", lambda *a, **k: calls.append(1) or real(*a, **k))
+    interventions = Interventions().with_edit(layer, edited)
+    for _ in range(3):
+        result = behaviour.predict(interventions, top=5, lens=True)
+    assert result["intervened"]["interventions"] == [f"layer {layer} edited"]
+    assert len(calls) == 1
+    assert [i for i, _rows in counted["layers"]] == [layer] * 3
+    other = session_from_dict(parts, "edited again")   # another session: compared afresh
+    behaviour.predict(Interventions().with_edit(layer, other), top=5)
+    assert len(calls) == 2
+
+
+def test_a_generation_step_runs_each_layer_once_on_one_row(decoder, counted):
+    loaded, behaviour = decoder
+    generation = Generation(behaviour, stop=())
+    counted["layers"].clear()
+    counted["logits"].clear()
+    generation.step()
+    generation.step()
+    assert counted["layers"] == [(i, 1) for i in range(loaded.num_layers)] * 2
+    assert counted["logits"] == [1, 1]
+
+
+def test_counted_ranks_and_top_tokens_are_the_stable_sorts():
+    rng = np.random.default_rng(3)
+    values = np.round(rng.normal(size=2000), 1).astype(np.float32)   # many ties
+    values[[5, 17, 900]] = values.max()                               # a tie at the top
+    scores = Scores(torch.from_numpy(values))
+    order = np.argsort(-scores.logits, kind="stable")
+    ranks = np.empty(len(order), dtype=np.int64)
+    ranks[order] = np.arange(1, len(order) + 1)
+    for k in (1, 2, 3, 10, 57, 1999, 2000, 5000):
+        assert scores.top(k).tolist() == order[:k].tolist()
+    ids = list(range(0, 2000, 7)) + [5, 17, 900]
+    assert scores.ranks(ids).tolist() == ranks[ids].tolist()
+    assert abs(scores.probs.sum() - 1.0) < 1e-12
