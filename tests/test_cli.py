@@ -131,7 +131,7 @@ def bad_cases(tmp_path, session_file):
     malformed = tmp_path / "malformed.json"
     malformed.write_text('{"format": "attnexplorer-session", "version": 1, "tokens": [')
     newer = tmp_path / "newer.json"
-    newer.write_text(json.dumps(dict(session_to_dict(make_session()), version=3)))
+    newer.write_text(json.dumps(dict(session_to_dict(make_session()), version=4)))
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     src = ["--session", str(session_file)]
@@ -140,7 +140,7 @@ def bad_cases(tmp_path, session_file):
         (["--session", str(malformed)], f"{malformed}: is not valid JSON"),
         (["--session", str(wrong_shape)], f"{wrong_shape}: heads[1].W_k has 2 rows, expected 3 (the embedding width)"),
         (["--session", str(nan)], f"{nan}: embeddings[0][0] is NaN; every number must be finite"),
-        (["--session", str(newer)], "written by a newer attnexplorer (version 3); this one reads version 2"),
+        (["--session", str(newer)], "written by a newer attnexplorer (version 4); this one reads version 3"),
         (["--preset", "nosuch"], "unknown preset 'nosuch'"),
         (["--preset", "dessert", "--set", "bogus=1"], "has no parameter 'bogus'"),
         (["--preset", "dessert", "--set", "novalue"], "--set expects KEY=VALUE, got 'novalue'"),

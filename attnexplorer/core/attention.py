@@ -37,7 +37,8 @@ import numpy as np
 # Every intermediate ``attend`` can return, in the order it makes them.
 INTERMEDIATES = ("Q", "K", "V", "scores", "scaled_scores", "weights", "head_outputs", "concat", "output")
 # Those of the optional stages: None in a result whose session does not use the stage.
-STAGE_INTERMEDIATES = ("P", "X", "Q_unrotated", "K_unrotated", "position_bias")
+STAGE_INTERMEDIATES = ("P", "X", "Q_unrotated", "K_unrotated", "position_bias", "Q_unnormed", "K_unnormed",
+                       "sink_share")
 
 
 class AttentionOverflow(ArithmeticError):
@@ -393,8 +394,8 @@ def _inplace_ok(keep_overwritten: bool) -> bool:
 
 def queries_keys_values(inputs: AttentionInputs) -> dict:
     """Every step before the scores: X = norm(E + P), then Q, K and V of every head (QK-norm
-    and RoPE applied), as a dict of tensors (see ``attend``'s first entries; ``Q_unrotated``/
-    ``K_unrotated`` are after QK-norm and before RoPE).
+    and RoPE applied), as a dict of tensors (see ``attend``'s first entries; ``Q_unnormed``/
+    ``K_unnormed`` are before QK-norm, ``Q_unrotated``/``K_unrotated`` after it and before RoPE).
 
     ``attend`` starts with it, and so does the streamed path for long inputs
     (``core.long``), which then makes the scores a block of rows at a time: one formula for
@@ -421,7 +422,9 @@ def queries_keys_values(inputs: AttentionInputs) -> dict:
         joined_kv = product(inputs.source_x, inputs.w_kv, None if b is None else b[hk:])
         q = _per_head(joined, heads)
         k, v = split_key_value(joined_kv, kv_heads, d_k)
+    q_unnormed = k_unnormed = None
     if inputs.qk_norm is not None:
+        q_unnormed, k_unnormed = q, k
         kind, over, eps, q_weight, q_bias, k_weight, k_bias = inputs.qk_norm
         q = normalise_heads(q, kind, q_weight, q_bias, eps, over, cannot_overflow=True)
         k = normalise_heads(k, kind, k_weight, k_bias, eps, over, cannot_overflow=True)
@@ -430,7 +433,7 @@ def queries_keys_values(inputs: AttentionInputs) -> dict:
         q_unrotated, k_unrotated = q, k
         q, k = rotate(q, inputs.rope), rotate(k, inputs.rope)
     return {"joined": joined, "joined_kv": joined_kv, "X": x, "Q": q, "K": k, "V": v,
-            "Q_unrotated": q_unrotated, "K_unrotated": k_unrotated}
+            "Q_unrotated": q_unrotated, "K_unrotated": k_unrotated, "Q_unnormed": q_unnormed, "K_unnormed": k_unnormed}
 
 
 class AttentionBlock(NamedTuple):

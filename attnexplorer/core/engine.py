@@ -158,6 +158,9 @@ class AttentionResult:
     session's embeddings as given; ``P`` (n, d) the absolute positions added to them; ``X``
     (n, d) the attention input, norm(E + P) (``E`` itself when neither applies);
     ``Q_unrotated``/``K_unrotated`` Q and K before RoPE (``Q``/``K`` are after it);
+    ``Q_unnormed``/``K_unnormed`` Q and K before QK-norm; ``sink_share`` (H, n) the attention
+    sink's share of each query's softmax (the weights over the real keys then sum to
+    1 − sink_share);
     ``position_bias`` (H, n, n), ALiBi's −slope·|i − j|; ``kv_head_of`` (H,) the K/V head
     each query head reads; ``source_tokens`` and ``source_X`` (n_k, d_s), the source sequence
     of cross-attention as given.
@@ -189,6 +192,9 @@ class AttentionResult:
     Q_unrotated: np.ndarray | None = None
     K_unrotated: np.ndarray | None = None
     position_bias: np.ndarray | None = None
+    Q_unnormed: np.ndarray | None = None
+    K_unnormed: np.ndarray | None = None
+    sink_share: np.ndarray | None = None
     kv_head_of: np.ndarray | None = None
     source_tokens: tuple[str, ...] | None = None
     source_X: np.ndarray | None = None
@@ -356,10 +362,11 @@ def _row_from_qk(result: "AttentionResult", name: str, head: int, query: int) ->
         if p is not None and p.kind == "alibi":
             bias = _alibi_row(p.slopes_for(session.heads)[head:head + 1], query, session.n_keys, result.Q.dtype)
         blocked = np.asarray(result.mask[query])
+        sinks = None if session.sinks is None else torch.tensor(session.sinks[head:head + 1], dtype=q.dtype)
         block = attention_block(q, k, factor=result.scale_factor, bias=bias,
                                 mask=torch.from_numpy(np.array(blocked)) if blocked.any() else None,
                                 blocked_rows=torch.tensor([bool(result.blocked_rows[query])]),
-                                until=name, keep=("scores", "scaled_scores"))
+                                until=name, keep=("scores", "scaled_scores"), softcap=session.softcap, sinks=sinks)
         return to_host(getattr(block, name)[0, 0])
 
 
@@ -458,7 +465,8 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
 def carries(session: Session, name: str) -> bool:
     """Whether a full compute of ``session`` has intermediate ``name`` (not None): every one of
     ``INTERMEDIATES`` and ``X`` always; ``P`` with absolute positions, ``Q_unrotated`` and
-    ``K_unrotated`` with RoPE, ``position_bias`` with ALiBi. A view that keeps only what it
+    ``K_unrotated`` with RoPE, ``position_bias`` with ALiBi, ``Q_unnormed``/``K_unnormed`` with
+    QK-norm, ``sink_share`` with sinks. A view that keeps only what it
     reads asks this before taking a missing stage for one not kept."""
     p = session.positions
     if name == "P":
@@ -467,6 +475,10 @@ def carries(session: Session, name: str) -> bool:
         return p is not None and p.kind == "rope"
     if name == "position_bias":
         return p is not None and p.kind == "alibi"
+    if name in ("Q_unnormed", "K_unnormed"):
+        return session.qk_norm is not None
+    if name == "sink_share":
+        return session.sinks is not None
     return name in _KEEPABLE
 
 
@@ -517,7 +529,8 @@ def uses_stages(session: Session) -> bool:
     grouped K/V heads): without one, Q, K and V come from one joined product of X."""
     return not (session.b_query is None and session.b_key is None and session.b_value is None and session.b_out is None
                 and session.norm is None and session.positions is None and session.source is None
-                and session.kv_heads == session.heads)
+                and session.kv_heads == session.heads and session.qk_norm is None and session.softcap is None
+                and session.sinks is None)
 
 
 def stages_to_host(session: Session, wanted, t: dict, inputs) -> dict:
@@ -537,6 +550,12 @@ def stages_to_host(session: Session, wanted, t: dict, inputs) -> dict:
                 out[name] = to_host(t[name])
     if inputs.position_bias is not None and "position_bias" in wanted:
         out["position_bias"] = to_host(inputs.position_bias)
+    if inputs.qk_norm is not None:
+        for name in ("Q_unnormed", "K_unnormed"):
+            if name in wanted:
+                out[name] = to_host(t[name])
+    if t.get("sink_share") is not None and "sink_share" in wanted:
+        out["sink_share"] = to_host(t["sink_share"])
     return out
 
 

@@ -28,26 +28,32 @@ from .errors import SessionError
 from .limits import MAX_DIM, MAX_HEADS, MAX_TOKEN_CHARS, MAX_TOKENS
 from .mask import Mask
 from .session_arrays import derived_from, frozen_matrix
-from .stages import Norm, Positions, Source
+from .stages import Norm, Positions, QKNorm, Source
 from .display import counted
 
-ScaleKind = Literal["inv_sqrt_dk", "none", "temperature"]
+ScaleKind = Literal["inv_sqrt_dk", "none", "temperature", "factor"]
 
 
 @dataclass(frozen=True, eq=False)
 class Scale:
     """How scores are scaled before the softmax.
 
-    ``inv_sqrt_dk`` multiplies by 1/√d_k, ``none`` by 1, and ``temperature`` τ > 0 means
-    softmax(scores / τ), as in the sine walkthrough.
+    ``inv_sqrt_dk`` multiplies by 1/√d_k, ``none`` by 1, ``temperature`` τ > 0 means
+    softmax(scores / τ), as in the sine walkthrough, and ``factor`` multiplies by the number
+    ``multiplier`` as given (Gemma's query_pre_attn_scalar^−½ in place of d_k^−½).
     """
 
     kind: ScaleKind = "inv_sqrt_dk"
     temperature: float = 1.0
+    multiplier: float = 1.0
 
     def __post_init__(self):
-        if self.kind not in ("inv_sqrt_dk", "none", "temperature"):
+        if self.kind not in ("inv_sqrt_dk", "none", "temperature", "factor"):
             raise SessionError(f"unknown scale {self.kind!r}", "scale")
+        m = self.multiplier
+        if isinstance(m, bool) or not isinstance(m, (int, float, np.floating, np.integer)) or not _finite(m) or m <= 0:
+            raise SessionError(f"must be a finite number > 0, got {m!r}", "scale.factor")
+        object.__setattr__(self, "multiplier", float(m))
         t = self.temperature
         try:  # an int beyond float64 (10**400) is not a temperature either
             finite = math.isfinite(t)
@@ -60,13 +66,15 @@ class Scale:
         object.__setattr__(self, "temperature", float(t))
 
     def __eq__(self, other):
-        # The temperature only matters for the temperature scale.
+        # The temperature only matters for the temperature scale, the multiplier for the factor.
         if not isinstance(other, Scale):
             return NotImplemented
-        return self.kind == other.kind and (self.kind != "temperature" or self.temperature == other.temperature)
+        return (self.kind == other.kind and (self.kind != "temperature" or self.temperature == other.temperature)
+                and (self.kind != "factor" or self.multiplier == other.multiplier))
 
     def __hash__(self):
-        return hash((self.kind, self.temperature if self.kind == "temperature" else None))
+        return hash((self.kind, self.temperature if self.kind == "temperature" else None,
+                     self.multiplier if self.kind == "factor" else None))
 
     def factor(self, d_k: int) -> float:
         """The number the raw scores are multiplied by."""
@@ -74,6 +82,8 @@ class Scale:
             return 1.0 / math.sqrt(d_k)
         if self.kind == "none":
             return 1.0
+        if self.kind == "factor":
+            return self.multiplier
         return 1.0 / self.temperature
 
     def describe(self, d_k: int) -> str:
@@ -81,7 +91,16 @@ class Scale:
             return f"÷√{d_k}"
         if self.kind == "none":
             return "unscaled"
+        if self.kind == "factor":
+            return f"×{self.multiplier:.6g}"
         return f"÷τ (τ = {self.temperature:g})"
+
+
+def _finite(value) -> bool:
+    try:  # an int beyond float64 (10**400) is not finite either
+        return math.isfinite(value)
+    except (TypeError, OverflowError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -170,6 +189,11 @@ class Session:
     norm: Norm | None = None
     positions: Positions | None = None
     source: Source | None = None
+    # Version 3's stages: QK-norm before RoPE, soft-capping of the scaled scores (the cap c:
+    # s → c·tanh(s/c)), and one learned sink logit per query head (H,) in every row's softmax.
+    qk_norm: QKNorm | None = None
+    softcap: float | None = None
+    sinks: np.ndarray | None = None
 
     def __post_init__(self):
         tokens = _checked_tokens(self.tokens, "tokens")
@@ -270,6 +294,20 @@ class Session:
                                    "a source the keys are another sequence; use sinusoidal or learned positions, or none",
                                    "positions")
             p.check(self.n, d, d_k, h)
+        if self.qk_norm is not None:
+            if not isinstance(self.qk_norm, QKNorm):
+                raise SessionError("must be a QKNorm or None", "qk_norm")
+            self.qk_norm.check(h, h_kv, d_k)
+        if self.softcap is not None:
+            c = self.softcap
+            if isinstance(c, bool) or not isinstance(c, (int, float, np.floating, np.integer)) or not _finite(c) or c <= 0:
+                raise SessionError(f"must be a finite number > 0 (the cap of c·tanh(s/c)) or null, got {c!r}", "softcap")
+            object.__setattr__(self, "softcap", float(c))
+        if self.sinks is not None:
+            sinks = frozen_matrix(self.sinks, "sinks", 1)
+            if sinks.shape[0] != h:
+                raise SessionError(f"has {counted(sinks.shape[0], 'number')}, expected one per head ({h})", "sinks")
+            object.__setattr__(self, "sinks", sinks)
 
     # -- sizes, in the walkthroughs' names ---------------------------------------------
     @property
@@ -366,6 +404,9 @@ class Session:
             and self.norm == other.norm
             and self.positions == other.positions
             and self.source == other.source
+            and self.qk_norm == other.qk_norm
+            and self.softcap == other.softcap
+            and same(self.sinks, other.sinks)
         )
 
     __hash__ = None

@@ -113,6 +113,18 @@ def stage_tensors(session: Session, tdtype, dev, dense_bias: bool = True) -> dic
         out["norm"] = _kept(norm, (dev, tdtype), lambda: (
             norm.kind, None if norm.weight is None else tensor(norm.weight),
             None if norm.bias is None else tensor(norm.bias), norm.eps))
+    qk = session.qk_norm
+    if qk is not None:
+        def maybe(a):
+            return None if a is None else tensor(a)
+
+        out["qk_norm"] = _kept(qk, (dev, tdtype), lambda: (
+            qk.kind, qk.over, qk.eps, maybe(qk.query_weight), maybe(qk.query_bias), maybe(qk.key_weight),
+            maybe(qk.key_bias)))
+    if session.softcap is not None:
+        out["softcap"] = session.softcap
+    if session.sinks is not None:
+        out["sinks"] = device_tensor(session.sinks, tdtype, dev)
     p = session.positions
     if p is None:
         return out
@@ -122,9 +134,11 @@ def stage_tensors(session: Session, tdtype, dev, dense_bias: bool = True) -> dic
         dims = p.rope_dims(session.d_k)
 
         def rope():
-            # Angles in float64 on the host: a position times a frequency must not round
-            # before its cosine is taken, even at large offsets.
-            cos, sin = rope_cos_sin(session.n, dims, p.theta, tdtype, dev, offset=p.offset)
+            # Angles in float64 on the host (a position times a frequency must not round
+            # before its cosine is taken, even at large offsets), unless the session asks for
+            # a model's float32 angles.
+            cos, sin = rope_cos_sin(session.n, dims, p.theta, tdtype, dev, offset=p.offset,
+                                    float32_angles=p.angles == "float32", scaling=p.scaling)
             return cos, sin, dims, p.layout
 
         out["rope"] = _kept(p, (session.n, dims, dev, tdtype), rope)
@@ -170,9 +184,20 @@ def stage_bound(session: Session, factor: float) -> float:
     q = r * _max_abs(session.w_query) + most(session.b_query)
     k = r_kv * _max_abs(session.w_key) + most(session.b_key)
     v = r_kv * _max_abs(session.w_value) + most(session.b_value)
+    qk = session.qk_norm
+    if qk is not None:
+        # A normalised entry is at most √(row width) in size, times the weight, plus the bias.
+        def normed(weight, bias, heads):
+            width = session.d_k if qk.over == "head" else heads * session.d_k
+            w = 1.0 if weight is None else _max_abs(weight)
+            return math.sqrt(width) * w + most(bias)
+
+        q = max(q, normed(qk.query_weight, qk.query_bias, session.heads))
+        k = max(k, normed(qk.key_weight, qk.key_bias, session.kv_heads))
     p = session.positions
     if p is not None and p.kind == "rope":
-        q, k = 2 * q, 2 * k  # a turned component is a·cos − b·sin
+        turn = 2.0 if p.scaling is None else 2.0 * max(1.0, p.scaling.yarn_attention_factor)
+        q, k = turn * q, turn * k  # a turned component is (a·cos − b·sin) × YaRN's attention factor
     score = session.d_k * q * k
     bias = 0.0
     if p is not None and p.kind == "alibi":

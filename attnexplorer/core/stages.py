@@ -3,6 +3,8 @@
 - ``Norm``: LayerNorm or RMSNorm applied to E + P before the projections (pre-norm).
 - ``Positions``: sinusoidal or learned absolute positions (added to E), RoPE (rotates Q and
   K) or ALiBi (a bias added to the scaled scores).
+- ``QKNorm``: LayerNorm or RMSNorm of each query and key (head, or whole projection) before
+  RoPE; ``RopeScaling``: RoPE's frequencies stretched for long contexts (linear, llama3, yarn).
 - ``Source``: the second sequence of cross-attention, whose rows the keys and values are
   made from.
 
@@ -42,10 +44,12 @@ def _positive(value, where: str) -> float:
     return v
 
 
-def _bounded(value, where: str) -> float:
-    """A finite number within ``limits.BOUNDS[where]``, or SessionError saying the bound."""
+def _bounded(value, bound: str, where: str | None = None) -> float:
+    """A finite number within ``limits.BOUNDS[bound]``, or SessionError saying the bound
+    (naming ``where``, by default the bound's own field)."""
+    where = bound if where is None else where
     v = _positive(value, where)
-    problem = bound_problem(where, v)
+    problem = bound_problem(bound, v)
     if problem:
         raise SessionError(problem, where)
     return v
@@ -136,6 +140,67 @@ class Norm:
             return NotImplemented
         return (self.kind == other.kind and self.eps == other.eps and _same(self.weight, other.weight)
                 and _same(self.bias, other.bias))
+
+    __hash__ = None
+
+
+QKNormOver = Literal["head", "all"]
+
+
+@dataclass(frozen=True, eq=False)
+class QKNorm:
+    """QK-norm: LayerNorm or RMSNorm of each query and each key after the projection (and its
+    bias) and before RoPE (Qwen3, Gemma 3, OLMo 2; ``attention.normalise_heads``).
+
+    ``over`` "head": each head's d_k numbers are one row of the norm, and a weight (or bias)
+    has d_k numbers shared by every head or heads·d_k (head h's at h·d_k …); "all": a token's
+    whole projection (heads·d_k numbers, H_kv·d_k for the keys) is one row, OLMo 2's.
+    ``query_weight``/``key_weight`` None mean ones; the biases (LayerNorm only) None, zeros.
+    A model whose RMSNorm multiplies by 1 + w (Gemma) is held with its effective weight 1 + w.
+    """
+
+    kind: NormKind
+    over: QKNormOver = "head"
+    eps: float = 1e-6
+    query_weight: np.ndarray | None = None
+    key_weight: np.ndarray | None = None
+    query_bias: np.ndarray | None = None
+    key_bias: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.kind not in ("layer", "rms"):
+            raise SessionError(f"unknown kind {self.kind!r}, expected \"layer\" or \"rms\"", "qk_norm.kind")
+        if self.over not in ("head", "all"):
+            raise SessionError(f"is {self.over!r}, expected \"head\" or \"all\"", "qk_norm.over")
+        for name in ("query_weight", "key_weight", "query_bias", "key_bias"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if name.endswith("bias") and self.kind == "rms":
+                raise SessionError("RMSNorm has no bias", f"qk_norm.{name}")
+            object.__setattr__(self, name, _vector(value, f"qk_norm.{name}"))
+        object.__setattr__(self, "eps", _bounded(self.eps, "norm.eps", "qk_norm.eps"))
+
+    def check(self, heads: int, kv_heads: int, d_k: int) -> None:
+        """Raise SessionError when a weight's length does not fit the heads."""
+        for side, count in (("query", heads), ("key", kv_heads)):
+            for part in ("weight", "bias"):
+                v = getattr(self, f"{side}_{part}")
+                if v is None:
+                    continue
+                sizes = (d_k, count * d_k) if self.over == "head" else (count * d_k,)
+                if v.shape[0] not in sizes:
+                    heads_word = "heads" if side == "query" else "K/V heads"
+                    expected = (f"d_k = {d_k} (shared by the heads) or {count} {heads_word} × d_k = {count * d_k}"
+                                if self.over == "head" else f"{count} {heads_word} × d_k = {count * d_k} (over \"all\")")
+                    raise SessionError(f"has {counted(v.shape[0], 'number')}, expected {expected}", f"qk_norm.{side}_{part}")
+
+    def __eq__(self, other):
+        if not isinstance(other, QKNorm):
+            return NotImplemented
+        return ((self.kind, self.over, self.eps) == (other.kind, other.over, other.eps)
+                and all(_same(getattr(self, f), getattr(other, f))
+                        for f in ("query_weight", "key_weight", "query_bias", "key_bias")))
 
     __hash__ = None
 

@@ -239,21 +239,22 @@ def checked_tokens(tokens: Any, source: str, where: str) -> list[str]:
     return tokens
 
 
-def checked_vector(value: Any, source: str, where: str, size: int | None, size_why: str) -> np.ndarray:
-    """A checked 1-D float64 array: a list of ``size`` finite numbers (any 1..MAX_DIM when None),
-    or a float numpy array, by the same rules."""
+def checked_vector(value: Any, source: str, where: str, size: int | None, size_why: str,
+                   longest: int = MAX_DIM) -> np.ndarray:
+    """A checked 1-D float64 array: a list of ``size`` finite numbers (any 1..``longest`` when
+    None), or a float numpy array, by the same rules."""
     if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind == "f":
         if size is not None and len(value) != size:
             fail(source, where, f"has {counted(len(value), 'number')}, expected {size_why} = {size}")
-        if not 1 <= len(value) <= MAX_DIM:
-            fail(source, where, f"has {counted(len(value), 'number')}, expected 1..{MAX_DIM}")
+        if not 1 <= len(value) <= longest:
+            fail(source, where, f"has {counted(len(value), 'number')}, expected 1..{longest}")
         return _finite_copy(value, source, where)
     if not isinstance(value, list):
         fail(source, where, f"is {describe(value)}, expected a list of numbers")
     if size is not None and len(value) != size:
         fail(source, where, f"has {counted(len(value), 'number')}, expected {size_why} = {size}")
-    if not 1 <= len(value) <= MAX_DIM:
-        fail(source, where, f"has {counted(len(value), 'number')}, expected 1..{MAX_DIM}")
+    if not 1 <= len(value) <= longest:
+        fail(source, where, f"has {counted(len(value), 'number')}, expected 1..{longest}")
     return np.array([checked_number(v, source, f"{where}[{i}]") for i, v in enumerate(value)], dtype=np.float64)
 
 

@@ -1,9 +1,9 @@
-"""Session files: JSON, version 2 (version 1 still read), checked to the last number before
-anything is built.
+"""Session files: JSON, version 3 (versions 1 and 2 still read, and written as version 2 when
+the session uses no version-3 stage), checked to the last number before anything is built.
 
 The format (README, "Session files")::
 
-    {"format": "attnexplorer-session", "version": 2,
+    {"format": "attnexplorer-session", "version": 3,
      "tokens": ["Life", "is", ...],
      "embeddings": [[0.33, -0.17, -0.30], ...],                 # n rows of d numbers
      "heads": [{"W_q": [[...]], "W_k": [[...]], "W_v": [[...]]}, ...],   # x @ W: d rows each
@@ -20,13 +20,25 @@ The format (README, "Session files")::
      # heads carry only W_q and b_q and kv_heads[g] carries W_k, b_k, W_v, b_v
      "kv_heads": null | [{"W_k": ..., "b_k": ..., "W_v": ..., "b_v": ...}, ...],
      "source": null | {"tokens": [...], "embeddings": [[...]]},
-     "b_o": null | [...]}
+     "b_o": null | [...],
+     # version 3 adds the stages of newer models, each optional:
+     #   "scale": {"factor": f} (any multiplier: Gemma's query_pre_attn_scalar^-1/2),
+     #   positions rope: "scaling": null | {"kind": "linear", "factor": f}
+     #       | {"kind": "llama3", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}
+     #       | {"kind": "yarn", "factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
+     #          "attention_factor": null | a, "truncate": true},
+     #     and "angles": "float64" | "float32" (a model's float32 RoPE angles),
+     "qk_norm": null | {"kind": "rms" | "layer", "over": "head" | "all", "eps": 1e-6,
+                        "query_weight": [...], "key_weight": [...], "query_bias": ..., "key_bias": ...},
+     "softcap": null | c,                                       # scaled scores -> c·tanh(s / c)
+     "sinks": null | [s_0, ...]}                                # one logit per head
 
 ``tokens``, ``embeddings`` and ``heads`` are required; ``W_o``, ``mask``, ``scale`` and
-``preset`` default to null, "none", "inv_sqrt_dk" and null, and the version-2 keys to null.
-Any other top-level key is kept in ``Session.extra`` and written back unchanged (the window
-keeps its view state there); in a version-1 file that includes the version-2 names, which
-version 1 did not know, so a version-1 file means what it always meant.
+``preset`` default to null, "none", "inv_sqrt_dk" and null, and the version-2 and -3 keys to
+null. Any other top-level key is kept in ``Session.extra`` and written back unchanged (the
+window keeps its view state there); in a version-1 file that includes the version-2 names, and
+in a version-1 or -2 file the version-3 names, which those versions did not know, so an older
+file means what it always meant.
 
 Loading never executes anything (plain ``json``, no pickle, no eval) and raises nothing but
 ``SessionError``, whose message starts with the file name and names the exact place:
@@ -52,20 +64,21 @@ from ..core.presets import preset_ref
 from ..core.session import MAX_TOKENS, Mask, PresetRef, Scale, Session
 from .atomic import atomic_write_text
 from .json_text import array_json, parse_strict, rows_json
-from .session_checks import (NonFinite, check_plain, checked_matrix, checked_number, checked_text, checked_tokens,
+from .session_checks import (NonFinite, above_zero, check_plain, checked_matrix, checked_number, checked_text, checked_tokens,
                              checked_vector, checked_whole, describe, fail)
 from .session_checks import MAX_NESTING  # noqa: F401 (part of this module's surface: the limit a file may nest)
-from .session_stages import (heads_out, kv_heads_out, norm_out, positions_out, read_heads, read_norm,
-                             read_positions, read_source)
+from .session_stages import (heads_out, kv_heads_out, norm_out, positions_out, qk_norm_out, read_heads, read_norm,
+                             read_positions, read_qk_norm, read_sinks, read_softcap, read_source)
 
 FORMAT = "attnexplorer-session"
-VERSION = 2
+VERSION = 3
 # Refused before parsing: enough for 4,096 tokens × 1,024 dimensions written out in full,
 # small enough that a hostile file cannot make the loader allocate gigabytes.
 MAX_FILE_BYTES = 256 * 1024 * 1024
 
 KNOWN_KEYS_V1 = ("format", "version", "tokens", "embeddings", "heads", "W_o", "mask", "scale", "preset")
-KNOWN_KEYS = KNOWN_KEYS_V1 + ("positions", "norm", "kv_heads", "source", "b_o")
+KNOWN_KEYS_V2 = KNOWN_KEYS_V1 + ("positions", "norm", "kv_heads", "source", "b_o")
+KNOWN_KEYS = KNOWN_KEYS_V2 + ("qk_norm", "softcap", "sinks")
 
 
 def _mask(value: Any, n: int, source: str, n_k: int | None = None) -> Mask:
@@ -92,7 +105,7 @@ def _mask(value: Any, n: int, source: str, n_k: int | None = None) -> Mask:
     return Mask("custom", blocked=blocked.astype(bool))
 
 
-def _scale(value: Any, source: str) -> Scale:
+def _scale(value: Any, source: str, v3: bool) -> Scale:
     if value in ("inv_sqrt_dk", "none") and isinstance(value, str):
         return Scale(value)
     if isinstance(value, dict) and list(value) == ["temperature"]:
@@ -100,7 +113,11 @@ def _scale(value: Any, source: str) -> Scale:
         if t <= 0:
             fail(source, "scale.temperature", f"is {t!r}, expected a number > 0")
         return Scale("temperature", t)
-    fail(source, "scale", f"is {describe(value)}, expected \"inv_sqrt_dk\", \"none\" or {{\"temperature\": t}}")
+    if v3 and isinstance(value, dict) and list(value) == ["factor"]:
+        return Scale("factor", multiplier=above_zero(value["factor"], source, "scale.factor"))
+    kinds = '"inv_sqrt_dk", "none", {"temperature": t} or {"factor": f}' if v3 else \
+        '"inv_sqrt_dk", "none" or {"temperature": t}'
+    fail(source, "scale", f"is {describe(value)}, expected {kinds}")
 
 
 def _preset(value: Any, source: str) -> PresetRef | None:
@@ -171,12 +188,16 @@ def session_from_dict(obj: Any, source: str = "session") -> Session:
         b_out = checked_vector(obj["b_o"], source, "b_o", w_out.shape[1], "d_out")
 
     mask = _mask(obj.get("mask", "none"), n, source, None if src is None else src.n)
-    scale = _scale(obj.get("scale", "inv_sqrt_dk"), source)
+    v3 = version >= 3
+    scale = _scale(obj.get("scale", "inv_sqrt_dk"), source, v3)
     preset = _preset(obj.get("preset"), source)
     norm = read_norm(obj.get("norm"), d, source) if v2 else None
-    positions = read_positions(obj.get("positions"), source, wq[0].shape[1]) if v2 else None
+    positions = read_positions(obj.get("positions"), source, wq[0].shape[1], v3) if v2 else None
+    qk_norm = read_qk_norm(obj.get("qk_norm"), source) if v3 else None
+    softcap = read_softcap(obj.get("softcap"), source) if v3 else None
+    sinks = read_sinks(obj.get("sinks"), source, h) if v3 else None
 
-    known = KNOWN_KEYS if v2 else KNOWN_KEYS_V1
+    known = KNOWN_KEYS if v3 else KNOWN_KEYS_V2 if v2 else KNOWN_KEYS_V1
     extra = {k: v for k, v in obj.items() if k not in known}
     for key, value in extra.items():
         check_plain(value, source, key)
@@ -192,7 +213,7 @@ def session_from_dict(obj: Any, source: str = "session") -> Session:
         return Session(tokens=tuple(tokens), embeddings=x, w_query=np.stack(wq), w_key=np.stack(wk),
                        w_value=np.stack(wv), w_out=w_out, mask=mask, scale=scale, preset=preset, extra=extra,
                        b_query=stacked(bq), b_key=stacked(bk), b_value=stacked(bv), b_out=b_out,
-                       norm=norm, positions=positions, source=src)
+                       norm=norm, positions=positions, source=src, qk_norm=qk_norm, softcap=softcap, sinks=sinks)
     except SessionError as err:
         # What depends on several fields (positions.dims against d_k, the ALiBi slopes against
         # the heads, a causal mask with a source) is checked by Session; say it the file's way.
@@ -219,14 +240,16 @@ def _plain(value: Any) -> Any:
 
 
 def session_to_dict(session: Session, *, arrays: bool = False) -> dict:
-    """The session as a version-2 JSON-ready dict (floats exact: repr round-trips float64).
+    """The session as a version-2 or -3 JSON-ready dict (floats exact: repr round-trips float64).
 
     ``arrays``: every matrix and vector is left a numpy array (float, or 0/1 integers for a
     custom mask) instead of nested lists, for a writer that writes big arrays a piece at a
     time (``io.json_pieces``: a 16,384-token session's recovery file); the rest is the same.
 
     A head's biases are written only when the session has them (an absent bias is zero); the
-    top-level version-2 keys are always written, null when the stage is absent. K/V weights go
+    top-level version-2 keys are always written, null when the stage is absent; the version-3
+    keys (``qk_norm``, ``softcap``, ``sinks``) only in a version-3 file, which is written only
+    when the session uses a version-3 stage (``version_needed``). K/V weights go
     under ``kv_heads`` only with grouped-query attention (fewer K/V heads than query heads).
 
     Keys of ``session.extra`` follow the known keys; an extra key that collides with a known
@@ -242,10 +265,12 @@ def session_to_dict(session: Session, *, arrays: bool = False) -> dict:
     else:
         mask_obj = {"blocked": mask.blocked.astype(np.uint8)}
     scale = session.scale
-    scale_obj: Any = {"temperature": scale.temperature} if scale.kind == "temperature" else scale.kind
+    scale_obj: Any = ({"temperature": scale.temperature} if scale.kind == "temperature"
+                      else {"factor": scale.multiplier} if scale.kind == "factor" else scale.kind)
+    version = version_needed(session)
     out = {
         "format": FORMAT,
-        "version": VERSION,
+        "version": version,
         "tokens": list(session.tokens),
         "embeddings": session.embeddings,
         "heads": heads_out(session),
@@ -261,10 +286,22 @@ def session_to_dict(session: Session, *, arrays: bool = False) -> dict:
                                                          "embeddings": session.source.embeddings},
         "b_o": session.b_out,
     }
+    if version >= 3:
+        out.update(qk_norm=qk_norm_out(session.qk_norm), softcap=session.softcap, sinks=session.sinks)
     for key, value in session.extra.items():
         if key not in out:
             out[key] = _plain(value)
     return out if arrays else _plain(out)
+
+
+def version_needed(session: Session) -> int:
+    """The lowest version that holds ``session``: 3 when it uses a stage version 3 added
+    (QK-norm, soft-capping, sinks, a scale factor, RoPE scaling or float32 angles), else 2, so
+    that a file without them still opens in an attnexplorer that reads version 2."""
+    p = session.positions
+    new = (session.qk_norm is not None or session.softcap is not None or session.sinks is not None
+           or session.scale.kind == "factor" or (p is not None and (p.scaling is not None or p.angles != "float64")))
+    return 3 if new else 2
 
 
 def _is_matrix(value: Any) -> bool:

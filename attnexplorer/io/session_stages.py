@@ -1,7 +1,9 @@
 """Version 2's stages of a real head in a session file, read (checked) and written: the
 biases of Q, K, V, grouped K/V heads (``kv_heads``), a cross-attention ``source``, the input
-``norm`` and the ``positions`` (sinusoidal, learned, RoPE, ALiBi). The format is described in
-``session_file``; what each stage means in ``core/stages.py``.
+``norm`` and the ``positions`` (sinusoidal, learned, RoPE, ALiBi); and version 3's: ``qk_norm``,
+``softcap``, ``sinks`` and RoPE's ``scaling`` and ``angles`` (the scale's ``{"factor": f}`` is
+read with the scale, in ``session_file``). The format is described in ``session_file``; what
+each stage means in ``core/stages.py``.
 
 A new stage is read here (``read_<stage>``, called from ``session_file.session_from_dict``
 for version ≥ 2) and written here (``<stage>_out``, called from ``session_to_dict``; the
@@ -17,8 +19,8 @@ import numpy as np
 
 from ..core.errors import SessionError
 from ..core.session import MAX_DIM, MAX_HEADS, MAX_TOKENS, Session
-from ..core.stages import MAX_OFFSET, Norm, Positions, Source
-from .session_checks import (checked_matrix, checked_object, checked_tokens, within_bounds,
+from ..core.stages import MAX_OFFSET, SCALING_FIELDS, Norm, Positions, QKNorm, RopeScaling, Source
+from .session_checks import (above_zero, checked_matrix, checked_object, checked_tokens, within_bounds,
                              checked_vector, checked_whole, describe, fail)
 
 
@@ -128,11 +130,11 @@ def read_norm(value: Any, d: int, source: str) -> Norm | None:
     return Norm(kind, weight, bias, eps)
 
 
-def read_positions(value: Any, source: str, d_k: int) -> Positions | None:
+def read_positions(value: Any, source: str, d_k: int, v3: bool = False) -> Positions | None:
     if value is None:
         return None
-    keys = {"sinusoidal": ("base",), "learned": ("table",), "rope": ("theta", "dims", "layout", "offset"),
-            "alibi": ("slopes",)}
+    rope_keys = ("theta", "dims", "layout", "offset") + (("scaling", "angles") if v3 else ())
+    keys = {"sinusoidal": ("base",), "learned": ("table",), "rope": rope_keys, "alibi": ("slopes",)}
     if not isinstance(value, dict) or not isinstance(value.get("kind"), str) or value.get("kind") not in keys:
         got = describe(value.get("kind")) if isinstance(value, dict) else describe(value)
         where = "positions.kind" if isinstance(value, dict) else "positions"
@@ -155,10 +157,98 @@ def read_positions(value: Any, source: str, d_k: int) -> Positions | None:
         layout = obj.get("layout", "half")
         if layout not in ("half", "interleaved") or not isinstance(layout, str):
             fail(source, "positions.layout", f"is {describe(layout)}, expected \"half\" or \"interleaved\"")
+        angles = obj.get("angles", "float64")
+        if angles not in ("float64", "float32") or not isinstance(angles, str):
+            fail(source, "positions.angles", f"is {describe(angles)}, expected \"float64\" or \"float32\"")
         return Positions(kind, theta=within_bounds(obj.get("theta", 10000), source, "positions.theta"), dims=dims,
-                         layout=layout, offset=checked_whole(obj.get("offset", 0), source, "positions.offset", 0, MAX_OFFSET))
+                         layout=layout, offset=checked_whole(obj.get("offset", 0), source, "positions.offset", 0, MAX_OFFSET),
+                         scaling=_read_scaling(obj.get("scaling"), source), angles=angles)
     slopes = obj.get("slopes")
     return Positions(kind, slopes=None if slopes is None else checked_vector(slopes, source, "positions.slopes", None, ""))
+
+
+def _read_scaling(value: Any, source: str) -> RopeScaling | None:
+    if value is None:
+        return None
+    where = "positions.scaling"
+    kind = value.get("kind") if isinstance(value, dict) else None
+    if not isinstance(kind, str) or kind not in SCALING_FIELDS:
+        got = describe(kind) if isinstance(value, dict) else describe(value)
+        fail(source, f"{where}.kind" if isinstance(value, dict) else where,
+             f"is {got}, expected null or an object with \"kind\": \"linear\", \"llama3\" or \"yarn\"")
+    fields = SCALING_FIELDS[kind]
+    obj = checked_object(value, source, where, ("kind",) + fields, f"a {kind} scaling object")
+    required = [f for f in fields if f not in ("attention_factor", "truncate", "beta_fast", "beta_slow")]
+    for key in required:
+        if key not in obj:
+            fail(source, where, f"has no \"{key}\" ({kind} scaling needs {', '.join(required)})")
+    args = {}
+    for key in fields:
+        if key not in obj or (key == "attention_factor" and obj[key] is None):
+            continue
+        if key == "truncate":
+            if not isinstance(obj[key], bool):
+                fail(source, f"{where}.truncate", f"is {describe(obj[key])}, expected true or false")
+            args[key] = obj[key]
+        elif key == "original_max_position_embeddings":
+            args[key] = checked_whole(obj[key], source, f"{where}.{key}", 1, 100_000_000)
+        else:
+            args[key] = above_zero(obj[key], source, f"{where}.{key}")
+    try:
+        return RopeScaling(kind, **args)
+    except SessionError as err:
+        fail(source, err.where, str(err).removeprefix(f"{err.where}: "))
+
+
+def read_qk_norm(value: Any, source: str) -> QKNorm | None:
+    if value is None:
+        return None
+    keys = ("kind", "over", "eps", "query_weight", "key_weight", "query_bias", "key_bias")
+    expected = ('null or {"kind": "rms" | "layer", "over": "head" | "all", "eps": e, "query_weight": [...], '
+                '"key_weight": [...]}')
+    obj = checked_object(value, source, "qk_norm", keys, expected)
+    kind = obj.get("kind")
+    if kind not in ("layer", "rms") or not isinstance(kind, str):
+        fail(source, "qk_norm.kind", f"is {describe(kind)}, expected \"layer\" or \"rms\"")
+    over = obj.get("over", "head")
+    if over not in ("head", "all") or not isinstance(over, str):
+        fail(source, "qk_norm.over", f"is {describe(over)}, expected \"head\" (each head) or \"all\" (the whole projection)")
+    vectors = {}
+    for key in ("query_weight", "key_weight", "query_bias", "key_bias"):
+        if obj.get(key) is None:
+            continue
+        if kind == "rms" and key.endswith("bias"):
+            fail(source, f"qk_norm.{key}", "is given, but RMSNorm has no bias")
+        vectors[key] = checked_vector(obj[key], source, f"qk_norm.{key}", None, "", MAX_HEADS * MAX_DIM)
+    eps = above_zero(obj.get("eps", 1e-6), source, "qk_norm.eps")   # its bounds: QKNorm's, the norm's
+    try:
+        return QKNorm(kind, over, eps, **vectors)
+    except SessionError as err:
+        fail(source, err.where, str(err).removeprefix(f"{err.where}: "))
+
+
+def read_softcap(value: Any, source: str) -> float | None:
+    return None if value is None else above_zero(value, source, "softcap")
+
+
+def read_sinks(value: Any, source: str, heads: int) -> np.ndarray | None:
+    return None if value is None else checked_vector(value, source, "sinks", heads, "one per head, heads")
+
+
+def qk_norm_out(qk: QKNorm | None) -> dict | None:
+    if qk is None:
+        return None
+    out: dict = {"kind": qk.kind, "over": qk.over, "eps": qk.eps, "query_weight": qk.query_weight,
+                 "key_weight": qk.key_weight}
+    if qk.kind == "layer":
+        out["query_bias"], out["key_bias"] = qk.query_bias, qk.key_bias
+    return out
+
+
+def scaling_out(scaling: RopeScaling | None) -> dict | None:
+    if scaling is None:
+        return None
+    return {"kind": scaling.kind, **{f: getattr(scaling, f) for f in SCALING_FIELDS[scaling.kind]}}
 
 
 def _key_value_out(session: Session, g: int) -> dict:
@@ -206,5 +296,8 @@ def positions_out(p: Positions | None) -> dict | None:
     if p.kind == "learned":
         return {"kind": p.kind, "table": p.table}
     if p.kind == "rope":
-        return {"kind": p.kind, "theta": p.theta, "dims": p.dims, "layout": p.layout, "offset": p.offset}
+        out = {"kind": p.kind, "theta": p.theta, "dims": p.dims, "layout": p.layout, "offset": p.offset}
+        if p.scaling is not None or p.angles != "float64":  # version 3's; a version-2 reader refuses them
+            out.update(scaling=scaling_out(p.scaling), angles=p.angles)
+        return out
     return {"kind": p.kind, "slopes": None if p.slopes is None else p.slopes}

@@ -163,7 +163,8 @@ CASES = [
     (("mask",), {"blocked": [[0, 1], [0, 0]]}, "mask.blocked", "mask.blocked has 2 rows, expected 3 (one row per token)"),
     (("mask",), {"blocked": [[0, 1, 1], [0, 0, 1], [0, 2, 0]]}, "mask.blocked[2][1]", "mask.blocked[2][1] is 2, expected 0 or 1"),
     (("mask",), {"blocked": [[0, 1, 1], [0, 0], [0, 0, 0]]}, "mask.blocked[1]", "mask.blocked[1] has 2 numbers, expected 3 (like row 0)"),
-    (("scale",), "sqrt", "scale", 'scale is \'sqrt\', expected "inv_sqrt_dk", "none" or {"temperature": t}'),
+    (("scale",), "sqrt", "scale",
+     'scale is \'sqrt\', expected "inv_sqrt_dk", "none", {"temperature": t} or {"factor": f}'),
     (("scale",), {"temperature": 0}, "scale.temperature", "scale.temperature is 0.0, expected a number > 0"),
     (("scale",), {"temperature": -1.5}, "scale.temperature", "scale.temperature is -1.5, expected a number > 0"),
     (("scale",), {"temperature": "hot"}, "scale.temperature", "scale.temperature is 'hot', expected a number"),
@@ -172,8 +173,8 @@ CASES = [
     (("preset",), {"name": 3}, "preset.name", "preset.name is 3, expected the preset's name"),
     (("preset",), {"name": "x", "params": []}, "preset.params", "preset.params is a list, expected an object"),
     (("preset",), {"name": "x", "seed": 1}, "preset", "preset has an unknown key 'seed' (expected \"name\" and \"params\")"),
-    (("version",), "1", "version", "version is '1', expected a whole number (this attnexplorer reads version 2)"),
-    (("version",), 0, "version", "version is 0, which no attnexplorer wrote; this one reads version 2"),
+    (("version",), "1", "version", "version is '1', expected a whole number (this attnexplorer reads version 3)"),
+    (("version",), 0, "version", "version is 0, which no attnexplorer wrote; this one reads version 3"),
     (("format",), "other", "format", "format is 'other', expected \"attnexplorer-session\""),
     (("tokens",), DELETE, None, 'has no "tokens"'),
     (("format",), DELETE, None, 'is not an attnexplorer session file (no "format": "attnexplorer-session")'),
@@ -209,8 +210,8 @@ def test_bounds_are_enforced():
 
 
 @pytest.mark.parametrize("text, message", [
-    ('{"format": "attnexplorer-session", "version": 3, "tokens": []}',
-     "written by a newer attnexplorer (version 3); this one reads version 2"),
+    ('{"format": "attnexplorer-session", "version": 4, "tokens": []}',
+     "written by a newer attnexplorer (version 4); this one reads version 3"),
     ('[1, 2]', "the top level is a list, expected an object (a session file)"),
     ('"hello"', "the top level is 'hello', expected an object (a session file)"),
     ('', "is not valid JSON: Expecting value at line 1, column 1 (the file looks truncated)"),

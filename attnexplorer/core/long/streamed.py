@@ -67,7 +67,7 @@ class StreamedResult:
     - ``Q`` (H, n, d_k), ``K`` (H_kv, n_k, d_k), ``V`` (H_kv, n_k, d_v): after every stage
       (biases, norm, positions, RoPE), as the dense engine makes them.
     - ``row_max``, ``row_scale`` (H, n): each query's largest scaled, masked score m and
-      1 / Σ exp(score − m), so that a weight is exp(score − m) · row_scale, the very
+      1 / Σ exp(score − m) (with attention sinks, 1 / (Σ exp(score − m) + exp(sink − m))), so that a weight is exp(score − m) · row_scale, the very
       arithmetic of torch's softmax; a query with every key blocked has −inf and 0 (its
       weights are 0). ``row_sum`` is Σ exp(score − m) itself.
     - ``blocked_rows`` (n,): the queries with every key blocked.
@@ -75,7 +75,7 @@ class StreamedResult:
       W_o): None when the pass was asked not to make them.
     - ``overviews``: name → ``Pooled`` made during the pass.
     - ``stages``: the stage arrays an ``AttentionResult`` carries (E, P, X, Q_unrotated,
-      K_unrotated, kv_head_of, source_tokens, source_X; never ALiBi's H × n × n bias:
+      K_unrotated, Q_unnormed, K_unnormed, sink_share, kv_head_of, source_tokens, source_X; never ALiBi's H × n × n bias:
       ``alibi_slopes`` and ``tile(..., "position_bias")`` give any part of it instead).
 
     Host arrays are read-only numpy (float64 for a float64 compute, float32 otherwise).
@@ -321,10 +321,11 @@ def _block(p: _Prepared, rows: slice, cols: slice, heads: slice, what: str,
         if blocked_rows[rows].any():
             dead = torch.tensor(blocked_rows[rows], device=p.dev)
     v = p.v[first:last, cols] if what == "output" else None
+    # The sinks are in the normalisers already (made by the pass with them).
     block = attention_block(p.q[hs.start:hs.stop, rows], p.k[first:last, cols], v, factor=p.factor,
                             bias=_bias(p, hs, rows, cols), mask=p.mask_tensor(rows, cols), blocked_rows=dead,
                             normalisers=normalisers, until=what, keep=keep,
-                            out=None if buffer is None else {"scores": buffer})
+                            out=None if buffer is None else {"scores": buffer}, softcap=p.inputs.softcap)
     return block if what == "output" else getattr(block, what)
 
 
@@ -378,6 +379,8 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
     row_max = np.empty((heads, n), dtype=host)
     row_scale = np.empty((heads, n), dtype=host)
     blocked_rows = np.zeros(n, dtype=bool)
+    sinks = p.inputs.sinks
+    sink_share = None if sinks is None else np.empty((heads, n), dtype=host)
     pooled = {what: _empty_pooled(heads, n, n_k, fy, fx, host) for what in overviews}
     head_out = torch.empty((heads, n, session.d_v), dtype=tdtype, device=dev) if outputs else None
     step = _rows_per_block(p, fy)
@@ -408,8 +411,11 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
 
         block = attention_block(p.q[:, rows], p.k, p.v if outputs else None, factor=p.factor,
                                 bias=_bias(p, range(heads), rows, slice(0, n_k)), mask=blocked, blocked_rows=dead,
-                                until="output" if outputs else "weights", observe=observe, out=buffers)
+                                until="output" if outputs else "weights", observe=observe, out=buffers,
+                                softcap=p.inputs.softcap, sinks=sinks)
         weights = block.weights
+        if sink_share is not None:
+            sink_share[:, rows] = to_host(block.sink_share)
         # The weight of a row's largest score is exp(0) · (1 / Σ): the very factor softmax
         # multiplied the row by, so tiles made later with it repeat its arithmetic.
         row_max[:, rows] = to_host(found["max"])
@@ -433,6 +439,10 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
         head_out = to_host(head_out)
     for a in (row_max, row_scale, blocked_rows, *pooled.values()):
         a.flags.writeable = False
+    stages = _stages(session, t, p)
+    if sink_share is not None:
+        sink_share.flags.writeable = False
+        stages["sink_share"] = sink_share
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     return StreamedResult(
@@ -440,11 +450,11 @@ def _run(session, dev, tdtype, dtype, device, overviews, fy, fx, pool, outputs, 
         Q=to_host(p.q), K=to_host(p.k), V=to_host(p.v), row_max=row_max, row_scale=row_scale,
         blocked_rows=blocked_rows, head_outputs=head_out, output=output,
         overviews={w: Pooled(w, pool, fy, fx, n, a, n) for w, a in pooled.items()},
-        compute_ms=(time.perf_counter() - start) * 1000.0, stages=_stages(session, t, p), _prepared=p)
+        compute_ms=(time.perf_counter() - start) * 1000.0, stages=stages, _prepared=p)
 
 
 def _stages(session: Session, t: dict, p: _Prepared) -> dict:
     if not uses_stages(session):
         return {"E": session.embeddings, "X": session.embeddings, "kv_head_of": p.kv_head_of}
-    wanted = {"P", "X", "Q_unrotated", "K_unrotated"}
+    wanted = {"P", "X", "Q_unrotated", "K_unrotated", "Q_unnormed", "K_unnormed"}
     return stages_to_host(session, wanted, t, p.inputs)
