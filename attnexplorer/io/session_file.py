@@ -117,6 +117,8 @@ def _scale(value: Any, source: str, v3: bool) -> Scale:
         return Scale("factor", multiplier=above_zero(value["factor"], source, "scale.factor"))
     kinds = '"inv_sqrt_dk", "none", {"temperature": t} or {"factor": f}' if v3 else \
         '"inv_sqrt_dk", "none" or {"temperature": t}'
+    if not v3 and isinstance(value, dict) and "factor" in value:
+        kinds += " (a scale factor needs a version-3 file)"
     fail(source, "scale", f"is {describe(value)}, expected {kinds}")
 
 
