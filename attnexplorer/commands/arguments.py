@@ -221,10 +221,12 @@ def build_heads_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-file", metavar="F", help="a UTF-8 file holding the text")
     p.add_argument("--scores", metavar="LIST", help="comma-separated: previous-token, first-token, self, window:W, "
                    "duplicate-token, induction, pattern:FILE.npy (default: all but pattern, window:3)")
-    p.add_argument("--attribution", metavar="KIND", help="dla, ablate:zero or ablate:mean")
+    p.add_argument("--attribution", metavar="KIND", help="dla, ablate:zero, ablate:mean or ablate:patch (with --patch-text)")
     p.add_argument("--target", metavar="TOKEN", help='the token whose logit is attributed, e.g. " Mary"')
     p.add_argument("--versus", metavar="TOKEN", help='a second token: the logit difference target − versus')
     p.add_argument("--position", type=int, metavar="P", help="the position predicting it (default: the last)")
+    p.add_argument("--patch-text", metavar="TEXT2", help="for ablate:patch: the second text, of the same token length, "
+                   "each head's output is taken from (a repeated:N[:SEED] probe too)")
     p.add_argument("--out", required=True, metavar="SCORES.csv", help="the CSV file to write")
     p.add_argument("--json", action="store_true", help="also print the rows as a JSON list of objects")
     p.add_argument("--figures", default="", metavar="FORMATS",

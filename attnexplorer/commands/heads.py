@@ -1,5 +1,6 @@
 """``attnexplorer heads MODEL (--text T | --probe repeated:N[:SEED] | --text-file F) [--scores …]
-[--attribution dla|ablate:zero|ablate:mean --target TOKEN [--versus TOKEN] [--position P]]
+[--attribution dla|ablate:zero|ablate:mean|ablate:patch --target TOKEN [--versus TOKEN] [--position P]
+[--patch-text TEXT2]]
 --out SCORES.csv [--json] [--figures png,svg,pdf --out-figures DIR]``: a score per layer × head,
 one row per head; with --figures each column's layers × heads heatmap, drawn by the model
 window's Heads tab (``ui.head_scores_panel``) through the figure route every panel uses.
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from ..models.sources import ModelError, missing_dependencies, resolve
 
-ATTRIBUTIONS = ("dla", "ablate:zero", "ablate:mean")
+ATTRIBUTIONS = ("dla", "ablate:zero", "ablate:mean", "ablate:patch")
 
 
 def _text(args) -> str | None:
@@ -44,19 +45,27 @@ def _check_first(args):
     text = _text(args)
     if text is not None and not text.strip():
         raise ModelError("the text is empty: give the sentence the model should read")
-    if args.probe is not None:
-        from ..models.head_scores import parse_probe
+    from ..models.head_scores import is_probe, parse_probe
 
-        parse_probe(args.probe)
+    if args.probe is not None:
+        parse_probe(args.probe)   # --probe is a probe whatever it starts with
+    for given in (text, args.patch_text):
+        if is_probe(given):
+            parse_probe(given)    # a malformed probe costs no load
     from ..models.head_scores import DEFAULT, parse_scores
 
     scores = parse_scores(args.scores or DEFAULT)
     if args.attribution is not None and args.attribution not in ATTRIBUTIONS:
-        raise ModelError(f"--attribution {args.attribution!r}: choose dla, ablate:zero or ablate:mean")
+        raise ModelError(f"--attribution {args.attribution!r}: choose dla, ablate:zero, ablate:mean or ablate:patch")
     if args.attribution is not None and args.target is None:
         raise ModelError("--attribution needs --target: the token whose logit is attributed, e.g. ' Mary'")
     if args.attribution is None and (args.target, args.versus, args.position) != (None, None, None):
         raise ModelError("--target, --versus and --position are for --attribution")
+    if args.attribution == "ablate:patch" and not (args.patch_text or "").strip():
+        raise ModelError("--attribution ablate:patch needs --patch-text: the second text (of the same token length) "
+                         "each head takes its output from")
+    if args.patch_text is not None and args.attribution != "ablate:patch":
+        raise ModelError("--patch-text is only for --attribution ablate:patch")
     if args.versus is not None and args.target is None:
         raise ModelError("--versus needs --target: the logit difference is target − versus")
     from ..io.export_command import FIGURE_FORMATS, parse_formats
@@ -92,20 +101,13 @@ def run_heads(args) -> int:
     text, scores = _check_first(args)
     source = resolve(args.model)
     from ..io.atomic import atomic_write_text
-    from ..models.head_scores import HeadScores, make_probe
+    from ..models.head_scores import HeadScores, document
     from ..models.interventions import Behaviour
     from ..models.loading import load_model
     from .import_model import LayerBar
 
     loaded = load_model(source)
-    if args.probe is not None:
-        probe = make_probe(loaded, args.probe)
-        ids = list(probe.ids)
-        pieces, label = [loaded.tokenizer.piece(i) for i in ids], probe.name
-    else:
-        probe = None
-        ids, pieces = loaded.tokenize(text)
-        label = text
+    ids, pieces, label, probe = document(loaded, args.probe if args.probe is not None else text)
     scorer = HeadScores(scores, ids, loaded.num_layers, loaded.num_heads, probe)
     bar = LayerBar() if loaded.is_long(len(ids)) else None
     try:
@@ -143,7 +145,8 @@ def _attribution(args, behaviour) -> dict:
     bar = LayerBar()
     try:
         effects, base = ablation_sweep(behaviour, picked, kind,
-                                       progress=lambda done, total: bar(done / total, f"{kind}-ablating head {done} of {total}"))
+                                       progress=lambda done, total: bar(done / total, f"{kind}-ablating head {done} of {total}"),
+                                       patch_text=args.patch_text)
     finally:
         bar.close()
     print(f"{what} at position {picked.position}: {base:.4f} unedited", file=sys.stderr)

@@ -89,8 +89,10 @@ def _open(args, text: str):
     from ..models.interventions import Behaviour
     from ..models.loading import load_model
 
+    from ..models.head_scores import run_document
+
     loaded = load_model(resolve(args.model))
-    return Behaviour(loaded, loaded.run(text))
+    return Behaviour(loaded, run_document(loaded, text))   # a repeated:N[:SEED] probe too
 
 
 def open_with_interventions(args):

@@ -7,9 +7,10 @@
   picked token (minus the other's for a logit difference). The rest (embeddings, MLPs, the
   output projections' biases, the final norm's bias, the LM head's bias) is the logit minus
   the heads, so heads + rest = the model's logit.
-- ``ablation_sweep``: each head in turn zero- or mean-ablated (``interventions.Ablation``), the
-  change of the picked token's logit (or the logit difference); only the layers from the
-  ablated one on are rerun.
+- ``ablation_sweep``: each head in turn zero-, mean- or patch-ablated (``interventions.Ablation``;
+  patched: its output taken from the unedited run on a second text of the same token length),
+  the change of the picked token's logit (or the logit difference); only the layers from the
+  ablated one on are rerun, from the unedited run's cached residual stream.
 
 A BERT encoder is post-LN (a head's output is renormalised inside its own layer): it has no
 direct path to the logits, so DLA refuses it; the sweep works for any model with an LM head.
@@ -114,23 +115,32 @@ def direct_logit_attribution(behaviour, picked: Picked) -> tuple[np.ndarray, flo
     return values, logit - float(values.sum()), logit
 
 
-def ablation_sweep(behaviour, picked: Picked, kind: str = "zero", progress=None, cancelled=None) -> tuple[np.ndarray, float]:
+def ablation_sweep(behaviour, picked: Picked, kind: str = "zero", progress=None, cancelled=None,
+                   patch_text: str | None = None) -> tuple[np.ndarray, float]:
     """(layers × heads change of the picked logit when that head alone is ablated, the unedited logit).
+    ``kind`` zero, mean or patch (``patch_text``: the second text, of the same token length).
     ``progress(done, total)`` after each head; ``cancelled()`` asked between heads and layers."""
-    from .interventions import Interventions
+    import torch
+
+    from .interventions import Ablation, Interventions
 
     loaded = behaviour.loaded
     L, H = loaded.num_layers, loaded.num_heads
+    if kind == "patch":
+        # The patch text's run once, every layer's heads kept, before the first head: a text of
+        # another length is refused here, and each head after reads its run from the cache.
+        behaviour.check(Interventions(tuple(Ablation(layer, 0, "patch") for layer in range(L)), patch_text=patch_text))
+    elif patch_text is not None:
+        raise ModelError("a patch text is for the patch-ablation sweep (ablate:patch)")
+    unedited = Interventions(patch_text=patch_text)
     final = behaviour.run.final[picked.position]
-    import torch
-
     base = picked.logit(behaviour.logits(torch.from_numpy(np.ascontiguousarray(final))[None])[0].double())
     effects = np.zeros((L, H))
     for layer in range(L):
         for head in range(H):
             if cancelled is not None and cancelled():
                 raise Cancelled()
-            after = behaviour.residuals(Interventions().with_ablation(layer, head, kind), cancelled)
+            after = behaviour.residuals(unedited.with_ablation(layer, head, kind), cancelled)
             effects[layer, head] = picked.logit(behaviour.logits(after[-1][picked.position][None])[0].double()) - base
             if progress is not None:
                 progress(layer * H + head + 1, L * H)

@@ -105,12 +105,22 @@ class Probe:
     name: str
 
 
+PROBE_PREFIX = "repeated:"
+
+
+def is_probe(text) -> bool:
+    """Whether a text names a probe (``repeated:…``): the window's text box, ``--text``, ``--probe``
+    and ``--patch-text`` all read it so, and refuse a malformed one with ``parse_probe``'s words."""
+    return isinstance(text, str) and text.strip().startswith(PROBE_PREFIX)
+
+
 def parse_probe(text: str) -> tuple[int, int]:
-    kind, _, rest = str(text).partition(":")
+    """``"repeated:N[:SEED]"`` → (N, SEED); ModelError saying the form otherwise."""
+    kind, _, rest = str(text).strip().partition(":")
     size, _, seed = rest.partition(":")
     if kind != "repeated" or not size.strip().isdigit() or int(size) < 1 or (seed and not seed.strip().isdigit()):
-        raise ModelError(f"--probe {text!r}: give repeated:N or repeated:N:SEED (N ≥ 1 random tokens, then the "
-                         "same N again)")
+        raise ModelError(f"the probe {str(text).strip()!r}: give repeated:N or repeated:N:SEED (N ≥ 1 random tokens, "
+                         "then the same N again)")
     return int(size), int(seed or 0)
 
 
@@ -131,9 +141,27 @@ def make_probe(loaded, text: str) -> Probe:
     total = len(prefix) + 2 * size + len(suffix)
     limit = min(loaded.max_positions, 8192)
     if total > limit:
-        raise ModelError(f"--probe {text}: {total} tokens; {loaded.source.label} reads at most {limit}")
+        raise ModelError(f"the probe {str(text).strip()} is {total} tokens; {loaded.source.label} reads at most {limit}")
     drawn = np.random.default_rng(seed).choice(candidates, size=size).tolist()
     return Probe(tuple(prefix + drawn + drawn + suffix), size, start, f"repeated:{size}:{seed}")
+
+
+def document(loaded, text: str) -> tuple[list[int], list[str], str, Probe | None]:
+    """(ids, pieces, the run's text, the probe or None) of a text or a ``repeated:N[:SEED]`` probe.
+    A probe's run is named by its full form (``repeated:256:0``), so a session read from it
+    names a text that makes the same ids again (``predict --session``)."""
+    if is_probe(text):
+        probe = make_probe(loaded, text)
+        ids = list(probe.ids)
+        return ids, [loaded.tokenizer.piece(i) for i in ids], probe.name, probe
+    ids, pieces = loaded.tokenize(text)
+    return ids, pieces, text, None
+
+
+def run_document(loaded, text: str, progress=None, cancelled=None, observe=None):
+    """``loaded.run`` on a text or a probe (``document``): the ``ModelRun``."""
+    ids, pieces, label, _probe = document(loaded, text)
+    return loaded.run_ids(ids, pieces, label, progress, cancelled, observe)
 
 
 class HeadScores:

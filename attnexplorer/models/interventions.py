@@ -181,7 +181,9 @@ class Behaviour:
 
             from .forward import forward_from
 
-            ids, _pieces = self.loaded.tokenize(text)
+            from .head_scores import document
+
+            ids = document(self.loaded, text)[0]   # a text, or a repeated:N[:SEED] probe
             n = len(self.run.ids)
             if len(ids) != n:
                 raise ModelError(f"the patch text is {len(ids)} tokens long; the text is {n}: "

@@ -3,7 +3,10 @@ the heads ranked by it (click a row to open that head). The scores come from the
 opened the model (``models.head_scores``, computed during its forward, a block of rows at a time
 on a long text); an attribution (direct logit attribution, or a zero/mean-ablation sweep) of a
 token the user types is computed on request on a background job (``app.jobs.JobRunner``) with
-progress and Cancel, and joins the colour choices."""
+progress and Cancel, and joins the colour choices. A patch-ablation sweep takes each head's
+output from the unedited run on the second text typed beside it (the same token length; a
+``repeated:N[:SEED]`` probe too): one of another length is refused by the job before the first
+head, in the tab's status line, in the words ``heads --patch-text`` uses."""
 
 from __future__ import annotations
 
@@ -16,7 +19,8 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QLabel
 from ..app.jobs import JobRunner
 from .gui_thread import GuiThread
 
-ATTRIBUTIONS = {"direct logit attribution": "dla", "zero-ablate each head": "zero", "mean-ablate each head": "mean"}
+ATTRIBUTIONS = {"direct logit attribution": "dla", "zero-ablate each head": "zero", "mean-ablate each head": "mean",
+                "patch each head from the second text": "patch"}
 
 NONE = "none"
 
@@ -39,6 +43,7 @@ class HeadScoresPanel(QWidget):
 
     coloured = Signal(object, object)   # score name or None, its (layers × heads) values or None
     chosen = Signal(int, int)           # layer, head
+    probe_requested = Signal(str)       # a checked repeated:N[:SEED]: reopen the model on it
     kind = "head_scores"
     title = "Head scores"
     short_title = "Heads"
@@ -69,8 +74,14 @@ class HeadScoresPanel(QWidget):
         self.target_edit.setPlaceholderText('token, e.g. " Mary"')
         self.versus_edit = QLineEdit()
         self.versus_edit.setPlaceholderText("versus (optional)")
+        self.patch_edit = QLineEdit()
+        self.patch_edit.setPlaceholderText("second text, for patching (same token length)")
+        self.patch_edit.setToolTip("A patched head takes its output from the unedited model's run on this text "
+                                   "(a repeated:N[:SEED] probe too)")
         self.kind_box = QComboBox()
         self.kind_box.addItems(list(ATTRIBUTIONS))
+        self.kind_box.currentTextChanged.connect(self._on_kind)
+        self._on_kind(self.kind_box.currentText())
         self.run_button = QPushButton("Attribute")
         self.run_button.clicked.connect(self.attribute)
         self.cancel_button = QPushButton("Cancel")
@@ -87,6 +98,16 @@ class HeadScoresPanel(QWidget):
         actions.addWidget(self.kind_box, 1)
         actions.addWidget(self.run_button)
         actions.addWidget(self.cancel_button)
+        self.probe_edit = QLineEdit("repeated:64")
+        self.probe_edit.setToolTip("N random tokens, then the same N again (SEED: which ones): the induction "
+                                   "score's probe, opened as the model's text (as `heads --probe` reads it)")
+        self.probe_button = QPushButton("Open probe")
+        self.probe_button.setToolTip("Run the model on the probe: its tokens, thumbnails and scores replace the text's")
+        self.probe_button.clicked.connect(self.open_probe)
+        probe_row = QHBoxLayout()
+        probe_row.addWidget(QLabel("Probe"))
+        probe_row.addWidget(self.probe_edit, 1)
+        probe_row.addWidget(self.probe_button)
         self.jobs = JobRunner("attnexplorer-head-attribution", GuiThread(self).post)
         self.plot_widget = pg.GraphicsLayoutWidget()
         self.plot_widget.setBackground("w")
@@ -103,8 +124,10 @@ class HeadScoresPanel(QWidget):
         self.colour_bar.setImageItem(self.image, insert_in=self.plot)
         self.shown: str | None = None
         layout = QVBoxLayout(self)
+        layout.addLayout(probe_row)
         layout.addLayout(tokens)
         layout.addLayout(actions)
+        layout.addWidget(self.patch_edit)
         layout.addWidget(self.status)
         layout.addLayout(row)
         layout.addWidget(self.definition)
@@ -151,10 +174,14 @@ class HeadScoresPanel(QWidget):
         behaviour = self.behaviour
         target, versus = self.target_edit.text(), self.versus_edit.text() or None
         kind = ATTRIBUTIONS[self.kind_box.currentText()]
+        patch_text = self.patch_edit.text() if kind == "patch" else None
         if behaviour is None:
             return
         try:
             picked = pick(behaviour, target, versus)
+            if kind == "patch" and not patch_text.strip():
+                raise ModelError("patching each head needs the second text (of the same token length) each head "
+                                 "takes its output from")
         except ModelError as err:
             self.status.setText(str(err))
             return
@@ -165,13 +192,31 @@ class HeadScoresPanel(QWidget):
             if kind == "dla":
                 values, rest, logit = direct_logit_attribution(behaviour, picked)
                 return values, f"{label} at position {picked.position}: {logit:.3f} = heads {values.sum():.3f} + rest {rest:.3f}"
-            effects, base = ablation_sweep(behaviour, picked, kind, progress=job.progress, cancelled=lambda: job.cancelled)
+            effects, base = ablation_sweep(behaviour, picked, kind, progress=job.progress, cancelled=lambda: job.cancelled,
+                                           patch_text=patch_text)
             return effects, f"{label} at position {picked.position}: {base:.3f} unedited; the change of it per head"
 
         self._busy(True)
         self.status.setText(f"attributing {label}…")
         self.jobs.submit(work, on_done=lambda answer: self._attributed(name, *answer), on_failed=self._failed,
                          on_progress=lambda done, total: self.status.setText(f"ablating head {done} of {total}…"))
+
+    def open_probe(self) -> None:
+        """Ask for the model to be run on the typed probe; a malformed one is said here, nothing run."""
+        from ..models.head_scores import parse_probe
+        from ..models.sources import ModelError
+
+        text = self.probe_edit.text().strip()
+        try:
+            parse_probe(text)
+        except ModelError as err:
+            self.status.setText(str(err))
+            return
+        self.status.setText(f"opening the probe {text}…")
+        self.probe_requested.emit(text)
+
+    def _on_kind(self, text: str) -> None:
+        self.patch_edit.setEnabled(ATTRIBUTIONS.get(text) == "patch")
 
     def cancel(self) -> None:
         self.jobs.cancel()

@@ -70,6 +70,8 @@ class OpenModelDialog(QDialog):
         row.addWidget(gguf)
         self.text_edit = QLineEdit(text)
         self.text_edit.setMaxLength(1 << 24)   # Qt's default, 32,767 characters, is ~7,000 tokens
+        self.text_edit.setToolTip("The text the model reads, or repeated:N[:SEED]: N random tokens then the same N "
+                                  "again (the induction probe)")
         from_file = QPushButton("Text file…")
         from_file.setToolTip("Read the text from a UTF-8 text file (a long document)")
         from_file.clicked.connect(self._browse_text)
@@ -129,8 +131,15 @@ class OpenModelDialog(QDialog):
 
     def check(self) -> str | None:
         """Why the dialog cannot be accepted as filled in, or None."""
+        from ..models.head_scores import is_probe, parse_probe
+
         if not self.text_edit.text().strip():
             return "the text is empty: type a sentence for the model to read"
+        if is_probe(self.text_edit.text()):
+            try:
+                parse_probe(self.text_edit.text())   # refused in the words `heads --probe` uses
+            except AttnExplorerError as err:
+                return str(err)
         try:
             resolve(self.spec())
         except AttnExplorerError as err:
@@ -164,11 +173,13 @@ def _open_and_run(job, models: dict, spec: str, text: str, layer: int):
     if job.cancelled:
         raise Cancelled()
     job.progress(0.0, f"running {source.label} on the text")
-    from ..models.head_scores import DEFAULT, HeadScores, parse_scores
+    from ..models.head_scores import DEFAULT, HeadScores, document, parse_scores
 
+    # a text, or a repeated:N[:SEED] probe (its random ids shown as tokens like any text's)
+    ids, pieces, label, probe = document(loaded, text)
     # every head score, made during the forward from each block of rows (nothing n × n kept)
-    scorer = HeadScores(parse_scores(DEFAULT), loaded.tokenize(text)[0], loaded.num_layers, loaded.num_heads)
-    run = loaded.run(text, job.progress, check, observe=scorer)
+    scorer = HeadScores(parse_scores(DEFAULT), ids, loaded.num_layers, loaded.num_heads, probe)
+    run = loaded.run_ids(ids, pieces, label, job.progress, check, observe=scorer)
     session = None
     if 0 <= layer < loaded.num_layers:
         session = session_from_dict(loaded.layer_parts(run, layer), f"{loaded.source.label} layer {layer}")
@@ -322,6 +333,7 @@ class ModelController(QObject):
                                  stop_timeout_s=120)
         self.window = ModelWindow(main_window)
         self.window.layer_chosen.connect(self.load_layer)
+        self.window.head_scores.probe_requested.connect(self.open_probe)
         from .behaviour_control import BehaviourControl
 
         self.behaviour = BehaviourControl(self, main_window, document)
@@ -367,6 +379,11 @@ class ModelController(QObject):
         job = self._loader.submit(lambda job: _open_and_run(job, models, spec, text, layer),
                                   self._on_done, self._on_failed, self._on_progress)
         return job.generation
+
+    def open_probe(self, probe: str) -> int:
+        """The Heads tab's Open probe: the same model run on ``repeated:N[:SEED]`` (its layer kept)."""
+        spec, _text, layer = self._request
+        return self.start(spec, probe, layer)
 
     def cancel(self) -> None:
         self._loader.cancel()   # a load in progress stops at its next step; what it sends is dropped

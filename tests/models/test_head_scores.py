@@ -274,3 +274,57 @@ def test_attribution_refuses_what_it_cannot_do(tiny_bert_mlm, decoder):
     masked = Behaviour(bert, bert.run("the dog fetched the [MASK]"))
     with pytest.raises(ModelError, match="pre-norm decoder"):
         direct_logit_attribution(masked, pick(masked, "ball"))
+
+
+PATCH = "the ball fetched the dog and the ball was happy and the dog was the ball"
+
+
+def test_the_patch_sweep_equals_hooks_patching_each_head_from_the_second_text(decoder):
+    loaded, reference = decoder
+    kind = loaded.family.name
+    behaviour = Behaviour(loaded, loaded.run(TEXT))
+    picked = pick(behaviour, " ball", " dog")
+    effects, base = ablation_sweep(behaviour, picked, "patch", patch_text=PATCH)
+    other = loaded.tokenize(PATCH)[0]
+    assert len(other) == len(behaviour.run.ids) and other != list(behaviour.run.ids)
+    ids, P, size = behaviour.run.ids, picked.position, loaded.head_dim
+    grabbed = {}   # each layer's concatenated heads on the second text, from transformers itself
+    handles = [_modules(reference, kind, layer)[0].register_forward_pre_hook(
+        lambda _m, args, layer=layer: grabbed.__setitem__(layer, args[0].clone())) for layer in range(loaded.num_layers)]
+    try:
+        with torch.no_grad():
+            reference(input_ids=torch.tensor([other]))
+    finally:
+        for h in handles:
+            h.remove()
+    for layer in range(loaded.num_layers):
+        for head in range(loaded.num_heads):
+            cols = slice(head * size, (head + 1) * size)
+
+            def hook(_m, args):
+                x = args[0].clone()
+                x[0, :, cols] = grabbed[layer][0, :, cols]
+                return (x,)
+
+            handle = _modules(reference, kind, layer)[0].register_forward_pre_hook(hook)
+            try:
+                with torch.no_grad():
+                    logits = reference(input_ids=torch.tensor([list(ids)])).logits[0, P]
+            finally:
+                handle.remove()
+            assert abs(effects[layer, head] - (float(logits[picked.target] - logits[picked.versus]) - base)) < 1e-4
+    assert np.abs(effects).max() > 1e-3
+
+
+def test_the_patch_sweep_refuses_a_text_of_another_length_before_any_head(decoder):
+    loaded, _ = decoder
+    behaviour = Behaviour(loaded, loaded.run(TEXT))
+    done = []
+    with pytest.raises(ModelError, match="same token length"):
+        ablation_sweep(behaviour, pick(behaviour, " ball"), "patch", progress=lambda d, t: done.append(d),
+                       patch_text="the dog")
+    assert done == []
+    with pytest.raises(ModelError, match="second text"):
+        ablation_sweep(behaviour, pick(behaviour, " ball"), "patch")
+    with pytest.raises(ModelError, match="ablate:patch"):
+        ablation_sweep(behaviour, pick(behaviour, " ball"), "zero", patch_text=PATCH)

@@ -73,6 +73,15 @@ def test_heads_on_a_probe_and_an_ablation_sweep(tiny_gpt2_lm, tmp_path, capsys):
     (["--text", TEXT, "--attribution", "dla", "--target", " ball", "--position", "99", "--out", "X"], "out of range"),
     (["--text", "a", "--scores", "pattern:{tmp}/eye.npy", "--out", "X"], "the target is 3 × 3"),
     (["--probe", "repeated:40", "--out", "X"], "reads at most"),
+    (["--probe", "the dog", "--out", "X"], "repeated:N"),
+    (["--text", "repeated:3:x", "--out", "X"], "repeated:N or repeated:N:SEED"),
+    (["--text", TEXT, "--attribution", "ablate:patch", "--target", " ball", "--out", "X"], "needs --patch-text"),
+    (["--text", TEXT, "--attribution", "ablate:zero", "--target", " ball", "--patch-text", TEXT, "--out", "X"],
+     "only for --attribution ablate:patch"),
+    (["--text", TEXT, "--attribution", "ablate:patch", "--target", " ball", "--patch-text", "the dog", "--out", "X"],
+     "the patch text is 2 tokens long; the text is 10"),
+    (["--text", TEXT, "--attribution", "ablate:patch", "--target", " ball", "--patch-text", "repeated:0",
+      "--out", "X"], "repeated:N"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tiny_gpt2_lm, tmp_path, capsys, argv, words):
     np.save(tmp_path / "eye.npy", np.eye(3))
@@ -118,3 +127,24 @@ def test_heads_writes_each_columns_heatmap_as_figures(tiny_gpt2, tmp_path, capsy
     assert cli.main(["heads", str(tiny_gpt2), "--text", TEXT, "--out", str(tmp_path / "t.csv"),
                      "--figures", "gif", "--out-figures", str(figures)]) == 2
     assert "unknown format 'gif'" in capsys.readouterr().err
+
+
+def test_heads_patch_sweep_and_a_probe_given_as_the_text(tiny_gpt2_lm, tmp_path, capsys):
+    from attnexplorer.models.head_attribution import ablation_sweep
+
+    out = tmp_path / "patch.csv"
+    other = "the ball fetched the dog and the ball was happy"
+    assert cli.main(["heads", str(tiny_gpt2_lm), "--text", TEXT, "--scores", "self", "--attribution", "ablate:patch",
+                     "--target", " ball", "--patch-text", other, "--out", str(out)]) == 0
+    rows = _rows(out)
+    assert list(rows[0]) == ["layer", "head", "self", "ablate_patch"]
+    loaded = load_model(str(tiny_gpt2_lm))
+    behaviour = Behaviour(loaded, loaded.run(TEXT))
+    effects, _base = ablation_sweep(behaviour, pick(behaviour, " ball"), "patch", patch_text=other)
+    assert np.allclose([float(r["ablate_patch"]) for r in rows], effects.ravel(), atol=1e-9)
+    assert np.abs(effects).max() > 1e-4
+    # a probe typed as the text is the probe (the window's text box reads it so too)
+    by_text, by_probe = tmp_path / "t.csv", tmp_path / "p.csv"
+    assert cli.main(["heads", str(tiny_gpt2_lm), "--text", "repeated:6:2", "--scores", "induction", "--out", str(by_text)]) == 0
+    assert cli.main(["heads", str(tiny_gpt2_lm), "--probe", "repeated:6:2", "--scores", "induction", "--out", str(by_probe)]) == 0
+    assert by_text.read_text() == by_probe.read_text()

@@ -116,6 +116,17 @@ def test_dialog_refuses_an_empty_text_and_a_missing_model(qtbot, tmp_path):
     assert "text is empty" in dialog.problem.text()
     dialog.text_edit.setText("hello")
     assert dialog.check() is None and dialog.spec() == "minilm"
+    # a probe is refused in the words `heads --probe` uses (one parser), and accepted as it accepts it
+    from attnexplorer.models.head_scores import parse_probe
+    from attnexplorer.models.sources import ModelError
+
+    for bad in ("repeated:0", "repeated:x", "repeated:5:-1"):
+        dialog.text_edit.setText(bad)
+        with pytest.raises(ModelError) as refused:
+            parse_probe(bad)
+        assert dialog.check() == str(refused.value)
+    dialog.text_edit.setText("repeated:12:3")
+    assert dialog.check() is None
 
 
 def test_open_model_fills_the_views_and_the_tables(win, qtbot, tiny_gpt2):
@@ -316,3 +327,47 @@ def test_the_heads_tab_attributes_a_token_on_a_job(win, qtbot, tiny_gpt2_lm):
     assert panel.jobs.wait(60)
     qtbot.wait(50)   # let any answer already posted arrive: a cancelled job's is dropped
     assert panel.colour_box.findText("ablate:mean ' ball'") < 0
+
+
+def test_a_probe_opens_as_the_documents_text_with_its_induction_score(win, qtbot, tiny_gpt2_lm):
+    from attnexplorer.models.head_scores import HeadScores, make_probe, parse_scores
+    from attnexplorer.ui.model_window import ModelController
+
+    win.model_controller = controller = ModelController(win, win.document, win.actions)
+    controller.start(str(tiny_gpt2_lm), TEXT, 1)
+    qtbot.waitUntil(lambda: controller.window.run is not None or bool(win.errors), timeout=120000)
+    window, panel = controller.window, controller.window.head_scores
+    panel.probe_edit.setText("repeated:4:x")
+    panel.open_probe()
+    assert "repeated:N or repeated:N:SEED" in panel.status.text() and window.run.text == TEXT
+    panel.probe_edit.setText("repeated:6:2")
+    panel.open_probe()
+    qtbot.waitUntil(lambda: window.run.text == "repeated:6:2" or bool(win.errors), timeout=120000)
+    assert not win.errors, win.errors
+    loaded, run = window.loaded, window.run
+    probe = make_probe(loaded, "repeated:6:2")
+    assert run.ids == probe.ids and len(run.tokens) == 12 and run.tokens[:6] == run.tokens[6:]
+    assert tuple(win.document.session.tokens) == run.tokens and win.document.model.layer == 1
+    scorer = HeadScores(parse_scores("induction"), probe.ids, loaded.num_layers, loaded.num_heads, probe)
+    loaded.run_ids(list(probe.ids), list(run.pieces), probe.name, observe=scorer)
+    panel.colour_by("induction")
+    assert np.abs(window.grid.colouring[1] - scorer.result()["induction"]).max() < 1e-12
+    assert window.grid._images and len(window.grid._images) == loaded.num_layers   # the probe's thumbnails
+    # the Heads tab's patch sweep takes each head from a second text; another length is said in the tab
+    panel.target_edit.setText(" ball")
+    panel.kind_box.setCurrentText("patch each head from the second text")
+    assert panel.patch_edit.isEnabled()
+    panel.attribute()
+    assert "second text" in panel.status.text() and panel.run_button.isEnabled()
+    panel.patch_edit.setText("the dog")
+    panel.attribute()
+    qtbot.waitUntil(lambda: "same token length" in panel.status.text(), timeout=30000)
+    assert panel.run_button.isEnabled() and panel.colour_box.findText("ablate:patch ' ball'") < 0
+    panel.patch_edit.setText("repeated:6:5")
+    panel.attribute()
+    qtbot.waitUntil(lambda: panel.colour_box.currentText() == "ablate:patch ' ball'", timeout=60000)
+    from attnexplorer.models.head_attribution import ablation_sweep, pick
+
+    behaviour = panel.behaviour
+    effects, _base = ablation_sweep(behaviour, pick(behaviour, " ball"), "patch", patch_text="repeated:6:5")
+    assert np.abs(window.grid.colouring[1] - effects).max() < 1e-9 and np.abs(effects).max() > 1e-6
