@@ -28,7 +28,7 @@ def test_a_mistyped_command_is_named_with_the_command_meant(capsys, tmp_path):
 
 def test_a_layer_that_is_not_a_number_is_one_line(capsys, tmp_path):
     _one_line(capsys, ["import-model", "minilm", "--text", "hi", "--layer", "abc", "--out", str(tmp_path / "s.json")],
-              "--layer: invalid int value: 'abc'", "import-model --help")
+              "--layer: 'abc' is not a layer", "import-model --help")
 
 
 def _session(tmp_path, **stage):

@@ -140,17 +140,43 @@ def build_bench_parser() -> argparse.ArgumentParser:
     return p
 
 
+def layer_list(text: str):
+    """``--layer``: ``L``, a list ``0,3,5`` (kept in order, each once) or ``all`` → [L…] or "all"."""
+    text = str(text).strip()
+    if text.lower() == "all":
+        return "all"
+    layers = []
+    for part in text.split(","):
+        part = part.strip()
+        if part.startswith("-") and part[1:].isdigit():
+            raise argparse.ArgumentTypeError(f"{part} is out of range: layers count from 0")
+        if not part.isdigit():
+            raise argparse.ArgumentTypeError(f"{text!r} is not a layer: give L (0, 1, …), a list such as 0,3,5, or all")
+        if int(part) in layers:
+            raise argparse.ArgumentTypeError(f"{text!r} names layer {int(part)} twice")
+        layers.append(int(part))
+    return layers
+
+
 def build_import_model_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="attnexplorer import-model",
-        description="Run a real model on a text and write one layer's attention as a session file "
-        "(version 2), exact to the model's own numbers. Nothing is downloaded.",
+        description="Run a real model on a text once and write the asked layers' attention as session files "
+        "(version 2), exact to the model's own numbers; optionally the model window's figures. Nothing is downloaded.",
     )
     p.add_argument("model", metavar="MODEL",
                    help="minilm, smollm2, a folder in Hugging Face layout or a .gguf file")
     p.add_argument("--text", required=True, help="the text the model reads")
-    p.add_argument("--layer", type=int, default=0, help="the layer to import (default 0)")
-    p.add_argument("--out", required=True, metavar="FILE.json", help="the session file to write")
+    p.add_argument("--layer", type=layer_list, default=[0], metavar="L|L,L…|all",
+                   help="the layer to import (default 0), a list such as 0,3,5, or all: every one from one run")
+    p.add_argument("--out", required=True, metavar="FILE.json|DIR",
+                   help="the session file to write; for a list of layers or all, a folder (created if missing) "
+                   "that gets layer<L>.json for each")
+    p.add_argument("--figures", default="", metavar="FORMATS",
+                   help="comma-separated png, svg, pdf: the model view, each layer's head view (all heads, and "
+                   "each head), the head scores' heatmaps and, for a model with an LM head, the predictions and "
+                   "the logit lens (with --out-figures)")
+    p.add_argument("--out-figures", metavar="DIR", help="the folder the figures go into (created if missing)")
     return p
 
 

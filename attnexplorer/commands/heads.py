@@ -153,18 +153,26 @@ def _attribution(args, behaviour) -> dict:
     return {f"ablate_{kind}": effects}
 
 
-def _figures(columns: dict, formats: list[str], folder: Path) -> list[Path]:
-    """Each column's heatmap as ``heads-<column>.<format>`` in ``folder`` (created if missing)."""
+def figure_app() -> None:
+    """The offscreen QApplication figures are drawn in; ModelError when Qt is missing."""
     import os
-    import re
 
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     try:
-        from ..ui.figures import ensure_app, export_panel
-        from ..ui.head_scores_panel import HeadScoresPanel
+        from ..ui.figures import ensure_app
     except ImportError as err:
         raise ModelError(f"figure export needs PySide6 and pyqtgraph: {err}") from None
     ensure_app()
+
+
+def _figures(columns: dict, formats: list[str], folder: Path, quiet: bool = False) -> list[Path]:
+    """Each column's heatmap as ``heads-<column>.<format>`` in ``folder`` (created if missing)."""
+    import re
+
+    figure_app()
+    from ..ui.figures import export_panel
+    from ..ui.head_scores_panel import HeadScoresPanel
+
     folder.mkdir(exist_ok=True)
     panel = HeadScoresPanel()
     written = []
@@ -177,5 +185,6 @@ def _figures(columns: dict, formats: list[str], folder: Path) -> list[Path]:
                 written.append(export_panel(panel, folder / f"{stem}.{fmt}", width=640, height=480))
     finally:
         panel.shutdown()
-    print(f"{folder}: {len(written)} figures", file=sys.stderr)
+    if not quiet:
+        print(f"{folder}: {len(written)} figures", file=sys.stderr)
     return written

@@ -266,11 +266,14 @@ class BehaviourControl(QObject):
             self.window.behaviour_bar.state.setText(f"saved {path}")
 
     def export_dialog(self):
-        """The window's Export figure dialog over the Predictions and Logit lens panels (and
-        their dashboard), the one on show chosen; nothing drawn yet is said, not opened."""
+        """The window's Export figure dialog over the model view (with its colouring), the head
+        view, the Predictions, Logit lens and Heads panels (and their dashboard), the side panel
+        on show chosen; nothing drawn yet is said, not opened."""
         from .figure_dialog import open_export_dialog
 
-        panels = [self.window.predictions, self.window.lens, self.window.head_scores]
+        window = self.window
+        panels = [window.model_view_figure, window.head_view_figure, window.predictions, window.lens,
+                  window.head_scores]
         if all(p.export_item() is None for p in panels):
             self.main_window.show_error("Export figure", "the prediction has not been drawn yet")
             return None

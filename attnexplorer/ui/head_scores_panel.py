@@ -20,7 +20,7 @@ from ..app.jobs import JobRunner
 from .gui_thread import GuiThread
 
 ATTRIBUTIONS = {"direct logit attribution": "dla", "zero-ablate each head": "zero", "mean-ablate each head": "mean",
-                "patch each head from the second text": "patch"}
+                "patch each head": "patch"}
 
 NONE = "none"
 
@@ -80,6 +80,7 @@ class HeadScoresPanel(QWidget):
                                    "(a repeated:N[:SEED] probe too)")
         self.kind_box = QComboBox()
         self.kind_box.addItems(list(ATTRIBUTIONS))
+        self.kind_box.setToolTip("patch each head: its output taken from the unedited run on the second text")
         self.kind_box.currentTextChanged.connect(self._on_kind)
         self._on_kind(self.kind_box.currentText())
         self.run_button = QPushButton("Attribute")
@@ -111,6 +112,7 @@ class HeadScoresPanel(QWidget):
         self.jobs = JobRunner("attnexplorer-head-attribution", GuiThread(self).post)
         self.plot_widget = pg.GraphicsLayoutWidget()
         self.plot_widget.setBackground("w")
+        self.plot_widget.setMinimumHeight(150)
         self.plot = self.plot_widget.addPlot()
         self.plot.setLabel("bottom", "head")
         self.plot.setLabel("left", "layer")
@@ -284,7 +286,7 @@ class HeadScoresPanel(QWidget):
         self.image.setImage(np.asarray(values, dtype=np.float32), levels=(low, high if high > low else low + 1e-9))
         self.colour_bar.setLevels((low, high if high > low else low + 1e-9))
         self.image.setRect(-0.5, -0.5, heads, layers)
-        step = max(1, layers // 10)
+        step = max(1, -(-layers // 6))   # at most six layer labels: the tab's plot is short
         self.plot.getAxis("left").setTicks([[(float(layer), str(layer)) for layer in range(0, layers, step)]])
         self.plot.getAxis("bottom").setTicks([[(float(head), str(head)) for head in range(heads)]])
         self.plot.setXRange(-0.5, heads - 0.5, padding=0)

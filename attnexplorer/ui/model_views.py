@@ -318,7 +318,10 @@ class HeadView(QWidget):
     def _geometry(self):
         n = max(len(self._tokens), 1)
         fm = QFontMetrics(self.font())
-        label = max([fm.horizontalAdvance(t) for t in self._tokens] + [40]) + 12
+        bold = QFont(self.font())
+        bold.setBold(True)
+        title = QFontMetrics(bold).horizontalAdvance("queries")   # the column's bold heading fits too
+        label = max([fm.horizontalAdvance(t) for t in self._tokens] + [title + 4, 40]) + 12
         top, bottom = 24, 8
         row = (self.height() - top - bottom) / n
         return label, top, row

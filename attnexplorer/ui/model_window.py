@@ -206,6 +206,11 @@ class ModelWindow(QWidget):
         scroll.setWidget(self.grid)
         scroll.setWidgetResizable(True)
         self.head_view = HeadView()
+        from .model_figures import HeadViewFigure, ModelViewFigure
+
+        # the two views as figures, exported by the window's Export figure… with the side panels
+        self.model_view_figure = ModelViewFigure(self.grid)
+        self.head_view_figure = HeadViewFigure(self.head_view)
         self.head_box = QComboBox()
         self.head_box.currentIndexChanged.connect(self._on_head_box)
         self.layer_label = QLabel("")
@@ -267,6 +272,7 @@ class ModelWindow(QWidget):
         self.header.setText(f"{loaded.describe()}. {len(run.tokens):,} tokens: {shown}.{pooled} "
                             "Click a thumbnail to load that layer into the tables.")
         self.grid.set_attentions(run.thumbnails)
+        self.model_view_figure.heading = f"{loaded.source.label}: model view"
         self.head_scores.set_scores(scores or {})
         # One line per query-key pair: at thousands of tokens that draws nothing readable.
         self.tabs.setTabEnabled(1, not run.long)
@@ -281,6 +287,7 @@ class ModelWindow(QWidget):
 
     def set_layer(self, layer: int, head: int) -> None:
         self.layer = layer
+        self.head_view_figure.layer = layer
         self.grid.set_selected(layer, head)
         self.layer_label.setText(f"Layer {layer}: lines from each query (left) to each key (right), "
                                  "opacity = weight; hover a token to isolate its lines")

@@ -91,3 +91,55 @@ def test_missing_extra_is_named(monkeypatch):
         from attnexplorer.models.loading import load_model
 
         load_model("minilm")
+
+
+def test_a_list_of_layers_runs_the_model_once_and_equals_single_imports(tiny_gpt2, tmp_path, capsys, monkeypatch):
+    from attnexplorer.models import loading
+
+    runs = []
+    real = loading.LoadedModel.run_ids
+    monkeypatch.setattr(loading.LoadedModel, "run_ids", lambda self, *a, **k: runs.append(1) or real(self, *a, **k))
+    folder = tmp_path / "layers"
+    assert cli.main(["import-model", str(tiny_gpt2), "--text", TEXT, "--layer", "1,0", "--out", str(folder)]) == 0
+    assert len(runs) == 1 and sorted(p.name for p in folder.iterdir()) == ["layer0.json", "layer1.json"]
+    assert "layers 1, 0 of" in capsys.readouterr().err
+    every = tmp_path / "every"
+    assert cli.main(["import-model", str(tiny_gpt2), "--text", TEXT, "--layer", "all", "--out", str(every)]) == 0
+    assert len(runs) == 2 and "layers 0..1 of" in capsys.readouterr().err
+    for layer in (0, 1):
+        single = tmp_path / f"single{layer}.json"
+        assert cli.main(["import-model", str(tiny_gpt2), "--text", TEXT, "--layer", str(layer), "--out", str(single)]) == 0
+        assert (folder / f"layer{layer}.json").read_bytes() == single.read_bytes() == (every / f"layer{layer}.json").read_bytes()
+    assert len(runs) == 4
+
+
+def test_layer_lists_and_figures_are_refused_before_the_model(tiny_gpt2, tmp_path, capsys):
+    out = tmp_path / "s.json"
+    _refused(capsys, [str(tiny_gpt2), "--text", TEXT, "--layer", "0,x"], out, "is not a layer")
+    _refused(capsys, [str(tiny_gpt2), "--text", TEXT, "--layer", "1,1"], out, "names layer 1 twice")
+    _refused(capsys, [str(tiny_gpt2), "--text", TEXT, "--layer", "0,5"], tmp_path / "d" / "x", "does not exist")
+    _refused(capsys, [str(tiny_gpt2), "--text", TEXT, "--layer", "0,5"], out, "has layers 0..1")
+    out.write_text("{}")
+    assert cli.main(["import-model", str(tiny_gpt2), "--text", TEXT, "--layer", "all", "--out", str(out)]) == 2
+    assert "is a file; several layers" in capsys.readouterr().err
+    out.unlink()
+    _refused(capsys, [str(tiny_gpt2), "--text", TEXT, "--figures", "png"], out, "together")
+    _refused(capsys, [str(tiny_gpt2), "--text", TEXT, "--figures", "gif", "--out-figures", str(tmp_path / "f")], out,
+             "unknown format 'gif'")
+    _refused(capsys, [str(tiny_gpt2), "--text", "repeated:0"], out, "repeated:N or repeated:N:SEED")
+
+
+def test_import_model_writes_the_model_windows_figures(tiny_gpt2_lm, tmp_path, capsys):
+    figures = tmp_path / "figures"
+    assert cli.main(["import-model", str(tiny_gpt2_lm), "--text", TEXT, "--layer", "1", "--out", str(tmp_path / "s.json"),
+                     "--figures", "svg,png", "--out-figures", str(figures)]) == 0
+    names = {p.name for p in figures.iterdir()}
+    expected = {f"{stem}.{fmt}" for fmt in ("svg", "png") for stem in
+                ["model-view", "head-view-layer1", "predictions", "logit-lens"]
+                + [f"head-view-layer1-head{h}" for h in range(4)]
+                + ["heads-previous-token", "heads-first-token", "heads-self", "heads-window_3",
+                   "heads-duplicate-token", "heads-induction"]}
+    assert names == expected, names ^ expected
+    assert "head 2" in (figures / "head-view-layer1-head2.svg").read_text()
+    assert "all heads" in (figures / "head-view-layer1.svg").read_text()
+    assert f"{figures}: {len(expected)} figures" in capsys.readouterr().err

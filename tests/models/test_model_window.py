@@ -355,7 +355,7 @@ def test_a_probe_opens_as_the_documents_text_with_its_induction_score(win, qtbot
     assert window.grid._images and len(window.grid._images) == loaded.num_layers   # the probe's thumbnails
     # the Heads tab's patch sweep takes each head from a second text; another length is said in the tab
     panel.target_edit.setText(" ball")
-    panel.kind_box.setCurrentText("patch each head from the second text")
+    panel.kind_box.setCurrentText("patch each head")
     assert panel.patch_edit.isEnabled()
     panel.attribute()
     assert "second text" in panel.status.text() and panel.run_button.isEnabled()
@@ -371,3 +371,51 @@ def test_a_probe_opens_as_the_documents_text_with_its_induction_score(win, qtbot
     behaviour = panel.behaviour
     effects, _base = ablation_sweep(behaviour, pick(behaviour, " ball"), "patch", patch_text="repeated:6:5")
     assert np.abs(window.grid.colouring[1] - effects).max() < 1e-9 and np.abs(effects).max() > 1e-6
+
+
+def test_the_model_view_and_the_head_view_export_as_figures(win, qtbot, tiny_gpt2, tmp_path):
+    """Through the window's Export figure… dialog and the figure route (portable SVG): the model view
+    with its rings, the head view of one head and of all heads; the SVG drawn by cairosvg too."""
+    import cairosvg
+    from PySide6.QtGui import QImage
+
+    from attnexplorer.ui.model_window import ModelController
+
+    win.model_controller = controller = ModelController(win, win.document, win.actions)
+    controller.start(str(tiny_gpt2), TEXT, 1)
+    qtbot.waitUntil(lambda: controller.window.run is not None or bool(win.errors), timeout=120000)
+    window = controller.window
+    window.head_scores.colour_by("first-token")
+    dialog = controller.behaviour.export_dialog()
+    titles = [dialog.figure_box.itemText(i) for i in range(dialog.figure_box.count())]
+    assert titles[0].endswith(": model view, rings by first-token") and titles[1] == "Head view: layer 1, head 0"
+    written = {}
+    dialog.scale_spin.setValue(1.0)   # the PNG at the figure's own size: its pixels are the twin's
+    for index, name in ((0, "model"), (1, "head")):
+        dialog.figure_box.setCurrentIndex(index)
+        for fmt in ("png", "svg", "pdf"):
+            dialog.set_format(fmt)
+            dialog.path_edit.setText(str(tmp_path / f"{name}.{fmt}"))
+            dialog.export()
+            assert dialog.error_label.isHidden(), dialog.error_label.text()
+            written[name, fmt] = tmp_path / f"{name}.{fmt}"
+    dialog.close()
+    assert written["model", "pdf"].read_bytes().startswith(b"%PDF")
+    svg = written["model", "svg"].read_text()
+    assert all(f">{label}</text>" in svg for label in ("L0", "L1", "H0", "H3")) and "rings by first-token</text>" in svg
+    head_svg = written["head", "svg"].read_text()
+    assert all(token in head_svg for token in ("queries", "keys", "fetched"))
+    # the figure is the on-screen view's picture: the model view's strongest ring is orange in it
+    png = QImage(str(written["model", "png"]))
+    top = np.unravel_index(np.argmax(window.grid.colouring[1]), window.grid.colouring[1].shape)
+    twin = window.model_view_figure.twin
+    ring = twin.cell_rect(*top).adjusted(-1, -1, 1, 1)
+    band = 30   # the title band above the figure's body
+    colour = png.pixelColor(int(ring.left()), int(ring.center().y()) + band)
+    assert (colour.red(), colour.green() < 160, colour.blue() < 80) == (255, True, True), colour.name()
+    cairosvg.svg2png(url=str(written["model", "svg"]), write_to=str(tmp_path / "model-cairo.png"))
+    drawn = QImage(str(tmp_path / "model-cairo.png"))
+    assert drawn.width() == png.width() and drawn.height() == png.height()
+    # all heads: the head box's "all heads" is the figure's too; a long run has no head view figure
+    window.head_box.setCurrentIndex(0)
+    assert window.head_view_figure.export_item() is not None and window.head_view_figure.title.endswith("all heads")
