@@ -193,8 +193,10 @@ def test_export_figure_opens_the_windows_export_dialog(opened, qtbot, tmp_path):
     controller.window.side_tabs.setCurrentWidget(controller.window.lens)
     dialog = control.export_dialog()
     qtbot.addWidget(dialog)
+    label = controller.window.loaded.source.label
     assert [dialog.figure_box.itemText(i) for i in range(dialog.figure_box.count())] == \
-        ["Predictions", "Logit lens", "Whole dashboard"]
+        [f"{label}: model view", f"Head view: layer {controller.window.layer}, head 0", "Predictions", "Logit lens",
+         "Whole dashboard"]
     assert dialog.target() is controller.window.lens
     dialog.set_format("svg")
     dialog.path_edit.setText(str(tmp_path / "lens.svg"))
