@@ -230,11 +230,13 @@ class BehaviourControl(QObject):
             bar.state.setText("")
             for panel in (self.window.predictions, self.dock_panel):
                 panel.show_message(error)
+            self.window.grid.set_lens(None)
             return
         edited = result.get("intervened")
         bar.state.setText("no interventions" if edited is None else "in effect: " + ", ".join(edited["interventions"]))
         for panel in (self.window.predictions, self.dock_panel, self.window.lens):
             panel.show_result(result)
+        self.window.grid.set_lens(result)   # the lens strip beside the model view
 
     # -- saving and figures ---------------------------------------------------------------
     def save_dialog(self) -> None:

@@ -5,7 +5,9 @@
   side-by-side bands of layers so that all of it fits the window (``models.views.grid_layout``).
   Clicking a thumbnail emits ``chosen(layer, head)``; Ctrl+click, or the context menu, asks to
   ablate the head (``ablate(layer, head, kind)``, kind None to restore it; ``reset`` for all),
-  and ablated heads are marked (a red cross and the ablation's letter: Z, M or P). One widget
+  and ablated heads are marked (a red cross and the ablation's letter: Z, M or P). Beside each
+  band, the logit-lens strip (``ui.lens_strip``): each layer's top token at the predicted position,
+  with the interventions where there are any. One widget
   paints all of them (30 × 9 thumbnails for SmolLM2 would be 270 child widgets otherwise);
   each thumbnail is a QImage made once per run.
 - ``HeadView``: the tokens in two columns (queries left, keys right) joined by lines whose
@@ -22,6 +24,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPen
 from PySide6.QtWidgets import QMenu, QSizePolicy, QToolTip, QWidget
 
 from ..models.views import grid_layout, head_colours, head_lines
+from . import lens_strip
 
 _LUT = pg.colormap.get("viridis").getLookupTable(0.0, 1.0, 256, alpha=False).astype(np.uint8)
 
@@ -52,6 +55,7 @@ class ModelGrid(QWidget):
         self._selected: tuple[int, int] | None = None
         self.ablations: dict[tuple[int, int], str] = {}
         self.colouring: tuple[str, np.ndarray] | None = None   # (score name, layers × heads)
+        self.lens: list = []   # lens_strip.LensCell per layer: the logit-lens strip beside each band
         self.CELL = self.MIN_CELL
         self.bands = 1
         self.setMouseTracking(True)
@@ -62,6 +66,7 @@ class ModelGrid(QWidget):
         self._images = [[_thumbnail(attentions[l, h]) for h in range(attentions.shape[1])]
                         for l in range(attentions.shape[0])]
         self._selected = None
+        self.lens = []   # the old run's lens says nothing of this one
         self._fit()
         self.updateGeometry()
         self.update()
@@ -70,6 +75,34 @@ class ModelGrid(QWidget):
         """(layer, head) → the ablation's kind, marked on the thumbnails."""
         self.ablations = dict(ablations)
         self.update()
+
+    def set_lens(self, result: dict | None) -> None:
+        """The logit-lens strip from a prediction's result (none: no strip)."""
+        cells = lens_strip.lens_cells(result)
+        cells = cells if len(cells) == len(self._images) else []
+        if bool(cells) != bool(self.lens):
+            self.lens = cells
+            self._fit()
+            self.updateGeometry()
+        self.lens = cells
+        self.update()
+
+    def _lens_width(self) -> int:
+        return lens_strip.WIDTH if self.lens else 0
+
+    def _min_cell(self) -> int:
+        return lens_strip.MIN_CELL if self.lens else self.MIN_CELL
+
+    def lens_rect(self, layer: int) -> QRectF:
+        """Where layer ``layer``'s lens token is drawn: right of its row of thumbnails."""
+        r = self.cell_rect(layer, self._counts()[1] - 1)
+        return QRectF(r.right() + self.GAP, r.top(), lens_strip.WIDTH - self.GAP, r.height())
+
+    def lens_at(self, x: float, y: float) -> int | None:
+        for layer in range(len(self.lens)):
+            if self.lens_rect(layer).contains(x, y):
+                return layer
+        return None
 
     def set_colouring(self, name: str | None, values: np.ndarray | None = None) -> None:
         """Ring each thumbnail in orange, as opaque as its value is high among all heads (an
@@ -109,7 +142,7 @@ class ModelGrid(QWidget):
 
     def _band_width(self) -> int:
         left, _top = self._margins()
-        return left + self._counts()[1] * (self.CELL + self.GAP)
+        return left + self._counts()[1] * (self.CELL + self.GAP) + self._lens_width()
 
     def _size_for(self, cell: int, bands: int) -> QSize:
         left, top = self._margins()
@@ -117,14 +150,14 @@ class ModelGrid(QWidget):
         heads = len(self._images[0]) if layers else 0
         rows = -(-layers // bands) if layers else 0
         step = cell + self.GAP
-        return QSize(bands * (left + heads * step) + self.GAP, top + rows * step + self.GAP)
+        return QSize(bands * (left + heads * step + self._lens_width()) + self.GAP, top + rows * step + self.GAP)
 
     def sizeHint(self) -> QSize:
         return self._size_for(self.CELL, self.bands)
 
     def minimumSizeHint(self) -> QSize:
         # Below this the scroll area scrolls: thumbnails smaller than 36 px show no pattern.
-        return self._size_for(self.MIN_CELL, self.bands)
+        return self._size_for(self._min_cell(), self.bands)
 
     def _room(self) -> tuple[int, int]:
         """The space to fill: in a scroll area, its viewport (the grid itself may be taller)."""
@@ -147,7 +180,8 @@ class ModelGrid(QWidget):
             left, top = self._margins()
             width, height = self._room()
             self.bands, self.CELL = grid_layout(len(self._images), len(self._images[0]), width, height,
-                                                left, top, self.GAP, self.MIN_CELL, self.MAX_CELL)
+                                                left + self._lens_width(), top, self.GAP, self._min_cell(),
+                                                self.MAX_CELL)
 
     def cell_at(self, x: float, y: float) -> tuple[int, int] | None:
         """(layer, head) under a point, or None between and around the thumbnails."""
@@ -194,10 +228,24 @@ class ModelGrid(QWidget):
                 p.drawImage(self.cell_rect(l, h), image)
         self._paint_colouring(p)
         self._paint_ablations(p)
+        self._paint_lens(p, top)
         if self._selected is not None:
             p.setPen(QPen(QColor(230, 60, 40), 3))
             p.drawRect(self.cell_rect(*self._selected).adjusted(-2, -2, 2, 2))
         p.end()
+
+    def _paint_lens(self, p: QPainter, top: int) -> None:
+        if not self.lens:
+            return
+        rows = self._counts()[2]
+        text = self.palette().text().color()
+        for band in range(self.bands):
+            if band * rows < len(self.lens):
+                r = self.lens_rect(band * rows)
+                p.setPen(text)
+                p.drawText(QRectF(r.left(), 2, r.width(), top - 4), Qt.AlignmentFlag.AlignCenter, "lens")
+        for layer, cell in enumerate(self.lens):
+            lens_strip.paint_cell(p, self.lens_rect(layer), cell, text)
 
     def _paint_colouring(self, p: QPainter) -> None:
         if self.colouring is None:
@@ -234,6 +282,10 @@ class ModelGrid(QWidget):
         self.setCursor(Qt.CursorShape.PointingHandCursor if cell else Qt.CursorShape.ArrowCursor)
         if cell:
             QToolTip.showText(event.globalPosition().toPoint(), self.cell_tooltip(*cell), self)
+            return
+        lens = self.lens_at(event.position().x(), event.position().y())
+        if lens is not None:
+            QToolTip.showText(event.globalPosition().toPoint(), self.lens[lens].tooltip, self)
 
     def cell_tooltip(self, layer: int, head: int) -> str:
         """What hovering a thumbnail says: which head, its ablation and colouring value, what a click does."""

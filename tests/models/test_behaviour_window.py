@@ -239,3 +239,33 @@ def test_ctrl_z_in_the_model_window_undoes_ablations_one_step_each(opened, qtbot
     _wait(qtbot, control, lambda res: res["intervened"] and len(res["intervened"]["interventions"]) == 2)
     # the tables' own history is not touched: the main window's Undo has nothing to undo
     assert not window.document.undo_stack.canUndo()
+
+
+def test_the_logit_lens_strip_beside_the_model_view(opened, qtbot):
+    window, controller, control, reference = opened
+    mw, grid = controller.window, controller.window.grid
+    mw.show()
+    qtbot.waitExposed(mw)
+    expected = reference.predict(top=10, lens=True)["logit_lens"]
+    assert [c.token for c in grid.lens] == [e["baseline"]["top"]["token"] for e in expected]
+    assert not any(c.changed for c in grid.lens)
+    # drawn right of each layer's thumbnails, tinted by the probability, its tooltip the numbers
+    last = reference.loaded.num_layers - 1
+    rect = grid.lens_rect(last)
+    assert rect.left() > grid.cell_rect(last, reference.loaded.num_heads - 1).right()
+    assert grid.lens_at(rect.center().x(), rect.center().y()) == last
+    assert grid.cell_at(rect.center().x(), rect.center().y()) is None
+    image = grid.grab().toImage()
+    pixel = image.pixelColor(int(rect.left()) + 2, int(rect.bottom()) - 2)
+    assert pixel.blue() > pixel.red() + 20
+    assert f"{expected[last]['baseline']['top']['prob']:.3f}" in grid.lens[last].tooltip
+    # with an ablation the strip shows the intervened model's tokens, a changed one marked
+    control.set_ablation(0, 0, "zero")
+    control.set_ablation(1, 1, "zero")
+    result = _wait(qtbot, control, lambda res: res["intervened"] is not None)
+    edited = reference.predict(Interventions().with_ablation(0, 0, "zero").with_ablation(1, 1, "zero"),
+                               top=10, lens=True)["logit_lens"]
+    assert [c.token for c in grid.lens] == [e["intervened"]["top"]["token"] for e in edited]
+    assert [c.changed for c in grid.lens] == [e["intervened"]["top"]["id"] != e["baseline"]["top"]["id"]
+                                              for e in edited]
+    assert "with the interventions" in grid.lens[0].tooltip and result["logit_lens"] is not None
