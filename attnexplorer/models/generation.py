@@ -255,6 +255,11 @@ class Generation:
     def length(self) -> int:
         return len(self.ids)
 
+    def upcoming(self, k: int = TOP) -> list[dict]:
+        """The prediction the next step picks from (the top ``k``, as ``Step.top``): the Generate
+        tab's next-token bars."""
+        return self.behaviour._top(Scores(self.logits), k)
+
     def cache_size(self) -> tuple[int, int]:
         """(numbers, bytes) the KV cache holds: layers × 2 × K/V heads × n × d_k, float32."""
         numbers = self.cache.numbers()

@@ -223,9 +223,7 @@ def snapshot(generation, layer: int, head: int, ended: str | None = None) -> dic
         rows[i, :s.attention.shape[-1]] = s.attention[layer, head]
     k, v = generation.cache.layer(layer, kv_head)
     numbers, size = generation.cache_size()
-    from ..models.interventions import _scores
-
-    upcoming = generation.behaviour._top(_scores(generation.logits), 10)   # what the next step picks from
+    upcoming = generation.upcoming(10)
     return {"prompt": generation.behaviour.run.text, "generated": generation.generated_text(), "steps": len(steps),
             "length": keys, "layers": loaded.num_layers, "kv_heads": loaded.num_kv_heads, "d_k": loaded.head_dim,
             "numbers": numbers, "bytes": size, "layer": layer, "head": head, "kv_head": kv_head,

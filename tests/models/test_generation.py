@@ -91,7 +91,10 @@ def test_a_given_token_is_appended(decoder):
     _folder, loaded, behaviour = decoder
     generation = Generation(behaviour, stop=())
     before = generation.logits
+    upcoming = generation.upcoming(5)   # what the Generate tab's next-token bars show
     step = generation.step(7)
+    assert upcoming == step.top   # the prediction the step picked from
+    assert generation.upcoming(1)[0]["id"] == int(torch.argmax(generation.logits))   # now the next position's
     assert step.token_id == 7 and generation.ids[-1] == 7
     assert step.top[0]["id"] == int(torch.argmax(before))  # the model's own top, not the given token
     with pytest.raises(ModelError, match="not in the vocabulary"):
