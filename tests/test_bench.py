@@ -153,6 +153,29 @@ def test_only_measures_the_rows_named_in_the_reports_order(monkeypatch):
                          "seconds"}
 
 
+def test_quick_leaves_out_the_real_model_rows_unless_only_names_them():
+    kinds = bench.row_kinds(quick=True)
+    everything = bench.measured_rows(True, None, kinds)
+    assert bench.REAL_MODEL_ROWS <= set(kinds) and not bench.REAL_MODEL_ROWS & set(everything)
+    assert everything[:2] == ["engine", "stages"]
+    assert bench.measured_rows(False, None, kinds) == list(kinds)  # a full run measures every row
+    # `--quick --only models` measured nothing: a row named is measured, quick or not
+    assert bench.measured_rows(True, bench.parse_only("models"), kinds) == ["models"]
+    assert bench.measured_rows(True, bench.parse_only("heads,engine"), kinds) == ["engine", "heads"]
+
+
+def test_quick_measures_a_named_real_model_row_once(monkeypatch):
+    import attnexplorer.bench.real_models as real_models
+
+    asked = []
+    monkeypatch.setattr(real_models, "bench_models", lambda repeats=3: asked.append(repeats) or [{"model": "x"}])
+    monkeypatch.setattr(bench, "machine_info", lambda: MACHINE)
+    data = bench.collect(quick=True, only=bench.parse_only("models"))
+    assert asked == [1] and data["models"] == [{"model": "x"}]
+    bench.collect(quick=False, only=("models",))
+    assert asked == [1, 3]
+
+
 def test_bench_text_report_names_every_section():
     fake_row = {"device": "cpu", "n": 16, "heads": 1, "engine_ms": 1.0, "bare_ms": 1.0, "ratio": 1.0, "met": True}
     report = format_report({

@@ -24,12 +24,12 @@ same run, so a busy machine slows both sides alike):
   (target ≥ 200) and the GUI's longest block during a fit at n = 512 (target ≤ 50 ms); see
   ``bench/fit.py``.
 - ``behaviour``: an edit or an ablation of a real model → its Predictions panel redrawn, and
-  the logit lens's cost (``bench/behaviour.py``; not with ``--quick``).
+  the logit lens's cost (``bench/behaviour.py``).
 - ``generation``: a SmolLM2 step from its KV cache at a 256-token context beside recomputing
-  the text (``bench/generation.py``; not with ``--quick``). Targets: ≤ 60 ms, ≥ 5× faster.
+  the text (``bench/generation.py``). Targets: ≤ 60 ms, ≥ 5× faster.
 - ``heads``: SmolLM2's 270 heads: every score on 64 tokens, the ``repeated:256`` induction
-  probe, direct logit attribution and a zero-ablation sweep (``bench/heads.py``; not with
-  ``--quick``). Targets: ≤ 3 s, ≤ 20 s, ≤ 1 s, ≤ 30 s.
+  probe, direct logit attribution and a zero-ablation sweep (``bench/heads.py``).
+  Targets: ≤ 3 s, ≤ 20 s, ≤ 1 s, ≤ 30 s.
 - ``startup``: a fresh ``attnexplorer --preset pronoun`` to its first painted window (before
   torch has loaded) and to every panel drawn, beside ``python -c "import torch,
   PySide6.QtWidgets, pyqtgraph"`` to its imports done (none counts the interpreter's exit).
@@ -41,8 +41,9 @@ Each row kind is measured by a module of this package that also holds its target
 ``report.py``.
 
 ``--json`` prints the same figures as one JSON object; its fields are listed in the README
-("Speed") and checked by the tests. ``--quick`` uses fewer sizes and repeats; ``--only engine,stages``
-measures only those kinds of rows (``row_kinds``).
+("Speed") and checked by the tests. ``--quick`` uses fewer sizes and repeats and leaves out the
+rows that open a real model (``models``, ``behaviour``, ``generation``, ``heads``) unless
+``--only`` names them; ``--only engine,stages`` measures only those kinds of rows (``row_kinds``).
 """
 
 from __future__ import annotations
@@ -120,35 +121,28 @@ def row_kinds(quick: bool = False, devices: tuple[str, ...] = ("cpu",)) -> dict[
     from .fit import bench_fit_gui, bench_fit_steps
     from .long import bench_long
 
+    # The real-model rows (REAL_MODEL_ROWS), each in fresh processes of its own. ``--quick``
+    # measures them only when ``--only`` names them, and then once.
     def models() -> list:
-        # Real models (MiniLM, SmolLM2 from its cache): fresh processes of their own; not with
-        # --quick, since opening a model costs a minute.
-        if quick:
-            return []
+        # Opening MiniLM and SmolLM2 (from its cache), fresh and in the app
         from .real_models import bench_models
 
-        return bench_models()
+        return bench_models(repeats=1 if quick else 3)
 
     def behaviour() -> list:
-        # An edit or an ablation of a real model → its prediction (fresh processes; not with --quick)
-        if quick:
-            return []
+        # An edit or an ablation of a real model → its prediction
         from .behaviour import bench_behaviour
 
-        return bench_behaviour()
+        return bench_behaviour(repeats=1 if quick else 7)
 
     def generation() -> dict:
-        # A cached generation step vs recomputing the text, SmolLM2 (a fresh process; not with --quick)
-        if quick:
-            return {}
+        # A cached generation step vs recomputing the text, SmolLM2
         from .generation import bench_generation
 
-        return bench_generation()
+        return bench_generation(repeats=1 if quick else 9)
 
     def head_scores() -> dict:
-        # Head scores, the induction probe, DLA and an ablation sweep on SmolLM2 (a fresh process; not with --quick)
-        if quick:
-            return {}
+        # Head scores, the induction probe, DLA and an ablation sweep on SmolLM2
         from .heads import bench_heads
 
         return bench_heads()
@@ -182,6 +176,16 @@ def row_kinds(quick: bool = False, devices: tuple[str, ...] = ("cpu",)) -> dict[
 ROW_FIELDS = {"long": ("long", "long_dense", "long_masked", "long_window")}
 # The row kinds that draw with matplotlib.
 NEEDS_MATPLOTLIB = frozenset({"heatmap"})
+# The row kinds that open a real model (a minute each): ``--quick`` leaves them out unless
+# ``--only`` names them.
+REAL_MODEL_ROWS = frozenset({"models", "behaviour", "generation", "heads"})
+
+
+def measured_rows(quick: bool, only: tuple[str, ...] | None, kinds) -> list[str]:
+    """The row kinds a run measures, in the report's order."""
+    if only is not None:
+        return [name for name in kinds if name in only]
+    return [name for name in kinds if not (quick and name in REAL_MODEL_ROWS)]
 
 
 def collect(quick: bool = False, device: str | None = None, only: tuple[str, ...] | None = None) -> dict:
@@ -193,13 +197,13 @@ def collect(quick: bool = False, device: str | None = None, only: tuple[str, ...
     results = {"machine": machine_info(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "load_before": load_average(), "targets": {k: v for k, v in TARGETS.items() if k != "redraw_ms"}}
     results["targets"]["redraw_ms"] = {str(k): v for k, v in TARGETS["redraw_ms"].items()}
-    for name, measure in row_kinds(quick, devices).items():
-        if only is None or name in only:
-            figures = measure()
-            if name in ROW_FIELDS:
-                results.update(figures)
-            else:
-                results[name] = figures
+    kinds = row_kinds(quick, devices)
+    for name in measured_rows(quick, only, kinds):
+        figures = kinds[name]()
+        if name in ROW_FIELDS:
+            results.update(figures)
+        else:
+            results[name] = figures
     results["load_after"] = load_average()
     results["seconds"] = time.perf_counter() - started
     return results
