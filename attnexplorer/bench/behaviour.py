@@ -29,7 +29,7 @@ LAYER = 15
 
 _PROBE = r"""
 import json, statistics, sys, time
-from attnexplorer.bench.harness import close_window, open_probe_window
+from attnexplorer.bench.harness import close_window, end_probe, open_probe_window
 app, document, window, errors = open_probe_window()
 name, text, layer, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 from attnexplorer.ui.model_window import ModelController
@@ -92,6 +92,7 @@ print(json.dumps(out))
 controller.window.close()
 controller.shutdown()
 close_window(document, window)
+end_probe(controller.window)
 """
 
 

@@ -66,7 +66,7 @@ print(json.dumps({"context": generation.length + 1, "layers": loaded.num_layers,
 _WINDOW_PROBE = r"""
 import json, sys, time
 from PySide6.QtCore import QTimer
-from attnexplorer.bench.harness import close_window, open_probe_window
+from attnexplorer.bench.harness import close_window, end_probe, open_probe_window
 app, document, window, errors = open_probe_window()
 name, text, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 from attnexplorer.ui.model_window import ModelController
@@ -105,6 +105,7 @@ print(json.dumps({"run_block_ms": gaps["max"], "run_s": time.perf_counter() - st
 controller.window.close()
 controller.shutdown()
 close_window(document, window)
+end_probe(controller.window)
 """
 
 

@@ -43,6 +43,7 @@ started = time.perf_counter()
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtWidgets import QApplication
 app = QApplication.instance() or QApplication([])
+from attnexplorer.bench.harness import end_probe
 from attnexplorer.ui.model_window import ModelWindow
 import torch
 imported = time.perf_counter()
@@ -60,11 +61,12 @@ done = time.perf_counter()
 print(json.dumps({"seconds": done - started, "import_s": imported - started, "open_s": opened - imported,
                   "run_s": ran - opened, "paint_s": done - ran, "tokens": len(run.tokens), "engine": loaded.engine,
                   "from_cache": loaded.from_cache, "layers": loaded.num_layers, "heads": loaded.num_heads}))
+end_probe(window)
 """
 
 _IN_APP = r"""
 import json, sys, time
-from attnexplorer.bench.harness import close_window, open_probe_window
+from attnexplorer.bench.harness import close_window, end_probe, open_probe_window
 from PySide6.QtWidgets import QApplication
 app, document, window, errors = open_probe_window()
 started = time.perf_counter()
@@ -82,13 +84,14 @@ print(json.dumps({"seconds": done - started}))
 controller.window.close()
 controller.shutdown()
 close_window(document, window)
+end_probe(controller.window)
 """
 
 
 _IN_APP_LONG = r"""
 import gc, json, resource, sys, time
 from attnexplorer.bench.real_models import long_text
-from attnexplorer.bench.harness import close_window, open_probe_window
+from attnexplorer.bench.harness import close_window, end_probe, open_probe_window
 from attnexplorer.models.loading import load_model
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
@@ -130,6 +133,7 @@ print(json.dumps({"tokens": len(run.tokens), "layer": layer, "long": run.long, "
 controller.window.close()
 controller.shutdown()
 close_window(document, window)
+end_probe(controller.window)
 """
 
 LONG_TOKENS, LONG_LAYER, LONG_PEAK_MB = 4096, 12, 2048
