@@ -2,7 +2,8 @@
 
 Every background task of the app goes through it: the compute of a session, a fit, opening a
 model, an autosave write. A runner owns ONE worker thread, started on the first job and
-stopped once (``shutdown()``, or when the runner is collected, or at interpreter exit):
+stopped once (``shutdown()``, or when the runner is collected, or at interpreter exit; a worker
+still in a step that cannot stop early, such as torch's import, is joined before the exit):
 
 - **supersede by generation**: ``submit`` returns a ``Job`` numbered one higher than the last;
   a job submitted while another waits replaces the waiting one (it never runs), and only the
@@ -32,6 +33,7 @@ thread, a one-place queue and a generation counter, here in plain ``threading``.
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
 import time
@@ -162,6 +164,13 @@ class _Shared:
             job = result = error = None
 
 
+# Workers still in a step their cancel token cannot stop (torch's import, a model read by
+# transformers) when their runner shut down: joined before the interpreter exits.
+_LEFT_RUNNING: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
+# How long the interpreter's exit waits for them (an import takes seconds, never minutes).
+EXIT_WAIT_S = 120.0
+
+
 def _stop(shared: _Shared, thread: threading.Thread | None, timeout_s: float) -> None:
     with shared.lock:
         shared.stopping = True
@@ -169,6 +178,22 @@ def _stop(shared: _Shared, thread: threading.Thread | None, timeout_s: float) ->
         shared.lock.notify_all()
     if thread is not None and thread is not threading.current_thread():
         thread.join(timeout_s)
+        if thread.is_alive():
+            _LEFT_RUNNING.add(thread)
+
+
+@atexit.register
+def join_left_running(timeout_s: float = EXIT_WAIT_S) -> bool:
+    """Wait for workers whose runner shut down while they were in a step that cannot stop
+    early (a window closed while torch was still importing: the window's close waits
+    ``stop_timeout_s``, the interpreter's exit the rest). Run at exit, so that no worker is
+    still running while the interpreter and Qt tear down under it (Qt said "QThread:
+    Destroyed while thread is still running"). False if one is still running after
+    ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    for thread in list(_LEFT_RUNNING):
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(thread.is_alive() for thread in _LEFT_RUNNING)
 
 
 class JobRunner:

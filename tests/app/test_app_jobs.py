@@ -123,6 +123,29 @@ def test_shutdown_stops_the_thread_and_later_jobs_never_run(loop):
     assert job.cancelled and runner.idle and not ran
 
 
+def test_a_worker_that_outlives_its_shutdown_is_joined_before_the_exit(loop):
+    # A window closed while torch was still importing: the import cannot stop early, the close
+    # waits only stop_timeout_s, and the worker must not still be running as the interpreter
+    # and Qt tear down.
+    from attnexplorer.app import jobs
+
+    importing, imported = threading.Event(), threading.Event()
+
+    def first_compute(job):
+        importing.set()
+        imported.wait(60)  # the import: blind to the cancel token
+
+    runner = JobRunner("importing", loop.post, stop_timeout_s=0.0)
+    runner.submit(first_compute)
+    thread = runner.thread
+    assert importing.wait(10)
+    runner.shutdown()
+    assert thread.is_alive()  # the close did not wait for the import
+    imported.set()
+    assert jobs.join_left_running()  # what the interpreter's exit runs
+    assert not thread.is_alive()
+
+
 def test_a_runner_dropped_without_shutdown_stops_its_thread(loop):
     class Owner:
         def __init__(self):

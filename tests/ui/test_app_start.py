@@ -191,3 +191,62 @@ def test_a_document_with_its_result_already_in_connects_and_disconnects_nothing(
         gc.enable()
         gc.unfreeze()
         document.shutdown()
+
+
+@pytest.fixture
+def slow_import(monkeypatch):
+    """The first compute's torch import, made slow: the compute waits in it until the test
+    says it is done (``finish``), or until the document is shut down (its cancel token)."""
+    import threading
+
+    import attnexplorer.app.compute as compute_module
+
+    real = compute_module.compute_any
+    state = {"importing": threading.Event(), "finish": threading.Event()}
+
+    def compute_any(*args, cancelled=None, **kwargs):
+        state["importing"].set()
+        while not state["finish"].wait(0.01):  # the import: it ends when told or when shut down
+            if cancelled is not None and cancelled():
+                break
+        return real(*args, cancelled=cancelled, **kwargs)
+
+    monkeypatch.setattr(compute_module, "compute_any", compute_any)
+    return state
+
+
+def _window_importing(settings, qtbot, slow_import):
+    from attnexplorer.ui.document import SessionDocument
+
+    document = SessionDocument(build_preset("pronoun").session, compute=False)
+    window = MainWindow(document, settings)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    document.compute.request(background=True)  # the app's first compute, after the first paint
+    assert slow_import["importing"].wait(30)
+    return document, window
+
+
+def test_closing_while_torch_imports_waits_for_the_import_and_ends_the_thread(settings, qtbot, slow_import):
+    # Regression: closing the window while torch was still importing left the compute thread
+    # running past the window ("QThread: Destroyed while thread is still running").
+    document, window = _window_importing(settings, qtbot, slow_import)
+    thread = document.compute.worker_thread
+    window.close()  # returns at once: the import goes on
+    assert not window.isVisible() and thread.is_alive()
+    document.shutdown()  # what the app does once its event loop ends: the import ends, then the thread
+    assert not thread.is_alive()
+    QApplication.processEvents()
+    assert document.result is None  # nothing computed for the closed window reached it
+
+
+def test_an_import_ending_after_the_close_draws_nothing_and_fails_nothing(settings, qtbot, slow_import):
+    document, window = _window_importing(settings, qtbot, slow_import)
+    window.close()  # the panels are taken apart (Panel.dispose)
+    slow_import["finish"].set()  # torch is in: the compute finishes for a closed window
+    with qtbot.waitSignal(document.compute.settled, timeout=60000):
+        pass
+    assert not window.isVisible()
+    document.shutdown()
+    assert not document.compute.worker_thread.is_alive()
