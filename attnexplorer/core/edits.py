@@ -266,6 +266,39 @@ def _fit_or_none(a, shape):
     return None if a is None else _fit(a, shape)
 
 
+def fitted_head_stages(session: Session, heads: int, kv_heads: int, d_k: int, kv_take=None) -> dict:
+    """The QK-norm weights and the sinks for ``heads`` query heads, ``kv_heads`` K/V heads and
+    width ``d_k`` (the changes to pass to ``session.replace``): kept where they fit; a new
+    head's or dimension's norm weight starts at 1 and bias at 0, a new head's sink at 0.
+    ``kv_take``: the old K/V head each new K/V head takes (regrouping), else the first ones."""
+    changes = {}
+    if session.sinks is not None and heads != session.heads:
+        changes["sinks"] = _fit(session.sinks, (heads,))
+    qk = session.qk_norm
+    if qk is None:
+        return changes
+
+    def fit(v, count, old_count, take, fill):
+        if v is None:
+            return None
+        shared = qk.over == "head" and v.shape[0] == session.d_k
+        blocks = v[None] if shared else v.reshape(old_count, session.d_k)
+        if take is not None and not shared:
+            blocks = blocks[take]
+        rows = 1 if shared else count
+        out = np.full((rows, d_k), fill)
+        out[: min(rows, len(blocks)), : min(d_k, session.d_k)] = blocks[:rows, :d_k]
+        return out.reshape(-1)
+
+    new = replace(qk, query_weight=fit(qk.query_weight, heads, session.heads, None, 1.0),
+                  query_bias=fit(qk.query_bias, heads, session.heads, None, 0.0),
+                  key_weight=fit(qk.key_weight, kv_heads, session.kv_heads, kv_take, 1.0),
+                  key_bias=fit(qk.key_bias, kv_heads, session.kv_heads, kv_take, 0.0))
+    if new != qk:
+        changes["qk_norm"] = new
+    return changes
+
+
 def _d_in(session: Session, d: int) -> int:
     """The rows of W_k and W_v: the source's width in cross-attention, else d."""
     return d if session.source is None else session.source.d
@@ -305,6 +338,7 @@ def resize_dk(session: Session, d_k: int) -> Session:
     if p is not None and p.kind == "rope" and d_k >= 2 and (p.rope_dims(session.d_k) > d_k or (p.dims is None and d_k % 2)):
         # RoPE keeps rotating as many pairs as fit: the largest even number of dimensions.
         changes["positions"] = replace(p, dims=min(p.rope_dims(session.d_k), d_k - d_k % 2))
+    changes.update(fitted_head_stages(session, h, g, d_k))
     return session.replace(w_query=_fit(session.w_query, (h, session.d, d_k)), w_key=_fit(session.w_key, (g, d_in, d_k)),
                            b_query=_fit_or_none(session.b_query, (h, d_k)), b_key=_fit_or_none(session.b_key, (g, d_k)),
                            **changes)
@@ -324,7 +358,8 @@ def set_heads(session: Session, heads: int) -> Session:
 
     Grouped-query K/V heads stay as they are (``heads`` must remain a multiple of them);
     otherwise every head has its own K and V, as before. Explicit ALiBi slopes follow the
-    heads (a new head gets the paper's slope for its place)."""
+    heads (a new head gets the paper's slope for its place), and so do the sinks and
+    per-head QK-norm weights (``fitted_head_stages``)."""
     heads = _check_size(heads, "heads", MAX_HEADS)
     d, dk, dv = session.d, session.d_k, session.d_v
     g = heads if session.kv_heads == session.heads else session.kv_heads
@@ -335,6 +370,7 @@ def set_heads(session: Session, heads: int) -> Session:
         slopes = alibi_slopes(heads)
         slopes[: min(heads, len(p.slopes))] = p.slopes[:heads]
         changes["positions"] = replace(p, slopes=slopes)
+    changes.update(fitted_head_stages(session, heads, g, dk))
     return session.replace(
         w_query=_fit(session.w_query, (heads, d, dk)),
         w_key=_fit(session.w_key, (g, d_in, dk)),

@@ -174,7 +174,8 @@ def set_kv_heads(session: Session, kv_heads: int | None) -> Session:
         return None if a is None else a[take]
 
     return session.replace(w_key=session.w_key[take], w_value=session.w_value[take],
-                           b_key=pick(session.b_key), b_value=pick(session.b_value))
+                           b_key=pick(session.b_key), b_value=pick(session.b_value),
+                           **edits.fitted_head_stages(session, h, g, session.d_k, kv_take=take))
 
 
 def sharing_heads(session: Session, head: int) -> tuple[int, ...]:

@@ -201,3 +201,27 @@ def test_equality_sees_each_new_stage():
             != Positions("rope", scaling=RopeScaling("linear", factor=3.0)))
     assert Positions("rope", angles="float32") != Positions("rope")
     assert math.isclose(Scale("factor", multiplier=256 ** -0.5).factor(4), 0.0625)
+
+
+def test_size_edits_carry_the_qk_norm_weights_and_the_sinks():
+    from attnexplorer.core.edits import resize_dk, set_heads
+    from attnexplorer.core.stage_edits import set_kv_heads
+
+    per_head = QKNorm("rms", "head", 1e-6, np.arange(1.0, 17.0), np.arange(1.0, 5.0))
+    whole = QKNorm("layer", "all", 1e-5, np.arange(1.0, 17.0), np.arange(1.0, 9.0), np.zeros(16), np.ones(8))
+    for qk in (per_head, whole):
+        s = session(qk_norm=qk, sinks=np.array([1.0, 2.0, 3.0, 4.0]))
+        six = set_heads(s, 6)
+        assert six.sinks.tolist() == [1, 2, 3, 4, 0, 0]
+        assert six.qk_norm.query_weight.tolist() == list(range(1, 17)) + [1.0] * 8   # new heads' weights: 1
+        two = set_heads(s, 2)
+        assert two.sinks.tolist() == [1, 2] and two.qk_norm.query_weight.tolist() == list(range(1, 9))
+        wide = resize_dk(s, 6)
+        q = wide.qk_norm.query_weight.reshape(4, 6)
+        assert q[:, :4].tolist() == np.arange(1.0, 17.0).reshape(4, 4).tolist() and (q[:, 4:] == 1).all()
+        if qk.over == "head":
+            assert wide.qk_norm.key_weight.tolist() == [1, 2, 3, 4, 1, 1]   # shared by the heads: d_k numbers
+        regrouped = set_kv_heads(s, 1)
+        assert regrouped.kv_heads == 1
+        for edited in (six, two, wide, regrouped):
+            assert np.isfinite(compute(edited, dtype="float64").weights).all()
