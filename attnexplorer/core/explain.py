@@ -68,6 +68,10 @@ class CellExplanation:
     unblocked scaled score of the row; ``denominator`` is the row's sum of those. Shifting
     by the row maximum is what a stable softmax does and leaves every weight the same, so
     ``weight == exp_shifted / denominator`` (0 for a blocked cell or a fully blocked row).
+
+    With attention sinks, ``row_max`` is the larger of that score and the head's sink logit,
+    ``denominator`` includes exp(sink − row_max), and ``sink_share`` is the sink's part of
+    the row (None without sinks): the row's weights over the keys sum to 1 − sink_share.
     """
 
     head: int
@@ -89,6 +93,7 @@ class CellExplanation:
     denominator: float
     weight: float
     lines: tuple[str, ...]
+    sink_share: float | None = None
 
     @property
     def text(self) -> str:
@@ -127,24 +132,40 @@ def explain_cell(result: AttentionResult, head: int, query: int, key: int) -> Ce
     masked = bool(result.mask[i, j])
     row_blocked = bool(result.blocked_rows[i])
     free = ~np.asarray(result.mask[i])
+    sink = None if session.sinks is None else float(session.sinks[h])
+    sink_term = 0.0
     if row_blocked:
         row_max, exps, denominator = 0.0, np.zeros_like(row), 0.0
     else:
-        row_max = float(row[free].max())
+        row_max = float(row[free].max()) if sink is None else max(float(row[free].max()), sink)
         # exp of the free keys only: a blocked key may score far above them (τ = 0.0001)
         # and its exp would overflow, although its weight is 0 anyway.
         exps = np.zeros_like(row)
         exps[free] = np.exp(row[free] - row_max)
-        denominator = float(exps.sum())
+        sink_term = 0.0 if sink is None else float(np.exp(sink - row_max))
+        denominator = float(exps.sum()) + sink_term
     exp_shifted = float(exps[j])
     weight = float(weights_row[j])
+    sink_share = None
+    if sink is not None:
+        sink_share = 1.0 if row_blocked else float(result.sink_share[h, i]) if result.sink_share is not None \
+            else sink_term / denominator
 
     # The summary line (inserted first, below) already writes out q·k term by term.
     lines = stage_lines(session, result, h, i, j)
     lines.append(f"score = q({qt})·k({kt}), the sum of the {len(q)} products above = {fmt(score)}")
     bias_row = _alibi_row(result, h, i)
     bias = None if bias_row is None else float(bias_row[j])
-    if bias is not None:
+    cap = session.softcap
+    if cap is not None:
+        # Soft-capping comes between the scale and the bias (Gemma 2: s → c·tanh(s / c)).
+        raw = score * factor
+        capped = cap * np.tanh(raw / cap)
+        after = "" if bias is None else f"; + ALiBi ({fmt(bias)})"
+        lines.append(f"scaled score = {fmt(score)} × {fmt(factor)} = {fmt(raw)}, soft-capped at {fmt(cap)}: "
+                     f"{fmt(cap)}·tanh({fmt(raw)} / {fmt(cap)}) = {fmt(capped)}{after} → {fmt(scaled)}"
+                     f"  (every scaled score stays between −{fmt(cap)} and {fmt(cap)})")
+    elif bias is not None:
         # The slope from the session (on the diagonal the bias is 0 and does not tell it).
         slope = float(session.positions.slopes_for(session.heads)[h])
         what = f"ALiBi −{fmt(slope)}×|{i}−{j}|"
@@ -159,14 +180,25 @@ def explain_cell(result: AttentionResult, head: int, query: int, key: int) -> Ce
     elif masked:
         lines.append(f"{kt!r} is blocked for {qt!r} by the {session.mask.kind} mask: exp = 0, so weight = 0")
     else:
+        largest = "the row's largest score" if sink is None else "the larger of the row's largest score and the sink"
         lines.append(
             f"exp(scaled − row max) = exp({fmt(scaled)} − {fmt(row_max)}) = {fmt(exp_shifted)}"
-            f"  (shifting by the row's largest score, as a stable softmax does, leaves the weights unchanged)"
+            f"  (shifting by {largest}, as a stable softmax does, leaves the weights unchanged)"
         )
-        lines.append(f"row sum of exp(scaled − row max) over the {int(free.sum())} visible keys = {fmt(denominator)}")
+        if sink is None:
+            lines.append(f"row sum of exp(scaled − row max) over the {int(free.sum())} visible keys = {fmt(denominator)}")
+        else:
+            lines.append(f"row sum over the {int(free.sum())} visible keys {fmt(denominator - sink_term)} + the sink's "
+                         f"exp({fmt(sink)} − {fmt(row_max)}) = {fmt(sink_term)}: {fmt(denominator)}  (head {h}'s sink "
+                         f"logit joins every row's softmax as a key with no value)")
         lines.append(f"weight = {fmt(exp_shifted)} / {fmt(denominator)} = {fmt(weight)}")
+    if sink_share is not None:
+        lines.append(f"the sink takes {fmt(sink_share)} of the row of {qt!r}: its weights over the keys sum to "
+                     f"1 − {fmt(sink_share)} = {fmt(1.0 - sink_share)}, not 1")
     summary = f"score({qt}, {kt}) = {_sum_text(q, k)} = {fmt(score)}"
-    if bias is not None:
+    if cap is not None:
+        summary += f"; × {fmt(factor)}, soft-capped at {fmt(cap)}" + ("" if bias is None else " + ALiBi") + f" = {fmt(scaled)}"
+    elif bias is not None:
         summary += f"; × {fmt(factor)} + ALiBi ({fmt(bias)}) = {fmt(scaled)}"
     elif session.scale.kind != "none":
         summary += f"; {scale_text} = {fmt(scaled)}"
@@ -176,6 +208,7 @@ def explain_cell(result: AttentionResult, head: int, query: int, key: int) -> Ce
         head=h, query=i, key=j, query_token=qt, key_token=kt, q=q, k=k, products=products, score=score,
         scale_factor=factor, scale_text=scale_text, scaled_score=scaled, masked=masked, row_blocked=row_blocked,
         row_max=row_max, exp_shifted=exp_shifted, denominator=denominator, weight=weight, lines=tuple(lines),
+        sink_share=sink_share,
     )
 
 
@@ -266,4 +299,8 @@ def explain_output(result: AttentionResult, head: int, query: int, top: int | No
     for t in terms[:MAX_TERMS_SHOWN]:
         lines.append(f"  {fmt(t.weight)} × {fmt_vector(t.value)} = {fmt_vector(t.contribution)}   ({t.token})")
     lines.append(f"= {fmt_vector(output)}" + (f"  (the whole sum over all {len(order)} visible keys)" if rest else ""))
+    if session.sinks is not None:
+        total = float(weights[visible].sum())
+        lines.append(f"  the weights sum to {fmt(total)}, not 1: head {h}'s sink takes the rest ({fmt(1.0 - total)}) "
+                     "and, having no value, adds nothing to the output")
     return OutputExplanation(h, i, qt, terms, len(cut), omitted_weight, output, False, tuple(lines))

@@ -92,7 +92,7 @@ class Scale:
         if self.kind == "none":
             return "unscaled"
         if self.kind == "factor":
-            return f"×{self.multiplier:.6g}"
+            return f"× factor {self.multiplier:.6g}"
         return f"÷τ (τ = {self.temperature:g})"
 
 
