@@ -65,6 +65,8 @@ def _scale_code(session) -> str:
         return "scale = 1.0 / math.sqrt(d_k)"
     if scale.kind == "none":
         return "scale = 1.0  # unscaled"
+    if scale.kind == "factor":
+        return f"scale = {_number(scale.multiplier)}  # an explicit factor (e.g. query_pre_attn_scalar ** -0.5)"
     return f"scale = 1.0 / {_number(scale.temperature)}  # softmax(scores / temperature)"
 
 
@@ -107,6 +109,64 @@ def _bias_code(name: str, b, comment: str) -> str:
     return f"{name} = torch.tensor(" + _matrix(b, "") + f", dtype=dtype)[:, None, :]  # {comment}"
 
 
+def _qk_norm_code(qk, heads: int, kv_heads: int, d_k: int) -> list[str]:
+    """QK-norm of Q and K (H, n, d_k) before RoPE: over each head's numbers or, with "all",
+    over a token's whole projection (every head side by side)."""
+    def tensor(v, count):
+        if v is None:
+            return "None"
+        # Over each head, a weight of its own per head is (heads, 1, d_k); one shared, (d_k,).
+        per_head = qk.over == "head" and v.shape[0] != d_k
+        return f"torch.tensor({_vector(v)}, dtype=dtype)" + (f".view({count}, 1, {d_k})" if per_head else "")
+
+    kind = "RMSNorm" if qk.kind == "rms" else "LayerNorm"
+    lines = [f"# QK-norm ({kind} over {'each head' if qk.over == 'head' else 'the whole projection'}) before RoPE",
+             "def qk_norm(x, weight, bias):"]
+    if qk.over == "all":
+        lines.append("    h = x.shape[0]")
+        lines.append("    x = x.transpose(0, 1).reshape(x.shape[1], -1)  # (n, heads · d_k): one row per token")
+    if qk.kind == "layer":
+        lines.append(f"    x = (x - x.mean(-1, keepdim=True)) * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + {qk.eps!r})")
+    else:
+        lines.append(f"    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + {qk.eps!r})")
+    lines += ["    x = x if weight is None else x * weight", "    x = x if bias is None else x + bias"]
+    if qk.over == "all":
+        lines.append("    return x.reshape(x.shape[0], h, -1).transpose(0, 1)")
+    else:
+        lines.append("    return x")
+    lines += ["",
+              "Q_unnormed, K_unnormed = Q, K",
+              f"Q = qk_norm(Q, {tensor(qk.query_weight, heads)}, {tensor(qk.query_bias, heads)})",
+              f"K = qk_norm(K, {tensor(qk.key_weight, kv_heads)}, {tensor(qk.key_bias, kv_heads)})"]
+    return lines
+
+
+def _rope_frequency_code(p, dims: int) -> list[str]:
+    """cos and sin of every position and pair, as the engine makes them (``rope_cos_sin``)."""
+    if p.scaling is None and p.angles == "float64":
+        return [f"# RoPE: pair i of the first {dims} dimensions turns by position × theta^(-2i/dims)",
+                f"positions = torch.arange({p.offset}, {p.offset} + n, dtype=torch.float64)",
+                f"inv_freq = {_number(p.theta)} ** (-torch.arange(0, {dims}, 2, dtype=torch.float64) / {dims})",
+                "angles = positions[:, None] * inv_freq[None, :]",
+                "cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)"]
+    from ..core.attention import rope_inv_freq
+
+    wide = "torch.float32" if p.angles == "float32" else "torch.float64"
+    inv_freq, factor = rope_inv_freq(dims, p.theta, p.scaling, float32=p.angles == "float32")
+    what = "theta^(-2i/dims)" if p.scaling is None else f"theta^(-2i/dims) scaled ({p.scaling.describe()})"
+    lines = [f"# RoPE: pair i of the first {dims} dimensions turns by position × inv_freq[i], {what},",
+             f"# the angles made in {wide.removeprefix('torch.')} as the model makes them",
+             f"positions = torch.arange({p.offset}, {p.offset} + n, dtype={wide})",
+             f"inv_freq = torch.tensor({_vector(inv_freq.double().numpy())}, dtype={wide})",
+             "angles = positions[:, None] * inv_freq[None, :]"]
+    if factor != 1.0:
+        lines.append(f"attention_factor = {_number(factor)}  # YaRN scales cos and sin")
+        lines.append("cos, sin = (angles.cos() * attention_factor).to(dtype), (angles.sin() * attention_factor).to(dtype)")
+    else:
+        lines.append("cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)")
+    return lines
+
+
 def _rope_code(p, d_k: int) -> list[str]:
     dims = p.rope_dims(d_k)
     if p.layout == "half":
@@ -116,11 +176,7 @@ def _rope_code(p, d_k: int) -> list[str]:
         pairs = f"a, b = x[..., 0:{dims}:2], x[..., 1:{dims}:2]  # pairs (2i, 2i+1), as GPT-J"
         join = "turned = torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)"
     return [
-        f"# RoPE: pair i of the first {dims} dimensions turns by position × theta^(-2i/dims)",
-        f"positions = torch.arange({p.offset}, {p.offset} + n, dtype=torch.float64)",
-        f"inv_freq = {_number(p.theta)} ** (-torch.arange(0, {dims}, 2, dtype=torch.float64) / {dims})",
-        "angles = positions[:, None] * inv_freq[None, :]",
-        "cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)",
+        *_rope_frequency_code(p, dims),
         "",
         "def rope(x):",
         f"    {pairs}",
@@ -133,9 +189,9 @@ def _rope_code(p, d_k: int) -> list[str]:
 
 
 def _stages_used(session) -> bool:
-    return not (session.b_query is None and session.b_key is None and session.b_value is None and session.b_out is None
-                and session.norm is None and session.positions is None and session.source is None
-                and session.kv_heads == session.heads)
+    from ..core.engine import uses_stages
+
+    return uses_stages(session)
 
 
 def session_to_torch_code(session) -> str:
@@ -240,6 +296,8 @@ def _staged_code(session) -> str:
         f"K = {kv_in} @ W_k + b_k  # (H_kv, n_k, d_k)",
         f"V = {kv_in} @ W_v + b_v",
     ]
+    if session.qk_norm is not None:
+        lines += _qk_norm_code(session.qk_norm, session.heads, session.kv_heads, session.d_k)
     if p is not None and p.kind == "rope":
         lines += _rope_code(p, session.d_k)
     group = session.heads // session.kv_heads
@@ -249,15 +307,28 @@ def _staged_code(session) -> str:
                   "scores = Q @ K[kv_head_of].transpose(-1, -2)  # raw q·k"]
     else:
         lines.append("scores = Q @ K.transpose(-1, -2)  # raw q·k")
+    scaled = "scores * scale"
+    if session.softcap is not None:
+        lines.append(f"softcap = {_number(session.softcap)}  # soft-capping: scaled scores → softcap · tanh(s / softcap)")
+        scaled = "torch.tanh(scores * scale / softcap) * softcap"
     if p is not None and p.kind == "alibi":
         lines += ["slopes = torch.tensor(" + _vector(p.slopes_for(session.heads)) + ", dtype=torch.float64)",
                   "i = torch.arange(n, dtype=torch.float64)",
                   "position_bias = (-slopes[:, None, None] * (i[:, None] - i[None, :]).abs()).to(dtype)  # ALiBi",
-                  "scaled_scores = scores * scale + position_bias"]
+                  f"scaled_scores = {scaled} + position_bias"]
     else:
-        lines.append("scaled_scores = scores * scale")
+        lines.append(f"scaled_scores = {scaled}")
+    if session.sinks is not None:
+        lines += [f"sinks = torch.tensor({_vector(session.sinks)}, dtype=dtype)  # one learned logit per head",
+                  "# Each head's sink joins every row's softmax as one more key with no value: the weights",
+                  "# over the real keys sum to 1 − sink_share.",
+                  "logits = torch.cat((scaled_scores.masked_fill(mask, float('-inf')),",
+                  "                    sinks[:, None, None].expand(-1, n, 1)), dim=-1)",
+                  "probabilities = torch.softmax(logits, dim=-1)",
+                  "weights, sink_share = probabilities[..., :-1], probabilities[..., -1]"]
+    else:
+        lines.append("weights = torch.softmax(scaled_scores.masked_fill(mask, float('-inf')), dim=-1)")
     lines += [
-        "weights = torch.softmax(scaled_scores.masked_fill(mask, float('-inf')), dim=-1)",
         "# A query whose every key is blocked attends to nothing: weights 0, not NaN.",
         "weights = weights.masked_fill(mask.all(dim=-1)[:, None], 0.0)",
         "head_outputs = weights @ " + ("V[kv_head_of]" if group > 1 else "V") + "  # (H, n, d_v)",

@@ -104,3 +104,49 @@ def test_snippet_with_stages_matches_engine(session):
     for name in ("X", "Q_unrotated", "K_unrotated", "position_bias"):
         if getattr(result, name) is not None:
             assert_close(namespace[name].numpy(), getattr(result, name), name, tol, floor)
+
+
+def _v3_session(**stages):
+    from attnexplorer.core.session import Session
+
+    rng = np.random.default_rng(4)
+    r = lambda *shape: rng.normal(size=shape)  # noqa: E731
+    return Session(tokens=tuple("abcdef"), embeddings=r(6, 4), w_query=r(4, 4, 4), w_key=r(2, 4, 4),
+                   w_value=r(2, 4, 3), w_out=r(12, 3), mask=Mask("causal"), **stages)
+
+
+def _v3_cases():
+    from attnexplorer.core.stages import Positions, QKNorm, RopeScaling
+
+    rng = np.random.default_rng(5)
+    return {
+        "qk-norm-shared": dict(qk_norm=QKNorm("rms", "head", 1e-6, 1 + 0.1 * rng.normal(size=4), None)),
+        "qk-norm-per-head-layer": dict(qk_norm=QKNorm("layer", "head", 1e-5, rng.normal(size=16), rng.normal(size=8),
+                                                      rng.normal(size=16), None)),
+        "qk-norm-all": dict(qk_norm=QKNorm("rms", "all", 1e-6, rng.normal(size=16), rng.normal(size=8))),
+        "softcap-sinks-factor": dict(softcap=2.0, sinks=np.array([0.5, -1.0, 2.0, 0.0]),
+                                     scale=Scale("factor", multiplier=0.3)),
+        "rope-llama3-float32": dict(positions=Positions("rope", theta=500.0, angles="float32", scaling=RopeScaling(
+            "llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=4))),
+        "rope-yarn-partial": dict(positions=Positions("rope", theta=100.0, dims=2, offset=3, scaling=RopeScaling(
+            "yarn", factor=4.0, original_max_position_embeddings=2)), qk_norm=QKNorm("rms", "head", 1e-6)),
+        "rope-linear-softcap-sinks": dict(positions=Positions("rope", scaling=RopeScaling("linear", factor=2.0)),
+                                          softcap=1.0, sinks=np.zeros(4)),
+    }
+
+
+@pytest.mark.parametrize("case", list(_v3_cases()))
+def test_snippet_spells_version_3_stages(case):
+    """QK-norm, soft-capping, sinks, the scale factor and RoPE scaling (float32 angles too)."""
+    session = _v3_session(**_v3_cases()[case])
+    code = session_to_torch_code(session)
+    namespace = run_snippet(code)
+    result = compute(session, dtype="float64")
+    assert_same(namespace, result, 1e-10)
+    for name in ("Q_unrotated", "K_unrotated", "Q_unnormed", "K_unnormed", "sink_share"):
+        if getattr(result, name) is not None:
+            assert_close(namespace[name].numpy(), getattr(result, name), name, 1e-10)
+    if session.sinks is not None:
+        assert "sinks = torch.tensor" in code and "sink_share" in code
+    if session.softcap is not None:
+        assert "torch.tanh(scores * scale / softcap) * softcap" in code
