@@ -1,4 +1,5 @@
-"""The supported families (BERT, RoBERTa, DistilBERT, GPT-2, Llama, Qwen2, Mistral) and how each one's
+"""The supported families (BERT, RoBERTa, DistilBERT, GPT-2, Llama, Qwen2, Mistral, Phi-3, GPT-NeoX,
+Gemma, SmolLM3) and how each one's
 layer becomes a version-2 session.
 
 Each family says how to find its layers in a transformers model, which module's output is "the
@@ -29,6 +30,12 @@ What the session takes as its embeddings, and why (the pipeline is E → + P →
 - **Qwen2, Mistral**: as Llama (``Family.kind`` "llama": the same weight names and forward);
   Qwen2's q/k/v biases are always there, and a layer's sliding window (``window_of_layer``)
   is the session's ``{"window": w}`` mask.
+- **Phi-3, GPT-NeoX / Pythia, Gemma, SmolLM3**: as Llama, their tensors read under Llama's
+  names (``decoders.canonical``: fused projections split, Gemma's norm weights as 1 + w), with
+  the norm GPT-NeoX has (a LayerNorm with bias), RoPE over the rotated part of each head only
+  (``dims``: Phi-3's ``partial_rotary_factor``, GPT-NeoX's ``rotary_pct``), and no positions
+  on SmolLM3's layers without RoPE. E is the stream entering the layer (Gemma's layer 0: the
+  embeddings already × √hidden_size, as the model scales them).
 - **RoBERTa**: as BERT (kind "bert"), but P = the position rows its ids read, from
   padding_idx + 1 on (``position_ids``).
 - **DistilBERT**: as BERT without token types, its tensors renamed to BERT's (``bert_names``).
@@ -46,7 +53,7 @@ from ..core.limits import MAX_TOKENS
 from .errors import ModelError
 
 SUPPORTED = ("BERT-like encoders (bert, roberta, distilbert), GPT-2 (gpt2) and Llama-like decoders (llama, qwen2, "
-             "mistral)")
+             "mistral, phi3, gpt_neox, gemma, smollm3)")
 
 
 def _np(t: Any) -> np.ndarray:
@@ -123,19 +130,21 @@ def position_ids(config: Any, ids: Any) -> Any:
 def window_of_layer(config: Any, layer: int) -> int | None:
     """The sliding window of a decoder's layer (a query sees itself and the window − 1 tokens
     before it, transformers' ``sliding_window_overlay``), or None for full causal attention.
-    Mistral windows every layer by ``sliding_window`` (null: none); Qwen2 only when
-    ``use_sliding_window`` is on, on the layers ``layer_types`` names (by default those from
-    ``max_window_layers`` on)."""
+    Mistral and Phi-3 window every layer by ``sliding_window`` (null: none); Qwen2 and SmolLM3
+    only when ``use_sliding_window`` is on, on the layers ``layer_types`` names (by default
+    Qwen2's from ``max_window_layers`` on, SmolLM3's layers without RoPE)."""
     kind = config.model_type
-    if kind == "mistral":
+    if kind in ("mistral", "phi3"):
         window = getattr(config, "sliding_window", None)
-    elif kind == "qwen2":
+    elif kind in ("qwen2", "smollm3"):
         window = getattr(config, "sliding_window", None) if getattr(config, "use_sliding_window", False) else None
         types = getattr(config, "layer_types", None)
-        if types is None:
+        if types is not None:
+            sliding = types[layer] == "sliding_attention"
+        elif kind == "qwen2":
             sliding = window is not None and layer >= int(getattr(config, "max_window_layers", 28))
         else:
-            sliding = types[layer] == "sliding_attention"
+            sliding = window is not None and layer_rope(config, layer) is None
         if not sliding:
             return None
         if window is None:
@@ -152,7 +161,7 @@ def window_of_layer(config: Any, layer: int) -> int | None:
 
 def _window_check(config: Any) -> None:
     types = getattr(config, "layer_types", None)
-    if config.model_type == "qwen2" and types is not None:
+    if config.model_type in ("qwen2", "smollm3") and types is not None:
         layers = int(config.num_hidden_layers)
         if not isinstance(types, (list, tuple)) or len(types) != layers or \
                 any(t not in ("full_attention", "sliding_attention") for t in types):
@@ -291,9 +300,12 @@ def _gpt2_parts(w: Any, config: Any, run: Any, layer: int) -> dict:
 # ---- Llama ---------------------------------------------------------------------------------
 
 # What a plain-RoPE config may say about its rotation: anything else (a scaling type, its
-# factor, a partial rotation, a key this import does not know) changes the angles, so it is
-# refused by name rather than imported as plain RoPE (the numbers would be silently wrong).
-_PLAIN_ROPE_KEYS = {"rope_type", "type", "rope_theta"}
+# factor, a key this import does not know) changes the angles, so it is refused by name rather
+# than imported as plain RoPE (the numbers would be silently wrong).
+_PLAIN_ROPE_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
+# The families whose RoPE rotates only the first partial_rotary_factor of each head (the others'
+# transformers code ignores the setting, so a config that sets it is refused there).
+_PARTIAL_ROTARY = ("phi3", "gpt_neox")
 
 
 def _rope_dicts(config: Any) -> list[tuple[str, dict]]:
@@ -308,6 +320,16 @@ def _rope_dicts(config: Any) -> list[tuple[str, dict]]:
     return found
 
 
+def _rope_value(config: Any, key: str, legacy: str | None = None, default: Any = None) -> Any:
+    """A RoPE setting: rope_parameters' (transformers 5 writes it there), else the config's own
+    key, else (GPT-NeoX's older configs) its legacy name, else ``default``."""
+    params = dict(getattr(config, "rope_parameters", None) or {})
+    for value in (params.get(key), getattr(config, key, None), getattr(config, legacy, None) if legacy else None):
+        if value is not None:
+            return value
+    return default
+
+
 def rope_theta(config: Any) -> float:
     """θ of a model with plain RoPE; ModelError naming any setting that makes it more than that."""
     for name, values in _rope_dicts(config):
@@ -320,8 +342,8 @@ def rope_theta(config: Any) -> float:
         if extra:
             raise ModelError(f"the model's RoPE sets {', '.join(f'{name}.{k}' for k in extra)}, which attnexplorer "
                              "does not reproduce; only plain RoPE (rope_theta alone) can be expressed")
-    params = dict(getattr(config, "rope_parameters", None) or {})
-    theta = params.get("rope_theta", getattr(config, "rope_theta", None))
+    neox = config.model_type == "gpt_neox"
+    theta = _rope_value(config, "rope_theta", "rotary_emb_base", 10000.0 if neox else None)
     if theta is None:
         raise ModelError("the model's config gives no RoPE θ (rope_theta)")
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not math.isfinite(theta) or theta <= 1.0:
@@ -329,22 +351,60 @@ def rope_theta(config: Any) -> float:
     return float(theta)
 
 
+def rotary_dims(config: Any) -> int:
+    """How many dimensions of each head RoPE turns: all of them, or (Phi-3, GPT-NeoX's
+    ``rotary_pct``, 0.25 by default) int(head_dim · partial_rotary_factor), as their code counts."""
+    neox = config.model_type == "gpt_neox"
+    factor = _rope_value(config, "partial_rotary_factor", "rotary_pct", 0.25 if neox else 1.0)
+    hd = head_dim(config)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0.0 < factor <= 1.0:
+        raise ModelError(f"the model's partial_rotary_factor is {factor!r}; it must be a number in (0, 1]")
+    if factor != 1.0 and config.model_type not in _PARTIAL_ROTARY:
+        raise ModelError(f"this model rotates only part of each head (partial_rotary_factor {factor}), which its "
+                         f"family's code ignores; only full RoPE is supported for {config.model_type}")
+    dims = int(hd * factor)
+    if dims < 2 or dims % 2:
+        raise ModelError(f"RoPE would turn {dims} of each head's {hd} dimensions; it must be an even number")
+    return dims
+
+
+def layer_rope(config: Any, layer: int) -> tuple[float, int] | None:
+    """(θ, rotated dimensions) of a layer's RoPE, or None where the layer has none (SmolLM3's
+    ``no_rope_layers`` 0: every fourth layer by default)."""
+    if config.model_type == "smollm3":
+        flags = getattr(config, "no_rope_layers", None)
+        if flags is None:
+            interval = int(getattr(config, "no_rope_layer_interval", 4) or 4)
+            flags = [int((i + 1) % interval != 0) for i in range(int(config.num_hidden_layers))]
+        if not flags[layer]:
+            return None
+    return rope_theta(config), rotary_dims(config)
+
+
 def _llama_check(config: Any) -> None:
+    from .decoders import check_recipe
+
+    check_recipe(config)
     rope_theta(config)
-    if float(getattr(config, "partial_rotary_factor", 1.0) or 1.0) != 1.0:
-        raise ModelError(f"this model rotates only part of each head (partial_rotary_factor "
-                         f"{config.partial_rotary_factor}); only full RoPE is supported")
-    if num_heads(config) % int(config.num_key_value_heads or num_heads(config)):
+    rotary_dims(config)
+    if num_heads(config) % int(getattr(config, "num_key_value_heads", None) or num_heads(config)):
         raise ModelError("its key/value heads do not divide its query heads")
     _window_check(config)
 
 
 def _llama_parts(w: Any, config: Any, run: Any, layer: int) -> dict:
+    from .decoders import recipe
+
     p = f"layers.{layer}."
     H, hd = num_heads(config), head_dim(config)
     Hkv = int(getattr(config, "num_key_value_heads", None) or H)
-    norm = {"kind": "rms", "weight": _np(w[p + "input_layernorm.weight"]), "eps": float(config.rms_norm_eps)}
-    positions = {"kind": "rope", "theta": rope_theta(config), "dims": hd, "layout": "half", "offset": 0}
+    r = recipe(config)
+    norm = {"kind": r.norm, "weight": _np(w[p + "input_layernorm.weight"]), "eps": r.eps}
+    if r.norm == "layer":
+        norm["bias"] = _np(w[p + "input_layernorm.bias"])
+    rope = r.ropes[layer]
+    positions = None if rope is None else {"kind": "rope", "theta": rope[0], "dims": rope[1], "layout": "half",
+                                           "offset": 0}
     at = p + "self_attn."
     wq, wk, wv = (_np(w[f"{at}{m}_proj.weight"]).T for m in ("q", "k", "v"))
     bq, bk, bv = (w.get(f"{at}{m}_proj.bias") for m in ("q", "k", "v"))
@@ -355,7 +415,8 @@ def _llama_parts(w: Any, config: Any, run: Any, layer: int) -> dict:
     window = window_of_layer(config, layer)
     if window is not None and window >= MAX_TOKENS:   # no text is that long: the window blocks nothing
         window = None
-    # transformers' Llama scales by head_dim ** -0.5: the session's inv_sqrt_dk
+    # transformers' Llama scales by head_dim ** -0.5: the session's inv_sqrt_dk; GPT-NeoX's K/V
+    # heads are its query heads (kv_heads then lists H of them, one each)
     return {"embeddings": run.layer_inputs[layer], "positions": positions, "norm": norm, "heads": heads,
             "kv_heads": kv, "W_o": _np(w[at + "o_proj.weight"]).T, "b_o": _np(b_o) if b_o is not None else None,
             "mask": "causal" if window is None else {"window": window}, "scale": "inv_sqrt_dk"}
@@ -371,12 +432,15 @@ _DISTILBERT = Family("distilbert", False, lambda m: m.transformer.layer, lambda 
 
 
 def _decoder(name: str) -> Family:
-    return Family(name, True, lambda m: m.layers, lambda blk: blk.self_attn, _llama_check, _llama_parts, "llama")
+    # GPT-NeoX's block calls its attention module ``attention``, the others ``self_attn``
+    attention = (lambda blk: blk.attention) if name == "gpt_neox" else (lambda blk: blk.self_attn)
+    return Family(name, True, lambda m: m.layers, attention, _llama_check, _llama_parts, "llama")
 
 
 # Keyed by config.model_type. Qwen2 is Llama with q/k/v biases (always on, none on o_proj) and
 # an optional sliding window on some layers; Mistral is Llama with a sliding window on every
-# layer; RoBERTa is BERT with position ids from padding_idx + 1 and one token type; DistilBERT
+# layer; Phi-3, GPT-NeoX, Gemma and SmolLM3 are read under Llama's names with their
+# differences in ``decoders.Recipe``; RoBERTa is BERT with position ids from padding_idx + 1 and one token type; DistilBERT
 # is BERT without token types, its tensors renamed (``bert_names``).
 FAMILIES = {
     "bert": _encoder("bert"),
@@ -386,6 +450,10 @@ FAMILIES = {
     "llama": _decoder("llama"),
     "qwen2": _decoder("qwen2"),
     "mistral": _decoder("mistral"),
+    "phi3": _decoder("phi3"),
+    "gpt_neox": _decoder("gpt_neox"),
+    "gemma": _decoder("gemma"),
+    "smollm3": _decoder("smollm3"),
 }
 
 

@@ -385,34 +385,50 @@ def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 class _Llama(_Family):
+    """Llama's block, and with ``decoders.Recipe``'s switches the Llama-shaped families read
+    under its names: GPT-NeoX's LayerNorms, plain MLP and parallel residual, Gemma's scaled
+    embeddings, partial or absent RoPE per layer."""
+
     def __init__(self, config, weights):
-        from .families import head_dim, rope_theta
+        from .decoders import recipe
+        from .families import head_dim, window_of_layer
 
         super().__init__(config, weights)
         self.H = int(config.num_attention_heads)
         self.Hkv = int(getattr(config, "num_key_value_heads", None) or self.H)
         self.hd = head_dim(config)
-        self.eps, self.act = float(config.rms_norm_eps), ACT[config.hidden_act]
-        self.theta = rope_theta(config)
-        self._rope: tuple | None = None
-        from .families import window_of_layer
-
+        self.recipe = recipe(config)
+        self.eps, self.act = self.recipe.eps, ACT[self.recipe.act]
+        self._rope: dict = {}
         self.windows = [window_of_layer(config, layer) for layer in range(self.layers)]
 
-    def rope(self, n: int, offset: int = 0):
-        """The kernel's RoPE over every head dimension for positions offset … offset + n − 1,
-        ``half`` layout, its angles made in float32 as transformers' Llama makes them
-        (``rotate_half`` gives the same numbers)."""
-        if self._rope is None or self._rope[1] != (n, offset):
+    def rope(self, layer: int, n: int, offset: int = 0):
+        """The kernel's RoPE over the layer's rotated dimensions for positions offset … offset +
+        n − 1, ``half`` layout, its angles made in float32 as transformers makes them
+        (``rotate_half`` gives the same numbers); None on a layer without RoPE."""
+        settings = self.recipe.ropes[layer]
+        if settings is None:
+            return None
+        key = (settings, n, offset)
+        if key not in self._rope:
             from ..core.attention import rope_cos_sin
 
-            cos, sin = rope_cos_sin(n, self.hd, self.theta, torch.float32, "cpu", offset, float32_angles=True)
-            self._rope = ((cos, sin, self.hd, "half"), (n, offset))
-        return self._rope[0]
+            theta, dims = settings
+            cos, sin = rope_cos_sin(n, dims, theta, torch.float32, "cpu", offset, float32_angles=True)
+            self._rope = {key: (cos, sin, dims, "half")}   # one at a time: a long text's is large
+        return self._rope[key]
+
+    def norm(self, x, w, name):
+        if self.recipe.norm == "layer":
+            return F.layer_norm(x, (x.shape[-1],), w[name + ".weight"], w[name + ".bias"], self.eps)
+        return _rms(x, w[name + ".weight"], self.eps)
 
     def embed(self, ids, w=None, start: int = 0):
         w = self.weights if w is None else w
-        return w["embed_tokens.weight"][ids]
+        x = w["embed_tokens.weight"][ids]
+        if self.recipe.embed_scale is not None:   # Gemma: × √hidden_size in the weights' dtype
+            x = x * torch.tensor(self.recipe.embed_scale, dtype=x.dtype)
+        return x
 
     def layer(self, layer, x, run):
         w, p, H, Hkv, hd = self.tensors(run, layer), f"layers.{layer}.", self.H, self.Hkv, self.hd
@@ -422,24 +438,33 @@ class _Llama(_Family):
 
         from ..core.attention import rotate
 
-        rope = self.rope(x.shape[0], run.position)
-        h = _rms(x, w[p + "input_layernorm.weight"], self.eps)
+        rope = self.rope(layer, x.shape[0], run.position)
+        h = self.norm(x, w, p + "input_layernorm")
         q = _heads(lin(h, p + "self_attn.q_proj"), H, hd)
         k = _heads(lin(h, p + "self_attn.k_proj"), Hkv, hd)
         v = _heads(lin(h, p + "self_attn.v_proj"), Hkv, hd)
-        q, k = rotate(q, rope), rotate(k, rope)   # K and V keep their Hkv heads: the kernel shares them
+        if rope is not None:
+            q, k = rotate(q, rope), rotate(k, rope)   # K and V keep their Hkv heads: the kernel shares them
         context = run.heads(layer, run.attend(layer, q, k, v, hd ** -0.5, causal=True, window=self.windows[layer]))
         out = lin(context, p + "self_attn.o_proj")
         run.output(layer, out)
+
+        def mlp(h):
+            if self.recipe.gated:
+                return lin(self.act(lin(h, p + "mlp.gate_proj")) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
+            return lin(self.act(lin(h, p + "mlp.up_proj")), p + "mlp.down_proj")
+
+        if self.recipe.parallel:   # GPT-NeoX: both read the layer's input, added in its order
+            return mlp(self.norm(x, w, p + "post_attention_layernorm")) + out + x
         x = x + out
-        h = _rms(x, w[p + "post_attention_layernorm.weight"], self.eps)
-        return x + lin(self.act(lin(h, p + "mlp.gate_proj")) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
+        return x + mlp(self.norm(x, w, p + "post_attention_layernorm"))
 
     def final_norm(self, x):
-        return _rms(x, self.weights["norm.weight"], self.eps)
+        return self.norm(x, self.weights, "norm")
 
     def lm_head(self):
-        return self._decoder_head("norm.weight", "embed_tokens.weight", False)
+        tied = self.config.model_type in ("gemma", "smollm3")   # their configs tie by default
+        return self._decoder_head("norm.weight", "embed_tokens.weight", tied)
 
 
 FAMILIES = {"bert": _Bert, "gpt2": _Gpt2, "llama": _Llama}   # by the family's kind (families.Family.kind)

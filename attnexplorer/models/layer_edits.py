@@ -133,7 +133,7 @@ def layer_edit(kind: str, config, weights, run, layer: int, session, model, labe
     if norm_changed and not (kind == "bert" and layer == 0):
         name = {"gpt2": f"h.{layer}.ln_1", "llama": f"layers.{layer}.input_layernorm"}[kind]
         local[name + ".weight"] = _f32(session.norm.weight if session.norm.weight is not None else np.ones(d))
-        if kind == "gpt2":
+        if session.norm.kind == "layer":   # GPT-2's ln_1, GPT-NeoX's input LayerNorm
             local[name + ".bias"] = _f32(session.norm.bias if session.norm.bias is not None else np.zeros(d))
         fold.update({k: v for k, v in local.items() if k.startswith(name)})
     unfoldable, what = [], list(changed)

@@ -350,6 +350,9 @@ def _load_with_transformers(source, folder, gguf, from_cache, notes, say, check)
         from .families import bert_names
 
         weights = bert_names(weights)
+    from .decoders import canonical
+
+    weights = canonical(model.config, weights)   # Phi-3, GPT-NeoX, Gemma under Llama's names
     loaded = LoadedModel(source, family, model.config, weights, tokenizer,
                          hf.forward_with(model, family), TRANSFORMERS, from_cache, notes)
     if gguf:

@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .decoders import canonical
 from .families import FAMILIES, bert_names
 from .sources import ModelError
 
@@ -50,6 +51,17 @@ DEFAULTS = {
                    "n_layers": 6, "n_heads": 12, "dim": 768, "hidden_dim": 3072, "pad_token_id": 0},
     "mistral": {"hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 4096 * 32, "rope_theta": 10000.0,
                 "tie_word_embeddings": False, "sliding_window": 4096},
+    # Phi3Config(), GPTNeoXConfig(), GemmaConfig(), SmolLM3Config() of transformers 5.24 (their RoPE
+    # θ and rotated fraction: families.rope_theta / rotary_dims)
+    "phi3": {"hidden_act": "silu", "rms_norm_eps": 1e-5, "max_position_embeddings": 4096, "rope_theta": 10000.0,
+             "tie_word_embeddings": False},
+    "gpt_neox": {"hidden_act": "gelu", "layer_norm_eps": 1e-5, "max_position_embeddings": 2048,
+                 "tie_word_embeddings": False, "use_parallel_residual": True, "attention_bias": True},
+    "gemma": {"hidden_act": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6, "max_position_embeddings": 8192,
+              "rope_theta": 10000.0, "tie_word_embeddings": True, "head_dim": 256, "attention_bias": False},
+    "smollm3": {"hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 32768, "rope_theta": 2000000.0,
+                "tie_word_embeddings": True, "use_sliding_window": False, "no_rope_layer_interval": 4,
+                "attention_bias": False, "mlp_bias": False},
 }
 # Keys whose null in config.json means "none" (no sliding window), not "transformers' default".
 NULLABLE = ("sliding_window",)
@@ -61,9 +73,11 @@ ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish")
 
 # Where each family's base model starts in a checkpoint (a task model prefixes it: bert., model.…)
 # (by the family's kind: its weights' layout)
-MARKERS = {"bert": "embeddings.word_embeddings.weight", "gpt2": "wte.weight", "llama": "embed_tokens.weight"}
+MARKERS = {"bert": "embeddings.word_embeddings.weight", "gpt2": "wte.weight", "llama": "embed_tokens.weight",
+           "gpt_neox": "embed_in.weight"}   # … and by model_type where it differs from its kind's
 # A task model's head, kept under these names beside the base model: the prediction needs it.
-HEADS = ("lm_head.", "cls.predictions.", "vocab_transform.", "vocab_layer_norm.", "vocab_projector.")   # … DistilBERT's
+HEADS = ("lm_head.", "cls.predictions.", "vocab_transform.", "vocab_layer_norm.", "vocab_projector.",   # … DistilBERT's
+         "embed_out.")   # GPT-NeoX's
 
 
 class ModelConfig:
@@ -96,9 +110,11 @@ def read_config(folder: Path) -> ModelConfig:
 
 def check_config(config: ModelConfig) -> None:
     """NotNative when the forward here does not implement something this config asks for."""
+    from .decoders import activation
+
     kind = FAMILIES[config.model_type].kind
     act = getattr(config, {"gpt2": "activation_function", "distilbert": "activation"}.get(config.model_type, "hidden_act"),
-                  None)
+                  None) if kind != "llama" else activation(config)
     if act not in ACTIVATIONS:
         raise NotNative(f"activation {act!r}")
     if kind == "llama" and int(getattr(config, "pretraining_tp", 1) or 1) != 1:
@@ -116,7 +132,7 @@ def _weight_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.safetensors"))
 
 
-def read_weights(folder: Path, kind: str) -> dict[str, Any]:
+def read_weights(folder: Path, kind: str, model_type: str | None = None) -> dict[str, Any]:
     # ``kind``: the family's kind (``Family.kind``), the layout of its weights
     """The base model's tensors by transformers' names, float32; memory-mapped where they are float32
     already. A task model's LM head (``lm_head.weight``, BERT's ``cls.predictions.*``) is kept under
@@ -134,7 +150,7 @@ def read_weights(folder: Path, kind: str) -> dict[str, Any]:
                     tensors[key] = fh.get_tensor(key)
     except (OSError, SafetensorError) as err:
         raise ModelError(f"{folder.name}: cannot read the weights: {err}") from None
-    marker = MARKERS[kind]
+    marker = MARKERS.get(model_type, MARKERS[kind])
     prefixes = [k[:-len(marker)] for k in tensors if k.endswith(marker)]
     if not prefixes:
         raise NotNative(f"no {marker} in the weights")
@@ -173,19 +189,9 @@ def required_weights(config: ModelConfig) -> list[str]:
                "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
                "mlp.c_proj.weight", "mlp.c_proj.bias"]
         return ["wte.weight", "wpe.weight"] + [f"h.{i}.{p}" for i in range(layers) for p in per]
-    attention = ("q_proj", "k_proj", "v_proj", "o_proj")
-    mlp = ("gate_proj", "up_proj", "down_proj")
-    per = ["input_layernorm.weight", "post_attention_layernorm.weight"]
-    per += [f"self_attn.{m}.weight" for m in attention] + [f"mlp.{m}.weight" for m in mlp]
-    # Qwen2's q/k/v projections always have biases and its o_proj none, Mistral's none at all:
-    # attention_bias and mlp_bias are Llama's settings, which the other two ignore
-    own = config.model_type == "llama"
-    if config.model_type == "qwen2":
-        per += [f"self_attn.{m}.bias" for m in attention[:3]]
-    elif own and getattr(config, "attention_bias", False):
-        per += [f"self_attn.{m}.bias" for m in attention]
-    if own and getattr(config, "mlp_bias", False):
-        per += [f"mlp.{m}.bias" for m in mlp]
+    from .decoders import layer_tensors
+
+    per = layer_tensors(config)
     return ["embed_tokens.weight"] + [f"layers.{i}.{p}" for i in range(layers) for p in per]
 
 
@@ -195,7 +201,7 @@ def required_weights(config: ModelConfig) -> list[str]:
 _UNUSED = {
     "bert": ("embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias"),
     "gpt2": ("ln_f.weight", "ln_f.bias"),
-    "llama": ("norm.weight", "rotary_emb.inv_freq"),
+    "llama": ("norm.weight", "norm.bias", "rotary_emb.inv_freq"),
 }
 _UNUSED_PER_LAYER = {"bert": (), "gpt2": ("attn.bias", "attn.masked_bias"), "llama": ("self_attn.rotary_emb.inv_freq",)}
 
@@ -215,7 +221,10 @@ def check_tensors(config: ModelConfig, weights: dict, label: str) -> None:
     ignored there)."""
     kind = FAMILIES[config.model_type].kind
     required = required_weights(config)
-    missing = [name for name in required if name not in weights]
+    from .decoders import own_name
+
+    missing = [own_name(config, name) for name in required if name not in weights]
+    missing = list(dict.fromkeys(missing))   # Phi-3's q, k and v all come from its one qkv_proj
     if missing:
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
         raise ModelError(f"{label}: the weights lack {missing[0]}{more}; without it the model would run "
@@ -225,7 +234,7 @@ def check_tensors(config: ModelConfig, weights: dict, label: str) -> None:
                   and not name.startswith(HEADS) and _layer_part(kind, name) not in _UNUSED_PER_LAYER[kind]]
     if unexpected:
         more = f" and {len(unexpected) - 1} more" if len(unexpected) > 1 else ""
-        raise ModelError(f"{label}: the weights hold {sorted(unexpected)[0]}{more}, which this {config.model_type} model's "
+        raise ModelError(f"{label}: the weights hold {own_name(config, sorted(unexpected)[0])}{more}, which this {config.model_type} model's "
                          "config does not have (a layer or bias it does not use); refusing rather than guessing")
 
 
@@ -327,9 +336,10 @@ def open_folder(folder: Path) -> tuple[ModelConfig, dict[str, Any], NativeTokeni
     if kind not in FAMILIES:
         raise NotNative(f"model type {kind!r}")   # transformers then names what it is, or refuses it
     check_config(config)
-    weights = read_weights(folder, FAMILIES[kind].kind)
+    weights = read_weights(folder, FAMILIES[kind].kind, kind)
     if kind == "distilbert":
         weights = bert_names(weights)
+    weights = canonical(config, weights)
     check_tensors(config, weights, folder.name)
     try:
         tokenizer = read_tokenizer(folder, kind)

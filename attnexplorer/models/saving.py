@@ -23,7 +23,9 @@ from .sources import ModelError, gguf_cache_folder
 TASK = {"gpt2": ("GPT2LMHeadModel", "transformer."), "llama": ("LlamaForCausalLM", "model."),
         "bert": ("BertForMaskedLM", "bert."), "qwen2": ("Qwen2ForCausalLM", "model."),
         "mistral": ("MistralForCausalLM", "model."), "roberta": ("RobertaForMaskedLM", "roberta."),
-        "distilbert": ("DistilBertForMaskedLM", "distilbert.")}
+        "distilbert": ("DistilBertForMaskedLM", "distilbert."), "phi3": ("Phi3ForCausalLM", "model."),
+        "gpt_neox": ("GPTNeoXForCausalLM", "gpt_neox."), "gemma": ("GemmaForCausalLM", "model."),
+        "smollm3": ("SmolLM3ForCausalLM", "model.")}
 # an encoder without its masked-LM head is saved as its base model
 BASE = {"bert": "BertModel", "roberta": "RobertaModel", "distilbert": "DistilBertModel"}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "vocab.json",
@@ -104,7 +106,10 @@ def save_edited_model(behaviour, interventions, out) -> Path:
         from .families import distilbert_names
 
         weights = distilbert_names(weights)
-    heads = ("lm_head.", "cls.", "vocab_")   # RoBERTa's head is lm_head. too, DistilBERT's vocab_*
+    from .decoders import checkpoint
+
+    weights = checkpoint(loaded.config, weights)   # Phi-3's and GPT-NeoX's fused projections, Gemma's norms
+    heads = ("lm_head.", "cls.", "vocab_", "embed_out.")   # RoBERTa's is lm_head. too, DistilBERT's vocab_*, GPT-NeoX's embed_out
     state = {}
     for name, tensor in weights.items():
         key = name if name.startswith(heads) else prefix + name

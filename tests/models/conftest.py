@@ -279,3 +279,64 @@ def tiny_distilbert_mlm(tmp_path_factory):
     model = DistilBertForMaskedLM(config)
     _randomise(model, 10)
     return _save(tmp_path_factory.mktemp("tiny-distilbert"), model, tokenizer)
+
+
+# The Llama-shaped families read under Llama's names (models/decoders.py), each with its LM
+# head: every parameter random, the RMSNorm/LayerNorm weights near 1 (Gemma's 1 + w is near 1
+# already), RoPE θ away from the default, and each family's own part switched on where it is
+# optional (a partial rotation, a sliding window, a layer without RoPE).
+
+def _decoder(folder, model_class, config_class, seed, **settings):
+    import torch
+
+    tokenizer = _bytelevel_tokenizer("<s>")
+    config = config_class(vocab_size=len(tokenizer), hidden_size=32, num_attention_heads=4, intermediate_size=48,
+                          max_position_embeddings=64, num_hidden_layers=2, pad_token_id=0, bos_token_id=0,
+                          eos_token_id=0, **settings)
+    model = model_class(config)
+    _randomise(model, seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name and name.endswith("weight") and config.model_type != "gemma":
+                p.add_(1.0)
+    return _save(folder, model, tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_phi3_lm(tmp_path_factory):
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    # fused qkv_proj / gate_up_proj, half of each head rotated, a window of 4 on every layer
+    return _decoder(tmp_path_factory.mktemp("tiny-phi3"), Phi3ForCausalLM, Phi3Config, 11, num_key_value_heads=2,
+                    rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5},
+                    sliding_window=4, tie_word_embeddings=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_neox_lm(tmp_path_factory):
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    # per-head fused query_key_value with biases, half of each head rotated (4 of 8),
+    # LayerNorms with biases, the parallel residual
+    return _decoder(tmp_path_factory.mktemp("tiny-neox"), GPTNeoXForCausalLM, GPTNeoXConfig, 12,
+                    rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5},
+                    use_parallel_residual=True, tie_word_embeddings=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma_lm(tmp_path_factory):
+    from transformers import GemmaConfig, GemmaForCausalLM
+
+    # embeddings × √32, RMSNorm × (1 + w), the tanh GELU gate, head_dim 8 apart from the default 256
+    return _decoder(tmp_path_factory.mktemp("tiny-gemma"), GemmaForCausalLM, GemmaConfig, 13, num_key_value_heads=2,
+                    head_dim=8, rope_parameters={"rope_type": "default", "rope_theta": 500.0})
+
+
+@pytest.fixture(scope="session")
+def tiny_smollm3_lm(tmp_path_factory):
+    from transformers import SmolLM3Config, SmolLM3ForCausalLM
+
+    # layer 1 without RoPE, and (as SmolLM3 does by default) that layer sliding, with a window of 3
+    return _decoder(tmp_path_factory.mktemp("tiny-smollm3"), SmolLM3ForCausalLM, SmolLM3Config, 14,
+                    num_key_value_heads=2, no_rope_layers=[1, 0], use_sliding_window=True, sliding_window=3,
+                    rope_parameters={"rope_type": "default", "rope_theta": 500.0}, tie_word_embeddings=False)

@@ -23,7 +23,8 @@ from attnexplorer.models.sources import ModelError
 
 TEXT = "The dog fetched the ball and she was happy"
 MASKED = "The dog fetched the<mask> and she was happy"
-FAMILIES = ["tiny_qwen2_lm", "tiny_mistral_lm", "tiny_roberta_mlm", "tiny_distilbert_mlm"]
+FAMILIES = ["tiny_qwen2_lm", "tiny_mistral_lm", "tiny_roberta_mlm", "tiny_distilbert_mlm", "tiny_phi3_lm",
+            "tiny_neox_lm", "tiny_gemma_lm", "tiny_smollm3_lm"]
 MASKS = {"tiny_roberta_mlm": MASKED, "tiny_distilbert_mlm": "The dog fetched the [MASK] and she was happy"}
 
 
@@ -48,8 +49,15 @@ def _theirs(model, ids):
     base = model.base_model
     layers = base.encoder.layer if hasattr(base, "encoder") else getattr(base, "layers", None) or base.transformer.layer
     outputs = []
-    hooks = [(layer.self_attn if hasattr(layer, "self_attn") else getattr(layer.attention, "out_lin", None)
-              or layer.attention.output.dense)
+    def attention(layer):   # the module whose output is the attention before the residual add
+        if hasattr(layer, "self_attn"):
+            return layer.self_attn
+        inner = layer.attention
+        if hasattr(inner, "out_lin") or hasattr(inner, "output"):   # DistilBERT's, BERT's
+            return getattr(inner, "out_lin", None) or inner.output.dense
+        return inner   # GPT-NeoX's
+
+    hooks = [attention(layer)
              .register_forward_hook(lambda _m, _a, out: outputs.append((out[0] if isinstance(out, tuple) else out)[0]))
              for layer in layers]
     try:
@@ -153,20 +161,22 @@ def test_qwen2_sliding_layers_without_a_window_are_refused(tiny_qwen2_lm, tmp_pa
 
 
 def test_an_unsupported_family_is_refused_naming_the_families(tiny_mistral_lm, tmp_path):
-    folder = tmp_path / "gemma"
+    folder = tmp_path / "falcon"
     shutil.copytree(tiny_mistral_lm, folder)
     config = json.loads((folder / "config.json").read_text())
-    config["model_type"] = "gemma"
+    config["model_type"] = "falcon"
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ModelError, match="qwen2, mistral") as err:
+    with pytest.raises(ModelError, match="qwen2, mistral, phi3, gpt_neox, gemma, smollm3") as err:
         load_model(str(folder))
     assert "roberta, distilbert" in str(err.value)
 
 
-@pytest.mark.parametrize("name", ["tiny_qwen2_lm", "tiny_mistral_lm"])
+@pytest.mark.parametrize("name", ["tiny_qwen2_lm", "tiny_mistral_lm", "tiny_phi3_lm", "tiny_neox_lm", "tiny_gemma_lm",
+                                  "tiny_smollm3_lm"])
 def test_generation_keeps_the_window_in_its_cache(name, request):
     """Greedy steps from the KV cache: transformers' generate's ids, and each step's attention
-    row the last row of the whole text's weights (beyond the window: exactly 0)."""
+    row the last row of the whole text's weights (beyond the last layer's window, if it has one:
+    exactly 0)."""
     from attnexplorer.models.forward import forward
     from attnexplorer.models.generation import Generation
 
@@ -183,7 +193,9 @@ def test_generation_keeps_the_window_in_its_cache(name, request):
     assert generation.ids == expected and len(set(generation.ids[len(prompt):])) > 2
     whole = forward(loaded.family.kind, loaded.config, loaded.weights, generation.ids).attentions
     assert np.abs(steps[-1].attention - whole[:, :, -1].numpy()).max() < 1e-5
-    assert np.all(steps[-1].attention[-1, :, :-4] == 0)   # the last layer's window: 3 or 4 tokens
+    window = loaded.layer_session(behaviour.run, loaded.num_layers - 1)["mask"]
+    if window != "causal":   # the last layer's window: 3 or 4 tokens
+        assert np.all(steps[-1].attention[-1, :, :-window["window"]] == 0)
 
 
 def test_a_saved_edit_is_the_same_family_to_transformers(family, tmp_path):

@@ -1,5 +1,6 @@
-"""File ▸ Open model… on the families of issue 26: a Qwen2 sliding layer and a RoBERTa layer go
-into the tables exactly (the badge), with the window mask and RoBERTa's position rows."""
+"""File ▸ Open model… on the families of issue 26: a layer of each goes into the tables exactly
+(the badge), with its window mask, RoBERTa's position rows, GPT-NeoX's LayerNorm and partial
+rotation, SmolLM3's layer without RoPE."""
 
 import numpy as np
 import pytest
@@ -11,7 +12,8 @@ TEXTS = {"tiny_roberta_mlm": "The dog fetched the<mask> and she was happy",
 
 
 @pytest.mark.parametrize("name, layer", [("tiny_qwen2_lm", 1), ("tiny_mistral_lm", 0), ("tiny_roberta_mlm", 0),
-                                         ("tiny_distilbert_mlm", 0)])
+                                         ("tiny_distilbert_mlm", 0), ("tiny_phi3_lm", 0), ("tiny_neox_lm", 1),
+                                         ("tiny_gemma_lm", 0), ("tiny_smollm3_lm", 1)])
 def test_a_layer_of_each_family_opens_in_the_tables_matching_the_model(model_in_window, qtbot, request, name, layer):
     window, controller = model_in_window(request.getfixturevalue(name), TEXTS.get(name, TEXT), layer)
     qtbot.waitUntil(lambda: controller.window.badge.text().startswith(f"Tables: layer {layer}: matches the model"),
@@ -26,4 +28,8 @@ def test_a_layer_of_each_family_opens_in_the_tables_matching_the_model(model_in_
     if name == "tiny_roberta_mlm":   # the rows after padding_idx 1
         table = controller.window.loaded.weights["embeddings.position_embeddings.weight"].numpy()
         assert np.array_equal(session.positions.table, table[2:2 + len(run.ids)])
+    if name == "tiny_neox_lm":   # its LayerNorm and half of each head rotated
+        assert session.norm.kind == "layer" and session.positions.dims == 4
+    if name == "tiny_smollm3_lm":   # the layer without RoPE
+        assert session.positions is None and session.mask.window == 3
     assert np.abs(window.document.result.weights - run.attentions[layer]).max() < 1e-5

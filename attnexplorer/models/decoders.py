@@ -1,0 +1,247 @@
+"""The Llama-shaped decoders beside Llama: Phi-3, GPT-NeoX / Pythia, Gemma and SmolLM3 (and
+Llama, Qwen2 and Mistral themselves), as one forward with a few switches.
+
+Each of these families is a Llama block with something changed, so each is read into Llama's
+tensor names (``canonical``, the way DistilBERT is read under BERT's) and its differences
+are a ``Recipe`` that ``forward._Llama``, the sessions (``families._llama_parts``), the edits
+and the saving read:
+
+- **Phi-3** fuses q|k|v into ``qkv_proj`` (rows H·d, then H_kv·d twice) and gate|up into
+  ``gate_up_proj`` (two halves): split into Llama's projections on reading, fused back on
+  saving; it may rotate only part of each head (``partial_rotary_factor``) and window every
+  layer (``sliding_window``, as Mistral).
+- **GPT-NeoX / Pythia** fuses q|k|v per head (``query_key_value``: rows h·3·d_k + 0/1/2·d_k),
+  has LayerNorms with biases, biases on every projection, a plain MLP (``dense_h_to_4h``,
+  activation, ``dense_4h_to_h``), rotates the first ``rotary_pct`` of each head, and with
+  ``use_parallel_residual`` adds the attention and the MLP (its own LayerNorm) of the same
+  input: x + attn(ln₁ x) + mlp(ln₂ x).
+- **Gemma** multiplies the embeddings by √hidden_size (the LM head reads them unscaled), its
+  RMSNorms multiply by 1 + w (read here as the weight 1 + w, computed in float32 as Gemma does,
+  so the session's RMSNorm weight is the one the model applies; saved back as w), and gates
+  its MLP with the tanh GELU (a config's legacy ``gelu`` means that too).
+- **SmolLM3** skips RoPE on the layers ``no_rope_layers`` marks 0 (every fourth): their
+  sessions have no positions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .sources import ModelError
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a Llama-shaped family's forward does differently from Llama's."""
+
+    norm: str                        # "rms" or "layer" (GPT-NeoX: LayerNorm with a bias)
+    eps: float
+    act: str                         # the MLP's activation (forward.ACT's name)
+    gated: bool                      # act(gate)·up (Llama) or act(up) (GPT-NeoX)
+    parallel: bool                   # GPT-NeoX's parallel residual
+    embed_scale: float | None        # Gemma: the embeddings × √hidden_size
+    ropes: tuple                     # per layer: (θ, rotated dims) or None (no RoPE on that layer)
+
+
+def _gemma(config: Any) -> bool:
+    return config.model_type == "gemma"
+
+
+def activation(config: Any) -> str:
+    act = getattr(config, "hidden_act", None)
+    if _gemma(config) and act in (None, "gelu"):   # GemmaConfig: a legacy "gelu" means the tanh one
+        return "gelu_pytorch_tanh"
+    return act
+
+
+def recipe(config: Any) -> Recipe:
+    from .families import layer_rope
+
+    neox = config.model_type == "gpt_neox"
+    eps = float(config.layer_norm_eps if neox else config.rms_norm_eps)
+    layers = int(config.num_hidden_layers)
+    scale = float(config.hidden_size) ** 0.5 if _gemma(config) else None
+    return Recipe("layer" if neox else "rms", eps, activation(config), not neox,
+                  neox and bool(getattr(config, "use_parallel_residual", True)), scale,
+                  tuple(layer_rope(config, layer) for layer in range(layers)))
+
+
+def layer_tensors(config: Any) -> list[str]:
+    """Every tensor of one layer (Llama's names, after ``canonical``) the forward reads."""
+    kind = config.model_type
+    attention = ("q_proj", "k_proj", "v_proj", "o_proj")
+    neox = kind == "gpt_neox"
+    mlp = ("up_proj", "down_proj") if neox else ("gate_proj", "up_proj", "down_proj")
+    per = ["input_layernorm.weight", "post_attention_layernorm.weight"]
+    per += [f"self_attn.{m}.weight" for m in attention] + [f"mlp.{m}.weight" for m in mlp]
+    if neox:
+        per += ["input_layernorm.bias", "post_attention_layernorm.bias"] + [f"mlp.{m}.bias" for m in mlp]
+    # Qwen2's q/k/v projections always have biases and its o_proj none, Mistral's, Phi-3's and
+    # Gemma's none at all: attention_bias and mlp_bias are the settings of the families that read them
+    if kind == "qwen2":
+        per += [f"self_attn.{m}.bias" for m in attention[:3]]
+    elif kind in ("llama", "smollm3", "gpt_neox", "gemma") and getattr(config, "attention_bias", False):
+        per += [f"self_attn.{m}.bias" for m in attention]
+    if kind in ("llama", "smollm3") and getattr(config, "mlp_bias", False):
+        per += [f"mlp.{m}.bias" for m in mlp]
+    return per
+
+
+# GPT-NeoX's names → Llama's, per layer and at the top (its LM head is embed_out)
+_NEOX_LAYER = (("attention.dense.", "self_attn.o_proj."), ("mlp.dense_h_to_4h.", "mlp.up_proj."),
+               ("mlp.dense_4h_to_h.", "mlp.down_proj."))
+_NEOX_TOP = (("embed_in.", "embed_tokens."), ("final_layer_norm.", "norm."), ("embed_out.", "lm_head."))
+# buffers old GPT-NeoX checkpoints saved beside the weights (the causal mask, RoPE's frequencies)
+_NEOX_BUFFERS = ("attention.bias", "attention.masked_bias", "attention.rotary_emb.inv_freq")
+
+
+def _layer_of(name: str) -> tuple[str, str] | None:
+    if not name.startswith("layers."):
+        return None
+    number, _, rest = name[len("layers."):].partition(".")
+    return (number, rest) if number.isdigit() else None
+
+
+def _sizes(config: Any) -> tuple[int, int, int]:
+    from .families import head_dim, num_heads
+
+    H = num_heads(config)
+    return H, int(getattr(config, "num_key_value_heads", None) or H), head_dim(config)
+
+
+def canonical(config: Any, state: dict) -> dict:
+    """A checkpoint's base-model tensors (and LM head) under Llama's names, with Gemma's norm
+    weights as the 1 + w its RMSNorm multiplies by. A tensor the split needs that is missing
+    is left missing: ``native.check_tensors`` names it."""
+    kind = config.model_type
+    if kind not in ("phi3", "gpt_neox", "gemma"):
+        return state
+    H, Hkv, hd = _sizes(config)
+    out = {}
+    for name, value in state.items():
+        where = _layer_of(name)
+        if kind == "gemma" and name.endswith("norm.weight"):
+            out[name] = 1.0 + value.float()
+        elif kind == "phi3" and where and where[1] in ("self_attn.qkv_proj.weight", "mlp.gate_up_proj.weight"):
+            p = f"layers.{where[0]}."
+            if where[1].startswith("self_attn"):
+                q, k, v = value.split([H * hd, Hkv * hd, Hkv * hd], dim=0)
+                out.update({p + "self_attn.q_proj.weight": q, p + "self_attn.k_proj.weight": k,
+                            p + "self_attn.v_proj.weight": v})
+            else:
+                gate, up = value.chunk(2, dim=0)
+                out.update({p + "mlp.gate_proj.weight": gate, p + "mlp.up_proj.weight": up})
+        elif kind == "gpt_neox":
+            _neox_read(name, value, where, H, hd, out)
+        else:
+            out[name] = value
+    return out
+
+
+def _neox_read(name, value, where, H, hd, out) -> None:
+    if where is None:
+        for old, new in _NEOX_TOP:
+            if name.startswith(old):
+                name = new + name[len(old):]
+        out[name] = value
+        return
+    number, rest = where
+    p = f"layers.{number}."
+    if rest in _NEOX_BUFFERS:
+        return
+    if rest.startswith("attention.query_key_value."):
+        end = rest.rsplit(".", 1)[1]
+        # rows h·3·d_k + (0, 1, 2)·d_k … + d_k: head h's query, key and value
+        per_head = value.reshape(H, 3, hd, *value.shape[1:])
+        for i, m in enumerate(("q_proj", "k_proj", "v_proj")):
+            out[f"{p}self_attn.{m}.{end}"] = per_head[:, i].reshape(H * hd, *value.shape[1:]).contiguous()
+        return
+    for old, new in _NEOX_LAYER:
+        if rest.startswith(old):
+            rest = new + rest[len(old):]
+    out[p + rest] = value
+
+
+def checkpoint(config: Any, state: dict) -> dict:
+    """``canonical`` undone: the tensors under the names (and fusions) the family's own
+    checkpoint has, so transformers reads a saved model as that family."""
+    kind = config.model_type
+    if kind not in ("phi3", "gpt_neox", "gemma"):
+        return state
+    import torch
+
+    H, Hkv, hd = _sizes(config)
+    out = dict(state)
+    if kind == "gemma":
+        return {k: (v - 1.0 if k.endswith("norm.weight") else v) for k, v in state.items()}
+    for layer in range(int(config.num_hidden_layers)):
+        p = f"layers.{layer}."
+        if kind == "phi3":
+            q, k, v = (out.pop(f"{p}self_attn.{m}_proj.weight") for m in "qkv")
+            out[p + "self_attn.qkv_proj.weight"] = torch.cat([q, k, v], dim=0)
+            gate, up = out.pop(p + "mlp.gate_proj.weight"), out.pop(p + "mlp.up_proj.weight")
+            out[p + "mlp.gate_up_proj.weight"] = torch.cat([gate, up], dim=0)
+            continue
+        for end in ("weight", "bias"):
+            parts = [out.pop(f"{p}self_attn.{m}_proj.{end}", None) for m in "qkv"]
+            if parts[0] is None:
+                continue
+            stacked = torch.stack([t.reshape(H, hd, *t.shape[1:]) for t in parts], dim=1)
+            out[f"{p}attention.query_key_value.{end}"] = stacked.reshape(3 * H * hd, *parts[0].shape[1:])
+    if kind == "gpt_neox":
+        renamed = {}
+        for name, value in out.items():
+            where = _layer_of(name)
+            pairs = _NEOX_TOP if where is None else _NEOX_LAYER
+            for old, new in pairs:
+                target = name if where is None else where[1]
+                if target.startswith(new):
+                    name = (old + target[len(new):]) if where is None else f"layers.{where[0]}.{old}{target[len(new):]}"
+                    break
+            renamed[name] = value
+        out = renamed
+    return out
+
+
+def own_name(config: Any, name: str) -> str:
+    """What the family's own checkpoint calls the tensor that ``canonical`` names ``name``
+    (a missing tensor is named as the files would hold it)."""
+    kind = config.model_type
+    where = _layer_of(name)
+    if kind == "phi3" and where:
+        rest = where[1]
+        for fused, parts in (("self_attn.qkv_proj.", ("self_attn.q_proj.", "self_attn.k_proj.", "self_attn.v_proj.")),
+                             ("mlp.gate_up_proj.", ("mlp.gate_proj.", "mlp.up_proj."))):
+            for part in parts:
+                if rest.startswith(part):
+                    return f"layers.{where[0]}.{fused}{rest[len(part):]}"
+    if kind == "gpt_neox":
+        if where is None:
+            for old, new in _NEOX_TOP:
+                if name.startswith(new):
+                    return old + name[len(new):]
+            return name
+        rest = where[1]
+        for m in ("q_proj.", "k_proj.", "v_proj."):
+            if rest.startswith("self_attn." + m):
+                return f"layers.{where[0]}.attention.query_key_value.{rest[len('self_attn.' + m):]}"
+        for old, new in _NEOX_LAYER:
+            if rest.startswith(new):
+                return f"layers.{where[0]}.{old}{rest[len(new):]}"
+    return name
+
+
+def check_recipe(config: Any) -> None:
+    """ModelError for what these families' configs may ask that the forward does not do."""
+    kind = config.model_type
+    if kind == "gemma" and getattr(config, "use_bidirectional_attention", False):
+        raise ModelError("this Gemma attends both ways (use_bidirectional_attention); only causal decoders are supported")
+    if kind == "smollm3":
+        flags = getattr(config, "no_rope_layers", None)
+        layers = int(config.num_hidden_layers)
+        if flags is not None and (not isinstance(flags, (list, tuple)) or len(flags) != layers
+                                  or any(f not in (0, 1) for f in flags)):
+            raise ModelError(f"the model's no_rope_layers must give 1 (RoPE) or 0 (none) for each of its {layers} layers")
+    if kind == "gpt_neox" and int(config.hidden_size) % int(config.num_attention_heads):
+        raise ModelError("its heads do not divide its hidden size")
