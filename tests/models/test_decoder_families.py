@@ -4,32 +4,19 @@ transformers' eager attention, its logits and generation; here each family's dif
 Llama is checked to be read from the right place: a session built from a wrong reading would
 fail those, and these say which part."""
 
-import json
 import shutil
 
 import numpy as np
 import pytest
 import torch
 
+from model_folders import config_variant as _with_config
 from model_reference import reference
 
 from attnexplorer.models import load_model
 from attnexplorer.models.sources import ModelError
 
 TEXT = "The dog fetched the ball and she was happy"
-
-
-def _with_config(folder, tmp_path, name, **changes):
-    out = tmp_path / name
-    shutil.copytree(folder, out)
-    config = json.loads((out / "config.json").read_text())
-    for key, value in changes.items():
-        if value is None:
-            config.pop(key, None)
-        else:
-            config[key] = value
-    (out / "config.json").write_text(json.dumps(config))
-    return out
 
 
 def _same_as_transformers(folder):

@@ -59,7 +59,7 @@ def test_unsupported_architecture_names_the_supported_ones(tiny_bert, tmp_path, 
     config.update(model_type="t5", architectures=["T5Model"])
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "model.safetensors").write_bytes((tiny_bert / "model.safetensors").read_bytes())
-    _refused(capsys, [str(folder), "--text", TEXT], tmp_path / "s.json", "(bert, roberta, distilbert), GPT-2 (gpt2) and Llama-like decoders (llama, qwen2, mistral)")
+    _refused(capsys, [str(folder), "--text", TEXT], tmp_path / "s.json", "(bert, roberta, distilbert), GPT-2 (gpt2) and Llama-like decoders (llama, qwen2, mistral, phi3, gpt_neox, gemma, smollm3")
 
 
 def test_unreadable_and_broken_model_files(tmp_path, capsys):

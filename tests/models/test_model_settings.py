@@ -2,29 +2,15 @@
 routes (attnexplorer's own reader and transformers'): a scaled RoPE imported as plain RoPE put
 attention 0.22 away from the model's with exit 0."""
 
-import json
-import shutil
-
 import pytest
 
 from attnexplorer import cli
 from attnexplorer.models import load_model
 from attnexplorer.models.sources import ModelError
 
+from model_folders import config_variant as _variant
+
 TEXT = "The dog fetched the ball"
-
-
-def _variant(tiny_llama, tmp_path, name, **changes):
-    folder = tmp_path / name
-    shutil.copytree(tiny_llama, folder)
-    config = json.loads((folder / "config.json").read_text())
-    for key, value in changes.items():
-        if value is None:
-            config.pop(key, None)
-        else:
-            config[key] = value
-    (folder / "config.json").write_text(json.dumps(config))
-    return folder
 
 
 ROPE_VARIANTS = {
