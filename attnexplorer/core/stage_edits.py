@@ -19,8 +19,8 @@ import numpy as np
 from . import edits
 from .errors import SessionError
 from .session import MAX_DIM, MAX_TOKENS, Session
-from .stage_tables import BIASES, bias_width
-from .stages import Norm, Positions, sinusoidal_table
+from .stage_tables import BIASES, bias_width, qk_norm_width  # noqa: F401 (qk_norm_width: re-exported)
+from .stages import Norm, Positions, QKNorm, RopeScaling, sinusoidal_table
 from .display import counted
 
 POSITION_KINDS = ("none", "sinusoidal", "learned", "rope", "alibi")
@@ -155,6 +155,103 @@ def set_positions(session: Session, positions: Positions | None) -> Session:
     return session.replace(positions=positions)
 
 
+# -- version 3: QK-norm, soft-capping, sinks, RoPE scaling --------------------------------------
+
+QK_NORM_KINDS = ("none", "rms", "layer")
+SCALING_KINDS = ("none", "linear", "llama3", "yarn")
+
+
+def qk_norm_of_kind(session: Session, kind: str) -> QKNorm | None:
+    """The QK-norm a switch to ``kind`` ("none", "rms", "layer") gives: the weights, the
+    reach ("head" or "all") and eps kept; a new one normalises each head, weights ones."""
+    if kind not in QK_NORM_KINDS:
+        raise SessionError(f"unknown kind {kind!r}, expected one of {', '.join(QK_NORM_KINDS)}", "qk_norm.kind")
+    old = session.qk_norm
+    if kind == "none":
+        return None
+    if old is None:
+        return QKNorm(kind, eps=DEFAULT_EPS[kind])
+    if old.kind == kind:
+        return old
+    eps = DEFAULT_EPS[kind] if old.eps == DEFAULT_EPS[old.kind] else old.eps
+    keep_bias = kind == "layer"
+    return QKNorm(kind, old.over, eps, old.query_weight, old.key_weight,
+                  old.query_bias if keep_bias else None, old.key_bias if keep_bias else None)
+
+
+def qk_norm_over(session: Session, over: str) -> QKNorm:
+    """The QK-norm normalising over ``over`` ("head" or "all"): weights that no longer fit
+    (a shared d_k weight over the whole projection) go back to ones."""
+    old = session.qk_norm
+    if old is None:
+        raise SessionError("there is no QK-norm; choose RMSNorm or LayerNorm first", "qk_norm.over")
+    if over not in ("head", "all"):
+        raise SessionError(f"is {over!r}, expected \"head\" or \"all\"", "qk_norm.over")
+    fits = {"query": session.heads * session.d_k, "key": session.kv_heads * session.d_k}
+
+    def kept(v, side):
+        return v if v is None or over == "head" or v.shape[0] == fits[side] else None
+
+    return replace(old, over=over, query_weight=kept(old.query_weight, "query"), key_weight=kept(old.key_weight, "key"),
+                   query_bias=kept(old.query_bias, "query"), key_bias=kept(old.key_bias, "key"))
+
+
+def per_head_qk_weights(session: Session, on: bool) -> QKNorm:
+    """QK-norm over each head with one weight per head (``on``: each head starts from the
+    shared weight) or one shared by every head (each takes head 0's)."""
+    qk = session.qk_norm
+    if qk is None or qk.over != "head":
+        raise SessionError("only a QK-norm over each head can share its weight", "qk_norm.query_weight")
+    d_k = session.d_k
+
+    def change(v, count, fill):
+        if on:
+            base = np.full(d_k, fill) if v is None else v[:d_k]
+            return np.tile(base, count) if v is None or v.shape[0] == d_k else v
+        return None if v is None else v[:d_k]
+
+    return replace(qk, query_weight=change(qk.query_weight, session.heads, 1.0),
+                   key_weight=change(qk.key_weight, session.kv_heads, 1.0),
+                   query_bias=None if qk.query_bias is None else change(qk.query_bias, session.heads, 0.0),
+                   key_bias=None if qk.key_bias is None else change(qk.key_bias, session.kv_heads, 0.0))
+
+
+def set_qk_norm(session: Session, qk_norm: QKNorm | None) -> Session:
+    if qk_norm is not None and not isinstance(qk_norm, QKNorm):
+        raise SessionError("must be a QKNorm or None", "qk_norm")
+    return session.replace(qk_norm=qk_norm)
+
+
+def set_softcap(session: Session, cap: float | None) -> Session:
+    """Soft-capping of the scaled scores at ``cap`` (None: none)."""
+    return session.replace(softcap=cap)
+
+
+def set_sinks(session: Session, on: bool) -> Session:
+    """Attention sinks on (one logit per head, starting at 0) or off."""
+    if on:
+        return session if session.sinks is not None else session.replace(sinks=np.zeros(session.heads))
+    return session.replace(sinks=None)
+
+
+def scaling_of_kind(positions: Positions | None, kind: str) -> Positions:
+    """RoPE ``positions`` with a scaling of ``kind`` ("none", "linear", "llama3", "yarn"),
+    starting from the values of Llama 3.1 (factor 8, low 1, high 4, original 8192) or YaRN's
+    defaults (factor 4, β 32 and 1); the factor carries over between kinds."""
+    if positions is None or positions.kind != "rope":
+        raise SessionError("only RoPE has frequencies to scale; choose RoPE first", "positions.scaling")
+    if kind not in SCALING_KINDS:
+        raise SessionError(f"unknown kind {kind!r}, expected one of {', '.join(SCALING_KINDS)}", "positions.scaling.kind")
+    old = positions.scaling
+    if kind == "none":
+        return replace(positions, scaling=None)
+    if old is not None and old.kind == kind:
+        return positions
+    factor = old.factor if old is not None else {"linear": 2.0, "llama3": 8.0, "yarn": 4.0}[kind]
+    original = old.original_max_position_embeddings if old is not None else {"llama3": 8192, "yarn": 4096}.get(kind, 8192)
+    return replace(positions, scaling=RopeScaling(kind, factor=factor, original_max_position_embeddings=original))
+
+
 # -- grouped-query attention ------------------------------------------------------------------
 
 def set_kv_heads(session: Session, kv_heads: int | None) -> Session:
@@ -187,7 +284,8 @@ def sharing_heads(session: Session, head: int) -> tuple[int, ...]:
 # -- names for undo steps ------------------------------------------------------------------------
 
 _POSITION_NAMES = {"sinusoidal": "sinusoidal", "learned": "learned", "rope": "RoPE", "alibi": "ALiBi"}
-_FIELD_NAMES = {"base": "base", "theta": "θ", "dims": "dims", "layout": "layout", "offset": "offset"}
+_FIELD_NAMES = {"base": "base", "theta": "θ", "dims": "dims", "layout": "layout", "offset": "offset",
+                "scaling": "scaling", "angles": "angles"}
 
 
 def describe_positions(old: Positions | None, new: Positions | None) -> str:
@@ -206,6 +304,8 @@ def describe_positions(old: Positions | None, new: Positions | None) -> str:
         return f"{name} position table"
     if len(changed) == 1:
         value = getattr(new, changed[0])
+        if changed[0] == "scaling":
+            return f"{name} scaling: {'none' if value is None else value.describe()}"
         shown = "all of d_k" if value is None else (f"{value:g}" if isinstance(value, float) else str(value))
         return f"{name} {_FIELD_NAMES[changed[0]]} = {shown}"
     return f"Positions: {name}"

@@ -12,6 +12,10 @@ read as a 2-D matrix, so one table model and one view serve every one of them:
 - ``positions.table``: rows × d, learned positions only. ``positions.slopes``: 1 × H, ALiBi
   only; the paper's geometric slopes until a cell is written.
 - ``source.embeddings``: source tokens × d_s, cross-attention only.
+- ``qk_norm.query_weight``, ``qk_norm.key_weight`` (and ``…_bias``, LayerNorm only): one row,
+  d_k numbers (shared by the heads) or heads·d_k (one weight per head, or over the whole
+  projection); absent: ones (zeros). Only with QK-norm.
+- ``sinks``: 1 × H, one logit per query head; only with sinks.
 
 ``table_matrix`` reads any table of ``TABLES`` (the weights of ``core/edits.py`` first);
 ``set_cell``, ``set_block`` and ``set_matrix`` write one, each returning a new, validated
@@ -30,8 +34,9 @@ from .session import Session
 from .session_arrays import with_values
 from .stages import Source
 
+QK_TABLES = ("qk_norm.query_weight", "qk_norm.key_weight", "qk_norm.query_bias", "qk_norm.key_bias")
 STAGE_TABLES = ("b_q", "b_k", "b_v", "b_o", "norm.weight", "norm.bias", "positions.table", "positions.slopes",
-                "source.embeddings")
+                "source.embeddings") + QK_TABLES + ("sinks",)
 TABLES = edits.TABLES + STAGE_TABLES
 BIASES = {"b_q": "b_query", "b_k": "b_key", "b_v": "b_value", "b_o": "b_out"}
 # Tables with one matrix per (query) head.
@@ -59,6 +64,18 @@ def bias_width(session: Session, table: str) -> int:
     return {"b_q": session.d_k, "b_k": session.d_k, "b_v": session.d_v, "b_o": session.d_out}[table]
 
 
+def qk_norm_width(session: Session, side: str) -> int:
+    """How many numbers the QK-norm's ``side`` ("query" or "key") weight holds: its own
+    length when set, else d_k over each head or heads·d_k over the whole projection."""
+    qk = session.qk_norm
+    v = getattr(qk, f"{side}_weight")
+    if v is not None:
+        return v.shape[0]
+    if qk.over == "head":
+        return session.d_k
+    return (session.heads if side == "query" else session.kv_heads) * session.d_k
+
+
 def has_table(session: Session, table: str) -> bool:
     """Whether ``table`` exists in this session (it can be read with ``table_matrix``)."""
     _check_table(table)
@@ -79,6 +96,10 @@ def is_stored(session: Session, table: str) -> bool:
         return session.norm is not None and getattr(session.norm, table.split(".")[1]) is not None
     if table == "positions.slopes":
         return session.positions is not None and session.positions.kind == "alibi" and session.positions.slopes is not None
+    if table in QK_TABLES:
+        return session.qk_norm is not None and getattr(session.qk_norm, table.split(".")[1]) is not None
+    if table == "sinks":
+        return session.sinks is not None
     return has_table(session, table)
 
 
@@ -107,6 +128,22 @@ def table_matrix(session: Session, table: str, head: int = 0) -> np.ndarray:
                 raise SessionError("RMSNorm has no bias", table)
             return _read_only(norm.bias_or_zeros(session.d)[None, :])
         return _read_only(norm.weight_or_ones(session.d)[None, :])
+    if table in QK_TABLES:
+        qk = session.qk_norm
+        if qk is None:
+            raise SessionError("there is no QK-norm; choose RMSNorm or LayerNorm first", table)
+        name = table.split(".")[1]
+        if name.endswith("bias") and qk.kind == "rms":
+            raise SessionError("RMSNorm has no bias", table)
+        value = getattr(qk, name)
+        if value is None:
+            side = name.split("_")[0]
+            value = (np.ones if name.endswith("weight") else np.zeros)(qk_norm_width(session, side))
+        return _read_only(value[None, :])
+    if table == "sinks":
+        if session.sinks is None:
+            raise SessionError("there are no sinks; turn them on first", table)
+        return session.sinks[None, :]
     p = session.positions
     if table == "positions.table":
         if p is None or p.kind != "learned":
@@ -207,7 +244,8 @@ def set_matrix(session: Session, table: str, matrix, head: int = 0) -> Session:
 def _shape_hint(table: str) -> str:
     return {"b_q": " (1 × d_k)", "b_k": " (1 × d_k)", "b_v": " (1 × d_v)", "b_o": " (1 × d_out)",
             "norm.weight": " (1 × d)", "norm.bias": " (1 × d)", "positions.table": " (positions × d)",
-            "positions.slopes": " (1 × heads)", "source.embeddings": " (source tokens × d_s)"}[table]
+            "positions.slopes": " (1 × heads)", "source.embeddings": " (source tokens × d_s)",
+            "sinks": " (1 × heads)"}.get(table, " (one row)")
 
 
 def _put(session: Session, table: str, head: int, top: int, left: int, block: np.ndarray) -> Session:
@@ -238,4 +276,8 @@ def _put(session: Session, table: str, head: int, top: int, left: int, block: np
         return session.replace(positions=replace(session.positions, table=new))
     if table == "positions.slopes":
         return session.replace(positions=replace(session.positions, slopes=new[0]))
+    if table in QK_TABLES:
+        return session.replace(qk_norm=replace(session.qk_norm, **{table.split(".")[1]: new[0]}))
+    if table == "sinks":
+        return session.replace(sinks=new[0])
     return session.replace(source=Source(session.source.tokens, new))

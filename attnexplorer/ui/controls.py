@@ -25,7 +25,7 @@ from .document import SessionDocument
 
 MASKS = (("none", "None"), ("causal", "Causal"), ("window", "Sliding window"),
          ("padding", "Padding (click tokens)"), ("custom", "Custom (click cells)"))
-SCALES = (("inv_sqrt_dk", "1/√d_k"), ("none", "None"), ("temperature", "Temperature τ"))
+SCALES = (("inv_sqrt_dk", "1/√d_k"), ("none", "None"), ("temperature", "Temperature τ"), ("factor", "Factor ×"))
 TEMPERATURE_RANGE = (1e-4, 1e4)
 _STEPS = 1000  # slider resolution for float values
 
@@ -152,10 +152,18 @@ class ControlsPanel(QWidget):
         self.temperature.drag_started.connect(self._next_drag)
         self.temperature.drag_finished.connect(document.flush)
         self.temperature.value_edited.connect(self._on_temperature)
+        from .stages_page import NumberEdit
+
+        self.factor_edit = NumberEdit("The number the raw scores are multiplied by (Gemma: query_pre_attn_scalar^−½, "
+                                      "e.g. 256**-0.5)")
+        self.factor_edit.committed.connect(self._on_factor)
+        self.factor_edit.invalid.connect(lambda why: document.refuse(f"Scale not changed: {why}"))
         scale_box = QGroupBox("Scale")
         scale_form = self._form(scale_box)
         scale_form.addRow("scale", self.scale_combo)
         scale_form.addRow("τ", self.temperature)
+        self.factor_label = QLabel("factor")
+        scale_form.addRow(self.factor_label, self.factor_edit)
 
         # Compute. Which devices and dtypes torch offers is asked once torch is in (the first
         # result or failure): asking here would import torch (1-3 s) before the window first
@@ -252,6 +260,8 @@ class ControlsPanel(QWidget):
             # Start where the weights stay as they are: τ = √d_k after 1/√d_k, τ = 1 after none.
             tau = math.sqrt(s.d_k) if s.scale.kind == "inv_sqrt_dk" else 1.0
             scale = Scale(kind, min(max(tau, TEMPERATURE_RANGE[0]), TEMPERATURE_RANGE[1]))
+        elif kind == "factor":
+            scale = Scale(kind, multiplier=s.scale.factor(s.d_k))   # the weights stay as they are
         else:
             scale = Scale(kind)
         if not user_actions.set_scale(self.document, scale, f"Scale: {self.scale_combo.currentText()}"):
@@ -269,6 +279,19 @@ class ControlsPanel(QWidget):
             return
         user_actions.set_scale(self.document, Scale("temperature", tau), f"Temperature τ = {tau:g}", merge_key=key)
 
+    def _on_factor(self, factor: float) -> None:
+        s = self.document.session
+        if s.scale.kind != "factor" or factor == s.scale.multiplier:
+            return
+        try:
+            scale = Scale("factor", multiplier=factor)
+        except AttnExplorerError as err:
+            self.document.refuse(f"Scale not changed: {err}")
+            self._sync_scale(s)
+            return
+        if not user_actions.set_scale(self.document, scale, f"Scale factor = {factor:g}", merge_key=("scale", "factor")):
+            self._sync_scale(s)
+
     def _sync_scale(self, session) -> None:
         with QSignalBlocker(self.scale_combo):
             self.scale_combo.setCurrentIndex(self.scale_combo.findData(session.scale.kind))
@@ -276,6 +299,11 @@ class ControlsPanel(QWidget):
         if is_temperature:
             self.temperature.set_value(session.scale.temperature)
         self.temperature.setEnabled(is_temperature)
+        is_factor = session.scale.kind == "factor"
+        self.factor_label.setVisible(is_factor)
+        self.factor_edit.setVisible(is_factor)
+        if is_factor:
+            self.factor_edit.set_value(session.scale.multiplier)
 
     # -- compute options ---------------------------------------------------------------------
     def _on_device(self, _index: int) -> None:

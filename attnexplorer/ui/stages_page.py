@@ -5,9 +5,10 @@
   matrix's column widths and horizontal scrolling. Its tick box, in the matrix's header, adds
   the bias (at zeros, which changes nothing) and shows the row, or removes it (absent = zero).
 - ``StagesPage``: positions (none, sinusoidal with its base, learned with its table, RoPE
-  with θ, dims, layout and offset, ALiBi with its per-head slopes), the norm before the
-  projections (LayerNorm or RMSNorm, eps, weight and bias rows), grouped-query K/V heads
-  (which query heads share each), and the output projection W_o with b_o.
+  with θ, dims, layout and offset, its angles and scaling, ALiBi with its per-head slopes),
+  the norm before the projections (LayerNorm or RMSNorm, eps, weight and bias rows), QK-norm,
+  grouped-query K/V heads (which query heads share each), soft-capping and attention sinks,
+  and the output projection W_o with b_o (the version-3 stages' inputs: ``score_stages``).
 
 Every change is one undo step through ``user_actions``; a refused one (RoPE with a source,
 K/V heads that do not divide the heads, an odd RoPE dims…) says why through
@@ -280,6 +281,10 @@ class StagesPage(QWidget):
         rope_form.addRow("dims", self.dims_spin)
         rope_form.addRow("layout", self.layout_combo)
         rope_form.addRow("offset", self.offset_spin)
+        # The later stages' inputs live in their own module, which builds on this one's pieces.
+        from .score_stages import QKNormBox, RopeScalingInputs, ScoresBox
+
+        self.rope_scaling = RopeScalingInputs(document, rope_form, self)
         self.rope_row = rope
         positions_layout.addLayout(form)
         positions_layout.addWidget(rope)
@@ -341,9 +346,12 @@ class StagesPage(QWidget):
         output_layout.addWidget(self.w_out)
         output_layout.addWidget(self.b_out)
 
+        self.qk_norm = QKNormBox(document)
+        self.scores = ScoresBox(document)
+
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
-        for box in (positions_box, norm_box, kv_box, output_box):
+        for box in (positions_box, norm_box, self.qk_norm, kv_box, self.scores, output_box):
             layout.addWidget(box)
         layout.addStretch(1)
         document.session_changed.connect(self._sync)

@@ -390,3 +390,82 @@ def set_preset_param(document, name: str, value, label: str, merge_key=None) -> 
 def set_compute_options(document, device: str | None = None, dtype: str | None = None) -> None:
     """Compute on another device or in another dtype (not an edit of the session: no undo)."""
     document.compute.set_options(device=device, dtype=dtype)
+
+
+# -- version 3: QK-norm, soft-capping, sinks, RoPE scaling -------------------------------------
+def _qk_name(qk) -> str:
+    return "QK-norm" if qk is None else f"QK-norm ({'RMSNorm' if qk.kind == 'rms' else 'LayerNorm'})"
+
+
+def set_qk_norm_kind(document, kind: str) -> bool:
+    """QK-norm of ``kind`` ("none", "rms", "layer"), keeping its weights where they fit."""
+    return apply(document, lambda s: stage_edits.set_qk_norm(s, stage_edits.qk_norm_of_kind(s, kind)),
+                 "QK-norm: none" if kind == "none" else f"QK-norm: {'RMSNorm' if kind == 'rms' else 'LayerNorm'}",
+                 refusal="QK-norm not changed")
+
+
+def set_qk_norm_over(document, over: str) -> bool:
+    """QK-norm over each head ("head") or a token's whole projection ("all")."""
+    what = "each head" if over == "head" else "the whole projection"
+    return apply(document, lambda s: stage_edits.set_qk_norm(s, stage_edits.qk_norm_over(s, over)),
+                 f"QK-norm over {what}", refusal="QK-norm not changed")
+
+
+def set_qk_norm_eps(document, eps: float) -> bool:
+    from dataclasses import replace
+
+    def change(s):
+        if s.qk_norm is None:
+            raise SessionError("there is no QK-norm; choose RMSNorm or LayerNorm first", "qk_norm.eps")
+        return stage_edits.set_qk_norm(s, replace(s.qk_norm, eps=eps))
+
+    return apply(document, change, f"{_qk_name(document.session.qk_norm)} eps = {eps:g}", merge_key=("qk_norm", "eps"),
+                 refusal="QK-norm not changed")
+
+
+def set_qk_norm_per_head(document, on: bool) -> bool:
+    """One QK-norm weight per head (``on``) or one shared by the heads."""
+    return apply(document, lambda s: stage_edits.set_qk_norm(s, stage_edits.per_head_qk_weights(s, on)),
+                 "QK-norm: a weight per head" if on else "QK-norm: one weight for every head",
+                 refusal="QK-norm not changed")
+
+
+def set_softcap(document, cap: float | None) -> bool:
+    """Soft-capping of the scaled scores at ``cap`` (None: off); typing the cap again merges."""
+    text = "Soft-capping off" if cap is None else f"Soft-cap = {cap:g}"
+    return apply(document, lambda s: stage_edits.set_softcap(s, cap), text,
+                 merge_key=None if cap is None else ("softcap",), refusal="Soft-capping not changed")
+
+
+def set_sinks(document, on: bool) -> bool:
+    """Attention sinks on (a logit per head, at 0) or off."""
+    return apply(document, lambda s: stage_edits.set_sinks(s, on), "Add attention sinks" if on else "Remove attention sinks")
+
+
+def set_scaling_kind(document, kind: str) -> bool:
+    """RoPE scaling of ``kind`` ("none", "linear", "llama3", "yarn")."""
+    try:
+        positions = stage_edits.scaling_of_kind(document.session.positions, kind)
+    except AttnExplorerError as err:
+        document.refuse(f"RoPE scaling not changed: {err}")
+        return False
+    return set_positions(document, positions)
+
+
+def change_scaling(document, merge_key=None, **fields) -> bool:
+    """Change some fields of RoPE's scaling (``factor=8``, ``truncate=False``…); a bad value is
+    refused, naming the field."""
+    from dataclasses import replace
+
+    p = document.session.positions
+    if p is None or p.scaling is None:
+        document.refuse("RoPE scaling not changed: there is no scaling; choose its kind first")
+        return False
+    try:
+        scaling = replace(p.scaling, **fields)
+    except AttnExplorerError as err:
+        document.refuse(f"RoPE scaling not changed: {err}")
+        return False
+    name, value = next(iter(fields.items()))
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return set_positions(document, replace(p, scaling=scaling), f"RoPE scaling {name} = {shown}", merge_key=merge_key)

@@ -231,6 +231,7 @@ def test_unknown_tables_and_every_table_round_trips_through_set_matrix():
     s = se.add_output(source_edits.set_source(s))
     s = se.set_norm(s, Norm("layer"))
     s = se.set_positions(s, Positions("learned", table=np.zeros((4, 4))))
+    s = se.set_sinks(se.set_qk_norm(s, se.qk_norm_of_kind(s, "layer")), True)   # version 3's tables
     with pytest.raises(SessionError, match="unknown table 'b_x'"):
         stage_tables.table_matrix(s, "b_x")
     alibi = se.set_positions(s.replace(source=None), Positions("alibi"))
