@@ -2,8 +2,9 @@
 
 ``attention_block`` is the one softmax-attention kernel of attnexplorer (scores, scale, bias,
 mask, softmax, grouped-query product, ·V, for a block of query rows over a block of keys);
-``normalise`` the one LayerNorm/RMSNorm, ``rotate``/``rope_cos_sin`` the one RoPE,
-``alibi_bias`` the one ALiBi bias and ``kv_head_map`` the one K/V head layout. ``attend(inputs)``
+``normalise`` the one LayerNorm/RMSNorm (``norms``), ``rotate``/``rope_cos_sin`` the one RoPE
+and ``alibi_bias`` the one ALiBi bias (``position_encoding``), and ``kv_head_map`` the one
+K/V head layout. ``attend(inputs)``
 runs a session's whole computation with them (the dense engine and fitting), the streamed path
 for long inputs (``core.long``) runs them a block of rows at a time, and a real model's forward
 runs them for every layer. Everything that needs the numbers goes through them:
@@ -28,11 +29,17 @@ torch is imported lazily, as in the engine, so that ``import attnexplorer.core``
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
+
+# The norms, the position encodings and the projections are the kernel's parts, written in
+# modules of their own; importable from here as before.
+from .norms import normalise, normalise_heads  # noqa: F401
+from .position_encoding import alibi_bias, rope_cos_sin, rope_inv_freq, rotate  # noqa: F401
+from .projections import (join_projections, linear, queries_keys_values, split_key_value,  # noqa: F401
+                          split_projections)
 
 # Every intermediate ``attend`` can return, in the order it makes them.
 INTERMEDIATES = ("Q", "K", "V", "scores", "scaled_scores", "weights", "head_outputs", "concat", "output")
@@ -117,258 +124,6 @@ def _torch():
     return torch
 
 
-def join_projections(w_query, w_key, w_value):
-    """(H, d, d_k), (H, d, d_k), (H, d, d_v) torch stacks → the (d, ·) ``w_qkv`` layout.
-
-    Differentiable, so fitting can join trainable W_q and W_k with a fixed W_v; the engine's
-    cached device copy is built by this same function.
-    """
-    torch = _torch()
-    # (H, d, k) → (d, H·k): head h's columns are h·k … h·k + k − 1.
-    columns = [w.permute(1, 0, 2).reshape(w.shape[1], -1) for w in (w_query, w_key, w_value)]
-    return torch.cat(columns, dim=1)
-
-
-def split_projections(joined, heads: int, d_k: int, d_v: int, kv_heads: int | None = None):
-    """Q, K and V as (H, n, ·) views of the joined (n, H·d_k + H_kv·d_k + H_kv·d_v) product
-    (K and V have H_kv = ``kv_heads`` heads, by default H).
-
-    ``joined`` is the torch tensor or its host numpy array (one host copy serves all three).
-    """
-    n = joined.shape[0]
-    host = isinstance(joined, np.ndarray)
-    kv_heads = heads if kv_heads is None else kv_heads
-    if d_k == d_v and kv_heads == heads:  # the usual case, in as few operations as possible
-        if host:
-            qkv = joined.reshape(n, 3, heads, d_k).transpose(1, 2, 0, 3)
-            return qkv[0], qkv[1], qkv[2]
-        return joined.view(n, 3, heads, d_k).permute(1, 2, 0, 3).unbind(0)
-    hk = heads * d_k
-    return (_per_head(joined[:, :hk], heads),) + split_key_value(joined[:, hk:], kv_heads, d_k)
-
-
-def split_key_value(joined, kv_heads: int, d_k: int):
-    """K and V as (H_kv, n, ·) views of the joined (n, H_kv·d_k + H_kv·d_v) product."""
-    hk = kv_heads * d_k
-    return _per_head(joined[:, :hk], kv_heads), _per_head(joined[:, hk:], kv_heads)
-
-
-def _per_head(columns, heads: int):
-    return columns.reshape(columns.shape[0], heads, -1).swapaxes(0, 1)
-
-
-def normalise(x, kind: str, weight=None, bias=None, eps: float = 1e-5, cannot_overflow: bool = False):
-    """LayerNorm (``kind`` "layer") or RMSNorm ("rms") of each row of x (…, d), the one norm
-    of attnexplorer: the session's stage and the model forward both call it.
-
-    - layer: ``torch.nn.functional.layer_norm(x, (d,), weight, bias, eps)`` (nn.LayerNorm).
-    - rms: ``x · rsqrt(mean(x²) + eps) · weight`` computed in at least float32 and brought
-      back to x's dtype before the weight, as transformers' LlamaRMSNorm does
-      (``weight * (x32 * rsqrt(x32.pow(2).mean(-1) + eps)).to(x.dtype)``); bias is ignored.
-
-    ``cannot_overflow`` (the session's stage; a model's forward keeps the model's own
-    arithmetic): a row with an entry above 1 in size is first divided by its largest |entry|
-    s, and eps by s², which leaves the norm unchanged while x² stays ≤ 1 (squared as it was, a
-    float32 row of 1e20 overflowed to inf and came out as zeros; float16 rows near 300 did),
-    and float16/bfloat16 rows are normalised in float32 (LayerNorm too), as models do. Rows
-    with no entry above 1 take exactly the plain path.
-
-    ``weight``/``bias`` None mean ones/zeros. Differentiable.
-    """
-    torch = _torch()
-    if cannot_overflow:
-        return _normalise_scaled(x, kind, weight, bias, eps)
-    if kind == "layer":
-        return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
-    wide = x.float() if x.dtype.itemsize < 4 else x
-    y = (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
-    return y if weight is None else y * weight
-
-
-def _normalise_scaled(x, kind: str, weight, bias, eps: float):
-    torch = _torch()
-    dtype = x.dtype
-    if dtype.itemsize < 4:
-        x = x.float()
-        weight = None if weight is None else weight.float()
-        bias = None if bias is None else bias.float()
-    s = x.detach().abs().amax(-1, keepdim=True)
-    if not bool((s > 1.0).any()):
-        return normalise(x, kind, weight, bias, eps).to(dtype)
-    s = s.clamp(min=1.0)
-    x = x / s
-    eps_rows = eps / s / s   # each row its own eps, so written out (nn.LayerNorm takes one)
-    if kind == "layer":
-        x = x - x.mean(-1, keepdim=True)
-    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps_rows)
-    x = x if weight is None else x * weight
-    x = x if bias is None or kind != "layer" else x + bias
-    return x.to(dtype)
-
-
-def _normalise(x, norm):
-    kind, weight, bias, eps = norm
-    return normalise(x, kind, weight, bias, eps, cannot_overflow=True)
-
-
-def normalise_heads(x, kind: str, weight=None, bias=None, eps: float = 1e-6, over: str = "head",
-                    cannot_overflow: bool = False):
-    """QK-norm: ``normalise`` applied to queries or keys x (H, n, d_k) after their projection
-    (and its bias) and before RoPE, the one QK-norm of attnexplorer.
-
-    - ``over`` "head" (Qwen3, Gemma 3): each head's d_k numbers of a row are one norm's row;
-      ``weight``/``bias`` have d_k numbers (shared by every head) or H·d_k (head h's at
-      h·d_k …, one weight per head).
-    - ``over`` "all" (OLMo 2): a row's whole projection, H·d_k numbers across every head, is one
-      norm's row; ``weight``/``bias`` have H·d_k numbers in the same layout.
-
-    ``kind``, ``eps`` and ``cannot_overflow`` as ``normalise`` (which does the arithmetic, so a
-    float16 row is normalised in float32 as transformers' RMSNorms do). Differentiable.
-    """
-    heads, n, width = x.shape
-    if over == "all":
-        flat = x.transpose(0, 1).reshape(n, heads * width)
-        return normalise(flat, kind, weight, bias, eps, cannot_overflow).view(n, heads, width).transpose(0, 1)
-    if weight is not None and weight.shape[-1] != width or bias is not None and bias.shape[-1] != width:
-        # One weight per head: normalise, then each head's own weight and bias.
-        y = normalise(x, kind, None, None, eps, cannot_overflow)
-        y = y if weight is None else y * weight.view(heads, 1, width)
-        return y if bias is None or kind != "layer" else y + bias.view(heads, 1, width)
-    return normalise(x, kind, weight, bias, eps, cannot_overflow)
-
-
-def rope_inv_freq(dims: int, theta: float, scaling=None, float32: bool = False):
-    """RoPE's inverse frequencies θ^(−2i/dims), i < dims/2, as a CPU torch tensor, changed by
-    ``scaling`` (a ``core.stages.RopeScaling`` or None), and the attention factor that scales
-    cos and sin (YaRN's; 1 for the others): ``(inv_freq, attention_factor)``.
-
-    ``float32=True`` repeats transformers' ``ROPE_INIT_FUNCTIONS`` (``modeling_rope_utils``)
-    operation for operation in float32, so an imported layer rounds as the model does; False
-    makes the same formulas in float64 (without scaling: ``core.stages.rope_angles``'s
-    frequencies exactly).
-
-    - ``linear``: every frequency ÷ factor.
-    - ``llama3``: wavelengths λ = 2π/f longer than original/low_freq_factor are ÷ factor,
-      shorter than original/high_freq_factor kept, and between them blended:
-      s = (original/λ − low) / (high − low), f' = (1 − s)·f/factor + s·f.
-    - ``yarn``: f' = f/factor·(1 − e) + f·e, e = 1 − clamp((i − low)/(high − low), 0, 1) with
-      low/high the pair indices ``d·ln(original / (2π·β)) / (2 ln θ)`` for β = beta_fast and
-      beta_slow (floored/ceiled when ``truncate``, then clipped to 0 … dims − 1); the attention
-      factor is ``scaling.attention_factor`` (default 0.1·ln(factor) + 1 for factor > 1).
-    """
-    torch = _torch()
-    kind = None if scaling is None else scaling.kind
-    dtype = torch.float32 if float32 else torch.float64
-    if not float32 and kind is None:
-        from .stages import rope_frequencies
-
-        return torch.from_numpy(rope_frequencies(dims, theta)), 1.0
-    exponents = torch.arange(0, dims, 2, dtype=torch.int64).to(dtype) / dims
-    if kind == "yarn":
-        return _yarn_inv_freq(theta ** exponents, dims, theta, scaling, dtype), scaling.yarn_attention_factor
-    inv_freq = 1.0 / (theta ** exponents)
-    if kind == "linear":
-        return inv_freq / scaling.factor, 1.0
-    if kind == "llama3":
-        return _llama3_inv_freq(inv_freq, scaling), 1.0
-    return inv_freq, 1.0
-
-
-def _llama3_inv_freq(inv_freq, scaling):
-    torch = _torch()
-    factor, low, high = scaling.factor, scaling.low_freq_factor, scaling.high_freq_factor
-    original = scaling.original_max_position_embeddings
-    long_wavelength, short_wavelength = original / low, original / high
-    wavelength = 2 * math.pi / inv_freq
-    scaled = torch.where(wavelength > long_wavelength, inv_freq / factor, inv_freq)
-    blend = (original / wavelength - low) / (high - low)
-    blended = (1 - blend) * scaled / factor + blend * scaled
-    between = ~(wavelength < short_wavelength) * ~(wavelength > long_wavelength)
-    return torch.where(between, blended, scaled)
-
-
-def _yarn_inv_freq(pos_freqs, dims: int, theta: float, scaling, dtype):
-    torch = _torch()
-
-    def pair_index(rotations):  # the pair that turns ``rotations`` times over the original length
-        return dims * math.log(scaling.original_max_position_embeddings / (rotations * 2 * math.pi)) / (2 * math.log(theta))
-
-    low, high = pair_index(scaling.beta_fast), pair_index(scaling.beta_slow)
-    if scaling.truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, dims - 1)
-    if low == high:
-        high += 0.001  # transformers' guard against a zero-width ramp
-    ramp = ((torch.arange(dims // 2, dtype=dtype) - low) / (high - low)).clamp(0, 1)
-    extrapolated = 1 - ramp
-    return 1.0 / (scaling.factor * pos_freqs) * (1 - extrapolated) + 1.0 / pos_freqs * extrapolated
-
-
-def rope_cos_sin(n: int, dims: int, theta: float, dtype, device, offset: int = 0, float32_angles: bool = False,
-                 scaling=None):
-    """cos and sin, (n, dims/2) tensors in ``dtype`` on ``device``, of the RoPE angles
-    p·f_i for positions p = offset … offset + n − 1 and pairs i < dims/2, f_i θ^(−2i/dims)
-    changed by ``scaling`` (``rope_inv_freq``), both times YaRN's attention factor: the
-    ``cos``/``sin`` of ``rotate``'s ``rope`` tuple.
-
-    By default the angles are made in float64 on the host and only their cosines rounded to
-    ``dtype``. ``float32_angles=True`` makes them as transformers does: the frequencies and
-    ``position × inv_freq`` in float32, then cos/sin × attention factor in float32, so a
-    model's forward and an imported layer repeat its rounding at every length.
-    """
-    torch = _torch()
-    if float32_angles:
-        inv_freq, attention_factor = rope_inv_freq(dims, theta, scaling, float32=True)
-        angles = torch.arange(offset, offset + n, dtype=torch.float32)[:, None] * inv_freq[None, :]
-        cos, sin = angles.cos(), angles.sin()
-        if attention_factor != 1.0:
-            cos, sin = cos * attention_factor, sin * attention_factor
-        return cos.to(device=device, dtype=dtype), sin.to(device=device, dtype=dtype)
-    from .stages import rope_angles
-
-    angles = rope_angles(n, dims, theta, offset, scaling)
-    attention_factor = 1.0 if scaling is None else scaling.yarn_attention_factor
-    return (torch.tensor(np.cos(angles) * attention_factor, dtype=dtype, device=device),
-            torch.tensor(np.sin(angles) * attention_factor, dtype=dtype, device=device))
-
-
-def rotate(x, rope):
-    """RoPE, the one rotation of attnexplorer: turn each pair of the first ``dims`` dimensions
-    of x (…, n, d_k) by its angle. ``rope`` is ``(cos, sin, dims, layout)`` with cos/sin
-    (n, dims/2) (``rope_cos_sin``); ``layout`` "half" pairs (i, i + dims/2) (Llama/GPT-NeoX's
-    ``rotate_half``: ``x·cos + rotate_half(x)·sin`` with cos repeated twice gives exactly the
-    same numbers), "interleaved" pairs (2i, 2i + 1). Dimensions past ``dims`` pass unchanged."""
-    torch = _torch()
-    cos, sin, dims, layout = rope
-    half = dims // 2
-    if layout == "half":
-        a, b = x[..., :half], x[..., half:dims]
-    else:
-        a, b = x[..., 0:dims:2], x[..., 1:dims:2]
-    turned_a = a * cos - b * sin
-    turned_b = a * sin + b * cos
-    if layout == "half":
-        turned = torch.cat((turned_a, turned_b), dim=-1)
-    else:
-        turned = torch.stack((turned_a, turned_b), dim=-1).flatten(-2)
-    return turned if dims == x.shape[-1] else torch.cat((turned, x[..., dims:]), dim=-1)
-
-
-def alibi_bias(slopes, rows: slice, cols: slice, dtype=None, device=None):
-    """ALiBi's bias, the one of attnexplorer: −slope_h·|i − j| for heads h (``slopes``, (H,)),
-    query positions i in ``rows`` and key positions j in ``cols`` (step-1 slices with bounds),
-    as an (H, rows, cols) tensor in ``dtype`` (default float64) on ``device``. Made in float64
-    and rounded once, so any rectangle equals the same cells of the whole; the diagonal is +0,
-    not −0 (which exports would write as "-0.0")."""
-    torch = _torch()
-    i = torch.arange(rows.start, rows.stop, device=device, dtype=torch.float64)
-    j = torch.arange(cols.start, cols.stop, device=device, dtype=torch.float64)
-    distance = (i[:, None] - j[None, :]).abs()
-    s = torch.tensor(np.asarray(slopes, dtype=np.float64), device=device)
-    bias = 0.0 - s[:, None, None] * distance
-    return bias if dtype is None else bias.to(dtype)
-
-
 def kv_head_map(heads: int, kv_heads: int) -> np.ndarray:
     """The K/V head each of ``heads`` query heads reads (H,), read-only and shared: query head
     h reads K/V head h // (heads / kv_heads), the grouped-query layout of ``attention_block``."""
@@ -382,58 +137,9 @@ def _kv_head_map(heads: int, kv_heads: int) -> np.ndarray:
     return a
 
 
-def linear(x, w, b=None):
-    """x·w (+ b): one matrix product, the bias fused into it when there is one."""
-    return x @ w if b is None else _torch().addmm(b, x, w)
-
-
 def _inplace_ok(keep_overwritten: bool) -> bool:
     """Whether a step may overwrite its input: only when nobody reads it later, without autograd."""
     return not keep_overwritten and not _torch().is_grad_enabled()
-
-
-def queries_keys_values(inputs: AttentionInputs) -> dict:
-    """Every step before the scores: X = norm(E + P), then Q, K and V of every head (QK-norm
-    and RoPE applied), as a dict of tensors (see ``attend``'s first entries; ``Q_unnormed``/
-    ``K_unnormed`` are before QK-norm, ``Q_unrotated``/``K_unrotated`` after it and before RoPE).
-
-    ``attend`` starts with it, and so does the streamed path for long inputs
-    (``core.long``), which then makes the scores a block of rows at a time: one formula for
-    X, Q, K and V, whichever path shows them.
-    """
-    x = inputs.x
-    if inputs.positions_add is not None:
-        x = x + inputs.positions_add
-    if inputs.norm is not None:
-        x = _normalise(x, inputs.norm)
-    heads, d_k = inputs.heads, inputs.d_k
-    kv_heads = heads if inputs.kv_heads is None else inputs.kv_heads
-    product = linear if inputs.linear is None else inputs.linear
-    if inputs.source_x is None:
-        # X·[W_q | W_k | W_v] (+ b): every projection of every head in one matrix product.
-        joined = product(x, inputs.w_qkv, inputs.b_qkv)
-        joined_kv = None
-        q, k, v = split_projections(joined, heads, d_k, inputs.d_v, kv_heads)
-    else:
-        # Cross-attention: queries from X, keys and values from the source's rows.
-        hk = heads * d_k
-        b = inputs.b_qkv
-        joined = product(x, inputs.w_qkv, None if b is None else b[:hk])
-        joined_kv = product(inputs.source_x, inputs.w_kv, None if b is None else b[hk:])
-        q = _per_head(joined, heads)
-        k, v = split_key_value(joined_kv, kv_heads, d_k)
-    q_unnormed = k_unnormed = None
-    if inputs.qk_norm is not None:
-        q_unnormed, k_unnormed = q, k
-        kind, over, eps, q_weight, q_bias, k_weight, k_bias = inputs.qk_norm
-        q = normalise_heads(q, kind, q_weight, q_bias, eps, over, cannot_overflow=True)
-        k = normalise_heads(k, kind, k_weight, k_bias, eps, over, cannot_overflow=True)
-    q_unrotated = k_unrotated = None
-    if inputs.rope is not None:
-        q_unrotated, k_unrotated = q, k
-        q, k = rotate(q, inputs.rope), rotate(k, inputs.rope)
-    return {"joined": joined, "joined_kv": joined_kv, "X": x, "Q": q, "K": k, "V": v,
-            "Q_unrotated": q_unrotated, "K_unrotated": k_unrotated, "Q_unnormed": q_unnormed, "K_unnormed": k_unnormed}
 
 
 class AttentionBlock(NamedTuple):

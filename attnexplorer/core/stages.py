@@ -25,6 +25,7 @@ import numpy as np
 from .errors import SessionError
 from .limits import bound_problem
 from .display import counted
+from .position_encoding import rope_angles, rope_frequencies  # noqa: F401 - the panels' and the bench's, from here as before
 
 NormKind = Literal["layer", "rms"]
 PositionsKind = Literal["sinusoidal", "learned", "rope", "alibi"]
@@ -443,24 +444,6 @@ def rope_pairs(dims: int, layout: str) -> tuple[np.ndarray, np.ndarray]:
     if layout == "half":
         return np.arange(half), np.arange(half) + half
     return np.arange(0, dims, 2), np.arange(1, dims, 2)
-
-
-def rope_frequencies(dims: int, theta: float) -> np.ndarray:
-    """Pair i's angle per position, θ^(−2i/dims), i < dims/2, float64 (no scaling)."""
-    return theta ** (-np.arange(0, dims, 2, dtype=np.float64) / dims)
-
-
-def rope_angles(n: int, dims: int, theta: float, offset: int = 0, scaling: "RopeScaling | None" = None) -> np.ndarray:
-    """The angle of pair i at position p (p = offset … offset + n − 1), (n, dims/2), radians,
-    in float64, with the frequencies changed by ``scaling`` (``attention.rope_inv_freq``)."""
-    if scaling is None:
-        inv_freq = rope_frequencies(dims, theta)
-    else:
-        from .attention import rope_inv_freq
-
-        inv_freq = rope_inv_freq(dims, theta, scaling)[0].numpy()
-    pos = np.arange(offset, offset + n, dtype=np.float64)
-    return pos[:, None] * inv_freq[None, :]
 
 
 def norm_statistics(kind: str, rows, eps: float) -> tuple[np.ndarray | None, np.ndarray]:
