@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 
 WIDTH = 58        # a column per band: "␣Mary" whole, longer tokens elided (the tooltip has them)
 MIN_CELL = 30     # with the strip, thumbnails may be this small: SmolLM2 keeps two bands in 1280 px
@@ -46,12 +46,15 @@ def lens_cells(result: dict | None) -> list[LensCell]:
 
 def paint_cell(p: QPainter, rect: QRectF, cell: LensCell, text_colour: QColor) -> None:
     """The token on a tint as strong as its probability (white at 0, the unedited blue at 1)."""
+    p.save()
     tint = QColor(*TINT, int(round(40 + 180 * min(max(cell.prob, 0.0), 1.0))))
     p.fillRect(rect, tint)
     p.setPen(QPen(CHANGED, 2) if cell.changed else QPen(QColor(160, 160, 160), 1))
     p.drawRect(rect.adjusted(0.5, 0.5, -0.5, -0.5))
-    colour = QColor(255, 255, 255) if cell.prob > 0.55 else (CHANGED if cell.changed else text_colour)
-    p.setPen(colour)
-    fm = QFontMetrics(p.font())
-    text = fm.elidedText(cell.token, Qt.TextElideMode.ElideRight, int(rect.width()) - 6)
+    p.setPen(QColor(255, 255, 255) if cell.prob > 0.55 else (CHANGED if cell.changed else text_colour))
+    font = QFont(p.font())
+    font.setPointSizeF(font.pointSizeF() * 0.85)   # "<U+00A0>" whole in the column
+    p.setFont(font)
+    text = QFontMetrics(font).elidedText(cell.token, Qt.TextElideMode.ElideRight, int(rect.width()) - 6)
     p.drawText(rect.adjusted(3, 0, -3, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
+    p.restore()

@@ -20,14 +20,14 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPoint, QPointF, Qt, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton, QSplitter, QTableView,
-                               QVBoxLayout, QWidget)
+                               QTabWidget, QVBoxLayout, QWidget)
 
 
 UNEDITED, INTERVENED = (70, 110, 190), (235, 130, 40)
 TARGET_HINT = "A token to follow its probability and rank (a pair: their logit difference, as IOI studies report)"
 # Ten rows of bars at ~15 px each with their axis and legend; the table scrolls below that.
 BARS_MIN_HEIGHT, TABLE_MIN_HEIGHT = 190, 56
-DOCK_BARS = 6
+DOCK_BARS, DOCK_BARS_MIN_HEIGHT = 6, 150   # with a picked pair's three lines the dock still fits 800 px
 
 
 class _RowsTable(QAbstractTableModel):
@@ -127,7 +127,7 @@ class TokenBars(pg.GraphicsLayoutWidget):
     token_clicked = Signal(int, str)
 
     def __init__(self, title: str | None, series: tuple[tuple[str, tuple], ...], axis_label: bool = True,
-                 clickable: bool = False, parent=None):
+                 clickable: bool = False, legend: bool = True, parent=None):
         super().__init__(parent)
         self.setBackground("w")
         if clickable:
@@ -153,7 +153,7 @@ class TokenBars(pg.GraphicsLayoutWidget):
             self.plot.addItem(item)
             self.bars.append(item)
         self.legend = None
-        if len(series) > 1:
+        if legend and len(series) > 1:
             self.legend = _legend_below(self, len(series))
             for (name, _colour), item in zip(series, self.bars):
                 self.legend.addItem(item, name)
@@ -236,6 +236,7 @@ class PredictionsPanel(QWidget):
             self.ablate_buttons[kind] = button
         head_row.addStretch(1)
         self.tables_row.setVisible(tables_row)
+        self.beside_tables = tables_row
         self.target_label = QLabel("")
         self.target_label.setWordWrap(True)
         for edit in (self.target_edit, self.versus_edit):
@@ -244,8 +245,8 @@ class PredictionsPanel(QWidget):
         # has one), and the bars keep room for ten readable rows while the table gives way.
         self.plot_widget = TokenBars(None if tables_row else "Next-token probabilities",
                                      (("unedited", UNEDITED), ("with the interventions", INTERVENED)),
-                                     axis_label=not tables_row)
-        self.plot_widget.setMinimumHeight(BARS_MIN_HEIGHT)
+                                     axis_label=not tables_row, legend=not tables_row)
+        self.plot_widget.setMinimumHeight(DOCK_BARS_MIN_HEIGHT if tables_row else BARS_MIN_HEIGHT)
         # the dock shares a corner at 1280 × 800: six rows of bars stay readable there, ten did not
         self.bars_shown = DOCK_BARS if tables_row else None
         self.plot = self.plot_widget.plot
@@ -254,12 +255,24 @@ class PredictionsPanel(QWidget):
         self.table = _table(self.table_model)
         self.table.verticalHeader().show()
         self.table.setMinimumHeight(TABLE_MIN_HEIGHT)
-        split = QSplitter(Qt.Orientation.Vertical)
-        split.setChildrenCollapsible(False)
-        split.addWidget(self.plot_widget)
-        split.addWidget(self.table)
-        split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 2)
+        if tables_row:
+            # the dock: the bars or the table, each with the whole height (both squeezed the bars)
+            split = QTabWidget()
+            split.setDocumentMode(True)
+            split.addTab(self.plot_widget, "Bars")
+            split.addTab(self.table, "Table")
+            # the legend in the tab bar's corner: inside the plot it took a third of the bars' height
+            key = QLabel(" ".join(f"<span style='color:rgb{colour}'>■</span> {name}" for name, colour in
+                                  (("unedited", UNEDITED), ("with the interventions", INTERVENED))))
+            split.setCornerWidget(key, Qt.Corner.TopRightCorner)
+        else:
+            split = QSplitter(Qt.Orientation.Vertical)
+            split.setChildrenCollapsible(False)
+            split.addWidget(self.plot_widget)
+            split.addWidget(self.table)
+            split.setStretchFactor(0, 3)
+            split.setStretchFactor(1, 2)
+        self.views = split
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.heading)
@@ -294,8 +307,11 @@ class PredictionsPanel(QWidget):
         tokens, position = result["tokens"], result["position"]
         edited = result.get("intervened")
         what = "no interventions" if edited is None else "with " + ", ".join(edited["interventions"])
-        self.heading.setText(f"After position {position} ({tokens[position]}), {what}. "
-                             "Click a query row in the tables to predict from another position.")
+        hint = "Click a query row in the tables to predict from another position."
+        # beside the tables the hint is the heading's tooltip: a line the dock's bars need
+        self.heading.setText(f"After position {position} ({tokens[position]}), {what}." +
+                             ("" if self.beside_tables else " " + hint))
+        self.heading.setToolTip(hint)
         top = result["baseline"]["top"]
         self._draw_bars([e["token"] for e in top], [e["id"] for e in top], [e["prob"] for e in top],
                         [e["prob"] for e in edited["baseline_top"]] if edited else [])
