@@ -273,7 +273,8 @@ class GenerationControl(QObject):
 
     With the panel's *Tables follow the text* on, each action ends by making the tables' layer
     (``follow_layer()``, None: nothing to follow) of the grown text, handed to ``follow(layer,
-    session)`` on the GUI thread (the model controller makes it a document edit)."""
+    session)`` on the GUI thread (the model controller makes it a document edit; False when the
+    user kept the tables' unsaved work, which turns following off)."""
 
     def __init__(self, parent, panel: GenerationPanel, source, follow_layer=lambda: None,
                  follow=lambda layer, session: None):
@@ -358,7 +359,8 @@ class GenerationControl(QObject):
         self.last, self.last_error, self._generated = snap, None, True
         self.panel.show_snapshot(snap)
         if snap.get("follow") is not None and self.panel.follow_button.isChecked():
-            self.follow(*snap["follow"])
+            if self.follow(*snap["follow"]) is False:   # the user kept the tables' unsaved work
+                self.panel.follow_button.setChecked(False)
 
     def _on_failed(self, err: BaseException) -> None:
         self.last_error = str(err) if isinstance(err, AttnExplorerError) else f"generation failed: {err}"

@@ -461,13 +461,16 @@ class ModelController(QObject):
             return None
         return self.tables_layer if self.tables_layer is not None else self.window.layer
 
-    def _follow_text(self, layer: int, session) -> None:
+    def _follow_text(self, layer: int, session) -> bool:
         """The tables take ``layer`` on the generated text: one undo step in the document, as
         any other change of the tables (Edit ▸ Undo brings back what they held)."""
         head = min(self.document.selection.current.head, self.window.loaded.num_heads - 1)
+        # tables holding something else take the layer first, as a click on its thumbnail does
+        # (asking about unsaved work: kept, nothing follows)
         if self.tables_layer != layer and not self.load_layer(layer, head):
-            return   # the tables held something else: first the layer, as a click on its thumbnail
+            return False
         self.document.edit(session, f"Layer {layer} on the generated text ({len(session.tokens)} tokens)")
+        return True
 
     def _on_result(self, result) -> None:
         """The badge follows every compute of the tables; the head view draws the tables'

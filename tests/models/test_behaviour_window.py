@@ -269,3 +269,25 @@ def test_the_logit_lens_strip_beside_the_model_view(opened, qtbot):
     assert [c.changed for c in grid.lens] == [e["intervened"]["top"]["id"] != e["baseline"]["top"]["id"]
                                               for e in edited]
     assert "with the interventions" in grid.lens[0].tooltip and result["logit_lens"] is not None
+
+
+def test_the_predictions_dock_keeps_its_bars_legible_at_1280_by_800(opened, qtbot):
+    window, controller, control, reference = opened
+    window.resize(1280, 800)
+    window.show()
+    control.dock.raise_()
+    qtbot.waitExposed(window)
+    control.dock_panel.set_target(" dog", " ball")   # three lines of the pair above the bars
+    _wait(qtbot, control, lambda res: res["target"] is not None and "versus" in res["target"])
+    qtbot.wait(50)
+    assert window.height() <= 800
+    bars = control.dock_panel.plot_widget
+    assert bars.isVisible() and len(bars.ids) == 6
+    view = bars.plot.getViewBox().sceneBoundingRect()
+    # a row per token at least a line of text high: the strip it was drew ten rows in 30 px
+    assert view.height() / len(bars.ids) >= bars.fontMetrics().height()
+    assert view.width() > 200
+    # the table, all ten rows, one tab away
+    views = control.dock_panel.views
+    views.setCurrentWidget(control.dock_panel.table)
+    assert control.dock_panel.table.isVisible() and control.dock_panel.table_model.rowCount() == 10

@@ -182,3 +182,31 @@ def test_the_tables_follow_the_generated_text_one_undo_step_each(opened, qtbot):
     _click_and_wait(qtbot, control, panel.step_button, lambda s: s["steps"] == 4)
     qtbot.wait(200)
     assert doc.session is held
+
+
+def test_following_asks_about_unsaved_work_and_stops_when_it_is_kept(opened, qtbot):
+    controller, control, reference = opened
+    panel = controller.window.generation
+    window = controller.main_window
+    doc = window.document
+    from attnexplorer.core.presets import build_preset
+
+    window.actions.adopt_session(build_preset("pronoun").session)   # the tables hold a preset …
+    preset = doc.session
+    w = np.array(preset.w_query)
+    w[0, 0, 0] += 1.0
+    doc.edit(preset.replace(w_query=w), "Edit W_q")                 # … edited, unsaved
+    edited = doc.session
+    window.ask_unsaved = lambda: "cancel"
+    _click_and_wait(qtbot, control, panel.step_button, lambda s: s["steps"] == 1)
+    qtbot.mouseClick(panel.follow_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not panel.follow_button.isChecked(), timeout=60000)
+    assert doc.session is edited
+    # "discard": the tables take the layer, then the grown text, one undo step back to the layer
+    window.ask_unsaved = lambda: "discard"
+    qtbot.mouseClick(panel.follow_button, Qt.MouseButton.LeftButton)
+    n = len(reference.run.ids)
+    qtbot.waitUntil(lambda: len(doc.session.tokens) == n + 1, timeout=60000)
+    assert controller.tables_layer == controller.window.layer and panel.follow_button.isChecked()
+    window.undo_action.trigger()
+    assert tuple(doc.session.tokens) == reference.run.tokens
