@@ -34,6 +34,7 @@ for the layer inputs, which opening any layer needs.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from collections import ChainMap
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple
@@ -478,16 +479,25 @@ def family(kind: str, config: Any, weights: Mapping[str, torch.Tensor]) -> _Fami
 # waking a second thread for each of a few hundred of them costs more than it saves, and on a
 # busy 2-core machine far more (SmolLM2 on 32 tokens: 0.6 s on one thread, 4-12 s on two with
 # the load average at 8). torch's thread count is global, so it is put back after, as the fit does.
+# The thread count also decides float32's rounding: a matrix product split across threads sums
+# in another order, so transformers' own eager forward on two threads and on one differ (1.5e-5
+# on a tiny Llama's second layer input, whose numbers reach 28). Every route runs a text with
+# the same count (``threads_for``), so the own forward and the transformers route agree bitwise.
 ONE_THREAD_TOKENS = 64
 
 
-def _threads(tokens: int):
-    """One thread for a short text (see ``ONE_THREAD_TOKENS``); returns what to put back."""
+@contextmanager
+def threads_for(tokens: int):
+    """Inside it, torch runs on one thread for a short text (``ONE_THREAD_TOKENS``); put back after."""
     threads = torch.get_num_threads()
-    if tokens <= ONE_THREAD_TOKENS and threads > 1:
-        torch.set_num_threads(1)
-        return threads
-    return None
+    if tokens > ONE_THREAD_TOKENS or threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def forward(kind: str, config: Any, weights: Mapping[str, torch.Tensor], ids: list[int], *,
@@ -499,21 +509,16 @@ def forward(kind: str, config: Any, weights: Mapping[str, torch.Tensor], ids: li
     The result's ``final`` is the residual stream after the last layer (every layer's MLP
     included), from which ``logits`` makes the model's prediction.
     """
-    threads = _threads(len(ids))
-    try:
-        with torch.no_grad():
-            model = family(kind, config, weights)
-            run = _Layers(model.layers, keep_attentions, progress, cancelled, observe=observe)
-            x = model.embed(torch.tensor(ids, dtype=torch.long))
-            inputs = []
-            for layer in range(model.layers):
-                run.start(layer)
-                inputs.append(x)
-                x = model.layer(layer, x, run)
-            return run.result(inputs, x)
-    finally:
-        if threads is not None:
-            torch.set_num_threads(threads)
+    with threads_for(len(ids)), torch.no_grad():
+        model = family(kind, config, weights)
+        run = _Layers(model.layers, keep_attentions, progress, cancelled, observe=observe)
+        x = model.embed(torch.tensor(ids, dtype=torch.long))
+        inputs = []
+        for layer in range(model.layers):
+            run.start(layer)
+            inputs.append(x)
+            x = model.layer(layer, x, run)
+        return run.result(inputs, x)
 
 
 def forward_from(kind: str, config: Any, weights: Mapping[str, torch.Tensor], start: int, x: torch.Tensor, *,
@@ -524,23 +529,18 @@ def forward_from(kind: str, config: Any, weights: Mapping[str, torch.Tensor], st
     stream after each of those layers (the last is the final one) and the captured layers'
     heads' outputs (``_Layers.capture``). Nothing n × n is kept."""
     changes = dict(changes or {})
-    threads = _threads(x.shape[0])
-    try:
-        with torch.no_grad():
-            model = family(kind, config, weights)
-            run = _Layers(model.layers, False, None, cancelled, changes=changes, record=False, capture=capture)
-            after = []
-            for layer in range(start, model.layers):
-                run.start(layer)
-                change = changes.get(layer)
-                if change is not None and change.residual is not None:
-                    x = change.residual
-                x = model.layer(layer, x, run)
-                after.append(x)
-            return after, run.contexts
-    finally:
-        if threads is not None:
-            torch.set_num_threads(threads)
+    with threads_for(x.shape[0]), torch.no_grad():
+        model = family(kind, config, weights)
+        run = _Layers(model.layers, False, None, cancelled, changes=changes, record=False, capture=capture)
+        after = []
+        for layer in range(start, model.layers):
+            run.start(layer)
+            change = changes.get(layer)
+            if change is not None and change.residual is not None:
+                x = change.residual
+            x = model.layer(layer, x, run)
+            after.append(x)
+        return after, run.contexts
 
 
 def head_problem(kind: str, config: Any, weights: Mapping[str, torch.Tensor]) -> str | None:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .forward import _Layers, _threads, family
+from .forward import _Layers, family, threads_for
 from .interventions import Behaviour, Interventions, Scores
 from .sources import ModelError
 
@@ -228,21 +228,16 @@ class Generation:
     def _forward(self, ids: list[int], start: int, prefill: bool = False):
         """Rows ``start…`` of the text through every layer over the cache: (the last row's
         logits, the last row's weights (layers, H, keys))."""
-        threads = _threads(len(ids))
-        try:
-            with torch.no_grad():
-                run = _Cached(self.model.layers, self.cache, start, self.changes)
-                x = self.model.embed(torch.tensor(ids, dtype=torch.long), start=start)
-                for layer in range(self.model.layers):
-                    change = self.changes.get(layer)
-                    if prefill and change is not None and change.residual is not None:
-                        x = change.residual   # an edited layer input: the prompt's rows
-                    x = self.model.layer(layer, x, run)
-                self.cache.length = start + len(ids)
-                return self.behaviour.logits(x[-1:])[0], torch.stack(run.last_rows)
-        finally:
-            if threads is not None:
-                torch.set_num_threads(threads)
+        with threads_for(len(ids)), torch.no_grad():
+            run = _Cached(self.model.layers, self.cache, start, self.changes)
+            x = self.model.embed(torch.tensor(ids, dtype=torch.long), start=start)
+            for layer in range(self.model.layers):
+                change = self.changes.get(layer)
+                if prefill and change is not None and change.residual is not None:
+                    x = change.residual   # an edited layer input: the prompt's rows
+                x = self.model.layer(layer, x, run)
+            self.cache.length = start + len(ids)
+            return self.behaviour.logits(x[-1:])[0], torch.stack(run.last_rows)
 
     # ---- what the user does ----------------------------------------------------------------
 

@@ -282,16 +282,10 @@ class Behaviour:
         A short text's whole prediction runs on one thread, the unembedding products too (the
         forward's ``ONE_THREAD_TOKENS`` rule): a second thread woken for each of them spun on a
         busy 2-core machine, 146 ms of CPU for a lens prediction that takes 94 ms on one."""
-        from .forward import _threads
+        from .forward import threads_for
 
-        threads = _threads(len(self.run.ids))
-        try:
+        with threads_for(len(self.run.ids)):
             return self._predict(interventions, position, top, target, versus, lens, cancelled)
-        finally:
-            if threads is not None:
-                import torch
-
-                torch.set_num_threads(threads)
 
     def _predict(self, interventions, position, top, target, versus, lens, cancelled) -> dict:
         import torch

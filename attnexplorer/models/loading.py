@@ -182,8 +182,11 @@ class LoadedModel:
                 result = forward(self.family.kind, self.config, self.weights, ids, keep_attentions=not long,
                                  progress=layer_progress, cancelled=cancelled, observe=observe)
             else:
+                from .forward import threads_for
+
                 _check(cancelled)
-                result = self.forward(ids)
+                with threads_for(len(ids)):   # as the own forward: the same rounding
+                    result = self.forward(ids)
                 for layer, weights in enumerate(result.attentions if observe is not None else ()):
                     observe(layer, 0, weights.float())
         except ModelError:

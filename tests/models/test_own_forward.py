@@ -1,9 +1,11 @@
 """attnexplorer's own forward (native.py + forward.py) against transformers, the reference.
 
 The fast route must say exactly what the model itself says: the same token ids and pieces as
-transformers' tokenizer, each layer's attention within 1e-5 of transformers' eager
-``output_attentions``, each layer input and attention output within 1e-4. And a folder the
-fast route cannot vouch for goes through transformers instead of being read wrongly.
+transformers' tokenizer, each layer's attention within 1e-6 of transformers' eager
+``output_attentions``, each layer input and attention output within 1e-5 (both routes run a
+short text on one thread, ``forward.threads_for``: on two, transformers' own numbers move by
+1.5e-5 on a tiny Llama's second layer). And a folder the fast route cannot vouch for goes
+through transformers instead of being read wrongly.
 """
 
 import json
@@ -30,10 +32,10 @@ def _agree(own, reference, texts=(TEXT,)):
         a, b = own.run(text), reference.run(text)
         assert a.ids == b.ids and a.pieces == b.pieces and a.tokens == b.tokens, text
         assert a.attentions.shape == b.attentions.shape
-        assert np.abs(a.attentions - b.attentions).max() < 1e-5, text
+        assert np.abs(a.attentions - b.attentions).max() < 1e-6, text
         for x, y in zip(a.layer_inputs, b.layer_inputs):
-            assert np.abs(x - y).max() < 1e-4, text
-        assert np.abs(a.attention_outputs - b.attention_outputs).max() < 1e-4, text
+            assert np.abs(x - y).max() < 1e-5, text
+        assert np.abs(a.attention_outputs - b.attention_outputs).max() < 1e-5, text
 
 
 @pytest.mark.parametrize("name", ["tiny_bert", "tiny_gpt2", "tiny_llama"])
