@@ -132,7 +132,8 @@ def build_bench_parser() -> argparse.ArgumentParser:
     p = Parser(prog="attnexplorer bench",
                                 description="Measure engine, redraw and start-up speed headlessly.")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
-    p.add_argument("--quick", action="store_true", help="fewer sizes and repeats (for tests)")
+    p.add_argument("--quick", action="store_true", help="fewer sizes and repeats; the real-model rows "
+                   "(models, behaviour, generation, heads) only when --only names them")
     p.add_argument("--device", default=None, help="only this device (default: cpu and cuda when present)")
     p.add_argument("--only", metavar="ROWS", help="only these kinds of rows, comma-separated: engine, stages, redraw, "
                    "drag, edit_cost, heatmap, large, startup, export, long, fit_steps, fit_gui, models, behaviour, "

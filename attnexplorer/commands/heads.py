@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from ..models.sources import ModelError, missing_dependencies, resolve
+from .model_output import LayerBar, check_figures, score_figures
 
 ATTRIBUTIONS = ("dla", "ablate:zero", "ablate:mean", "ablate:patch")
 
@@ -68,13 +69,7 @@ def _check_first(args):
         raise ModelError("--patch-text is only for --attribution ablate:patch")
     if args.versus is not None and args.target is None:
         raise ModelError("--versus needs --target: the logit difference is target − versus")
-    from ..io.export_command import FIGURE_FORMATS, parse_formats
-
-    args.figure_formats = parse_formats(args.figures, FIGURE_FORMATS, "--figures")
-    if bool(args.figure_formats) != (args.out_figures is not None):
-        raise ModelError("give --figures FORMATS and --out-figures DIR together")
-    if args.out_figures is not None and not Path(args.out_figures).parent.is_dir():
-        raise ModelError(f"--out-figures {args.out_figures}: the folder {Path(args.out_figures).parent} does not exist")
+    check_figures(args)
     out = Path(args.out)
     if out.is_dir():
         raise ModelError(f"--out {args.out} is a folder; give a file name such as scores.csv")
@@ -104,8 +99,6 @@ def run_heads(args) -> int:
     from ..models.head_scores import HeadScores, document
     from ..models.interventions import Behaviour
     from ..models.loading import load_model
-    from .import_model import LayerBar
-
     loaded = load_model(source)
     ids, pieces, label, probe = document(loaded, args.probe if args.probe is not None else text)
     scorer = HeadScores(scores, ids, loaded.num_layers, loaded.num_heads, probe)
@@ -121,7 +114,7 @@ def run_heads(args) -> int:
     rows = head_table(loaded.num_layers, loaded.num_heads, columns)
     atomic_write_text(Path(args.out), _csv(rows))
     if args.figure_formats:
-        _figures(columns, args.figure_formats, Path(args.out_figures))
+        score_figures(columns, args.figure_formats, Path(args.out_figures))
     if args.json:
         print(json.dumps(rows, indent=1))
     print(f"{args.out}: {len(rows)} heads of {loaded.describe()}; {len(ids)} tokens; "
@@ -139,8 +132,6 @@ def _attribution(args, behaviour) -> dict:
         print(f"{what} at position {picked.position}: {logit:.4f} = heads {values.sum():.4f} + rest {rest:.4f}",
               file=sys.stderr)
         return {"dla": values}
-    from .import_model import LayerBar
-
     kind = args.attribution.split(":")[1]
     bar = LayerBar()
     try:
@@ -151,40 +142,3 @@ def _attribution(args, behaviour) -> dict:
         bar.close()
     print(f"{what} at position {picked.position}: {base:.4f} unedited", file=sys.stderr)
     return {f"ablate_{kind}": effects}
-
-
-def figure_app() -> None:
-    """The offscreen QApplication figures are drawn in; ModelError when Qt is missing."""
-    import os
-
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    try:
-        from ..ui.figures import ensure_app
-    except ImportError as err:
-        raise ModelError(f"figure export needs PySide6 and pyqtgraph: {err}") from None
-    ensure_app()
-
-
-def _figures(columns: dict, formats: list[str], folder: Path, quiet: bool = False) -> list[Path]:
-    """Each column's heatmap as ``heads-<column>.<format>`` in ``folder`` (created if missing)."""
-    import re
-
-    figure_app()
-    from ..ui.figures import export_panel
-    from ..ui.head_scores_panel import HeadScoresPanel
-
-    folder.mkdir(exist_ok=True)
-    panel = HeadScoresPanel()
-    written = []
-    try:
-        panel.set_scores(columns)
-        for name in columns:
-            panel.colour_by(name)
-            stem = "heads-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")
-            for fmt in formats:
-                written.append(export_panel(panel, folder / f"{stem}.{fmt}", width=640, height=480))
-    finally:
-        panel.shutdown()
-    if not quiet:
-        print(f"{folder}: {len(written)} figures", file=sys.stderr)
-    return written

@@ -13,41 +13,15 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 from ..models.sources import ModelError, missing_dependencies, resolve
+from .model_output import LayerBar, check_figures, figure_app, score_figures
 
 
 def _json(session: dict) -> str:
     # Compact: a layer of MiniLM is over half a million numbers.
     return json.dumps(session, separators=(",", ":"), allow_nan=False) + "\n"
-
-
-class LayerBar:
-    """``[#####-----] running smollm2 on 4,096 tokens: layer 12 of 30`` on one stderr line, at most ~10 times a second."""
-
-    def __init__(self, stream=None, width: int = 30, from_fraction: float = 0.0):
-        self.stream, self.width, self.from_fraction = stream or sys.stderr, width, from_fraction
-        self._last = 0.0
-        self.shown = False
-
-    def __call__(self, fraction: float, message: str) -> None:
-        if fraction < self.from_fraction:
-            return
-        now = time.monotonic()
-        if now - self._last < 0.1 and fraction < 1.0:
-            return
-        self._last = now
-        filled = int(self.width * min(max(fraction, 0.0), 1.0))
-        self.stream.write(f"\r[{'#' * filled}{'-' * (self.width - filled)}] {message}")
-        self.stream.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 def _check_first(args) -> bool:
@@ -73,13 +47,7 @@ def _check_first(args) -> bool:
         raise ModelError(f"--out {args.out} is a folder; give a file name such as layer0.json")
     elif not out.parent.is_dir():
         raise ModelError(f"--out {args.out}: the folder {out.parent} does not exist")
-    from ..io.export_command import FIGURE_FORMATS, parse_formats
-
-    args.figure_formats = parse_formats(args.figures, FIGURE_FORMATS, "--figures")
-    if bool(args.figure_formats) != (args.out_figures is not None):
-        raise ModelError("give --figures FORMATS and --out-figures DIR together")
-    if args.out_figures is not None and not Path(args.out_figures).parent.is_dir():
-        raise ModelError(f"--out-figures {args.out_figures}: the folder {Path(args.out_figures).parent} does not exist")
+    check_figures(args)
     return several
 
 
@@ -125,14 +93,13 @@ def run_import_model(args) -> int:
     where = f"{out}: layers {_ranges(layers)}" if several else f"{out}: layer {layers[0]}"
     print(f"{where} of {loaded.describe()}; {len(run.tokens)} tokens", file=sys.stderr)
     if args.figure_formats:
-        from .heads import _figures, figure_app
 
         figure_app()
         from ..ui.model_figures import write_model_figures
 
         folder = Path(args.out_figures)
         written = write_model_figures(loaded, run, layers, args.figure_formats, folder)
-        written += _figures(scorer.result(), args.figure_formats, folder, quiet=True)
+        written += score_figures(scorer.result(), args.figure_formats, folder, quiet=True)
         print(f"{folder}: {len(written)} figures", file=sys.stderr)
     return 0
 
