@@ -135,8 +135,7 @@ class Fitter:
         if single_thread is None:
             single_thread = session.heads * session.n * session.n <= SMALL_PROBLEM
         self._single_thread = dev.type == "cpu" and single_thread
-        # Made by the first step, on the thread that runs the fit: torch's first optimiser
-        # imports torch._dynamo, 1.5 s of imports that would freeze the window at Start.
+        # Made by the first step, on the thread that runs the fit.
         self._opt = None
         # The window passes the weights it already shows for this session; comparing with them
         # waits for the first step, on the fit's own thread, so that Start does not compute
@@ -156,14 +155,12 @@ class Fitter:
         self.last: FitProgress | None = None
 
     def _make_optimizer(self):
-        torch = self._torch
-        opt = torch.optim.Adam if self.optimizer_name == "adam" else torch.optim.SGD
-        try:
-            # One fused kernel per step instead of a handful per parameter: about 20 % more
-            # steps per second at n = 16. Older torch builds have no fused CPU optimisers.
-            return opt(self._trained, lr=self.lr, fused=True)
-        except (RuntimeError, TypeError, ValueError):
-            return opt(self._trained, lr=self.lr)
+        # One fused kernel per step instead of a handful per parameter: about 20 % more steps
+        # per second at n = 16; called without torch.optim, whose first use imports
+        # torch._dynamo (see ``optimiser``).
+        from .optimiser import optimiser
+
+        return optimiser(self._torch, self._trained, self.optimizer_name, self.lr)
 
     def _compare_with(self, shown: np.ndarray) -> None:
         """Refuse a session whose weights the fit's inputs would not reproduce (``shown``, the
