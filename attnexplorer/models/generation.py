@@ -221,6 +221,7 @@ class Generation:
         self.ids = list(b.run.ids)
         self.prompt_length = len(self.ids)
         self.cache = KVCache(self.model.layers)
+        self._scores = None   # (logits, their Scores): see ``scores``
         self._logits = [self._forward(self.ids, 0, prefill=True)[0]]   # the next-token logits at each position
 
     # ---- the model -------------------------------------------------------------------------
@@ -250,10 +251,19 @@ class Generation:
     def length(self) -> int:
         return len(self.ids)
 
+    def scores(self) -> Scores:
+        """The next-token logits' ``Scores``, made once per position: a step and the Generate
+        tab's bars (``upcoming``) read the same ones."""
+        logits = self.logits
+        if self._scores is None or self._scores[0] is not logits:
+            with threads_for(1):
+                self._scores = (logits, Scores(logits))
+        return self._scores[1]
+
     def upcoming(self, k: int = TOP) -> list[dict]:
         """The prediction the next step picks from (the top ``k``, as ``Step.top``): the Generate
         tab's next-token bars."""
-        return self.behaviour._top(Scores(self.logits), k)
+        return self.behaviour._top(self.scores(), k)
 
     def cache_size(self) -> tuple[int, int]:
         """(numbers, bytes) the KV cache holds: layers × 2 × K/V heads × n × d_k, float32."""
@@ -272,7 +282,7 @@ class Generation:
         elif isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)) or not 0 <= token_id < vocabulary:
             raise ModelError(f"token {token_id} is not in the vocabulary (ids 0..{vocabulary - 1})")
         token_id = int(token_id)
-        scores = Scores(self.logits)
+        scores = self.scores()
         top = self.behaviour._top(scores, TOP)
         logits, rows = self._forward([token_id], n)
         self.ids.append(token_id)
