@@ -30,7 +30,8 @@ def format_report(r: dict) -> str:
                        f"{row['bare_ms']:>10.3f}{row['ratio']:>7.2f}{mark(row['met'])}")
     if r.get("stages"):
         out.append("")
-        out.append("With biases, 8 query heads sharing 2 K/V heads, RoPE or ALiBi, d = 512, d_k = 64 (target ≤ 1.3×)")
+        out.append("With biases, 8 query heads sharing 2 K/V heads, RoPE or ALiBi, d = 512, d_k = 64 (target ≤ 1.3×);")
+        out.append("rope+new: also QK-norm, soft-capping and a sink per head")
         out.append(f"  {'device':7}{'positions':>10}{'n':>6}{'engine ms':>11}{'bare ms':>10}{'ratio':>7}")
         for row in r["stages"]:
             out.append(f"  {row['device']:7}{row['positions']:>10}{row['n']:>6}{row['engine_ms']:>11.3f}"

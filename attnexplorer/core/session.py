@@ -306,7 +306,7 @@ class Session:
         if self.sinks is not None:
             sinks = frozen_matrix(self.sinks, "sinks", 1)
             if sinks.shape[0] != h:
-                raise SessionError(f"has {counted(sinks.shape[0], 'number')}, expected one per head ({h})", "sinks")
+                raise SessionError(f"has {counted(sinks.shape[0], 'number')}, expected one per head, heads = {h}", "sinks")
             object.__setattr__(self, "sinks", sinks)
 
     # -- sizes, in the walkthroughs' names ---------------------------------------------
