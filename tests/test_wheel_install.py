@@ -124,7 +124,7 @@ def test_installed_wheel_runs_the_cheapest_bench_rows(installed, tmp_path):
     assert {"python", "cpu", "cores", "torch", "devices"} <= set(data["machine"])
     assert [row["n"] for row in data["engine"]] == [16, 256] and {row["device"] for row in data["engine"]} == {"cpu"}
     assert all(ENGINE_FIELDS <= set(row) and row["engine_ms"] > 0 and row["bare_ms"] > 0 for row in data["engine"])
-    assert {row["positions"] for row in data["stages"]} == {"rope", "alibi"}
+    assert {row["positions"] for row in data["stages"]} == {"rope", "alibi", "rope+new"}
     assert all(STAGES_FIELDS <= set(row) and row["engine_ms"] > 0 for row in data["stages"])
     assert FIT_STEPS_FIELDS <= set(data["fit_steps"]) and data["fit_steps"]["steps_per_s"] > 0
     # The text report of those figures: their sections, and none of the rows not measured.

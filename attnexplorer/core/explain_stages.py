@@ -104,7 +104,8 @@ def stage_lines(session, result, h: int, i: int, j: int) -> list[str]:
                 lines.append(f"  YaRN multiplies cos and sin by {fmt(factor)}: the turned dimensions of q and k "
                              f"grow by that factor, their part of q·k by {fmt(factor * factor)}")
         if dims < session.d_k:
-            lines.append(f"  partial rotary: dims {dims} … {session.d_k - 1} of each head pass unturned")
+            rest = f"dim {dims} passes" if dims == session.d_k - 1 else f"dims {dims} … {session.d_k - 1} pass"
+            lines.append(f"  partial rotary: {rest} unturned")
         for m in range(min(dims // 2, MAX_PAIRS_SHOWN)):
             omega = float(omegas[m])
             lines.append(f"  pair {m} (dims {int(first[m])}, {int(second[m])}), ω = {fmt(omega)}: q turned "

@@ -63,4 +63,4 @@ def test_rope_scaling_names_the_scaled_frequencies_and_yarns_factor():
     omega = rope_angles(1, 2, 100.0, 1, scaling)[0, 0]
     assert f"ω = {omega:.3g}" in e.text
     assert "yarn ×4" in e.text and "YaRN multiplies cos and sin by 1.14" in e.text
-    assert "partial rotary: dims 2 … 3" in e.text
+    assert "partial rotary: dims 2 … 3 pass unturned" in e.text

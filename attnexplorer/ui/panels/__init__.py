@@ -18,6 +18,7 @@ from .matrix_view import MatrixView
 from .query_panel import QueryPanel
 from .rope_panel import RopePanel
 from .signal_panel import SignalPanel
+from .softmax_stages_panel import SoftmaxStagesPanel
 
 PANEL_CLASSES: tuple[type[Panel], ...] = (
     QKVPanel,
@@ -26,6 +27,7 @@ PANEL_CLASSES: tuple[type[Panel], ...] = (
     ScoresPanel,
     AlibiPanel,
     ScaledScoresPanel,
+    SoftmaxStagesPanel,
     WeightsPanel,
     OutputPanel,
     QueryPanel,
@@ -55,6 +57,7 @@ __all__ = [
     "ScaledScoresPanel",
     "ScoresPanel",
     "SignalPanel",
+    "SoftmaxStagesPanel",
     "WeightsPanel",
     "make_panels",
 ]

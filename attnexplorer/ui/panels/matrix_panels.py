@@ -153,6 +153,8 @@ class ScaledScoresPanel(_SingleMatrixPanel):
     def heading_text(self, head: int, heads: int) -> str:
         session = self.document.result.session  # the one drawn, maybe an edit behind the document
         scale = session.scale.describe(session.d_k)
+        if session.softcap is not None:  # Gemma 2: squashed into (−c, c) after the scale
+            scale += f", soft-capped at ±{theme.format_value(session.softcap, 4)}"
         mask = session.mask.kind
         text = f"{self.title} ({scale}" + (f", {mask} mask)" if mask != "none" else ")")
         return text if heads == 1 else f"{text} — head {head}"
@@ -187,6 +189,11 @@ class WeightsPanel(_SingleMatrixPanel):
 
     def heading_text(self, head: int, heads: int) -> str:
         text = super().heading_text(head, heads)
+        result = self.document.result
+        if result is not None and result.session.sinks is not None:
+            # The sink is one more key with no value: the keys shown get less than all of a row.
+            text = text.replace("(softmax; each row sums to 1)",
+                                "(softmax with a sink per head; each row sums to 1 − its sink's share)")
         if self.color_range == "auto" and self.view.levels[1] < 1.0:  # (up to 1: nothing to say)
             text += f" — colours 0 to {theme.format_value(self.view.levels[1], 3)} (auto)"
         return text
@@ -196,13 +203,15 @@ def projection_titles(session) -> tuple[str, str, str]:
     """How Q, K and V were made in ``session``: ``Q = RoPE(X·W_q + b_q)``, ``K = source·W_k``
     (the source's rows, in cross-attention) …, naming only the stages it uses."""
     rope = session.positions is not None and session.positions.kind == "rope"
+    normed = session.qk_norm is not None
     keys_from = "X" if session.source is None else "source"
 
     def made(name, rows, weight, bias, rotated):
         text = f"{rows}·{weight}" + (f" + {bias}" if getattr(session, name) is not None else "")
-        return f"RoPE({text})" if rotated else text
+        text = f"QK-norm({text})" if rotated and normed else text
+        return f"RoPE({text})" if rotated and rope else text
 
-    return (f"Q = {made('b_query', 'X', 'W_q', 'b_q', rope)}", f"K = {made('b_key', keys_from, 'W_k', 'b_k', rope)}",
+    return (f"Q = {made('b_query', 'X', 'W_q', 'b_q', True)}", f"K = {made('b_key', keys_from, 'W_k', 'b_k', True)}",
             f"V = {made('b_value', keys_from, 'W_v', 'b_v', False)}")
 
 

@@ -150,7 +150,7 @@ class QueryPanel(FigurePanel):
     kind = "query"
     title = "Selected query"
     short_title = "Query"
-    needs = frozenset({"scaled_scores", "weights", "V", "head_outputs"})
+    needs = frozenset({"scaled_scores", "weights", "V", "head_outputs", "sink_share"})
     minimum_size = (400, 300)
 
     def __init__(self, document, parent=None):
@@ -229,10 +229,23 @@ class QueryPanel(FigurePanel):
         self.score_chart.set_bars(scores, keys, color=theme.QUERY_COLOR, blocked=blocked, selected=key)
         self.weight_chart.set_bars(weights, keys, color=theme.CATEGORY_COLORS[-1],
                                    highlight=list(colors.items()), selected=key)
+        self.weight_chart.setTitle(self._weights_title(result, head, query, weights), size="10pt")
         self._draw_sum(result, head, query, weights)
 
     def redraw_selection(self) -> None:
         self.redraw()
+
+    @staticmethod
+    def _weights_title(result, head: int, query: int, weights) -> str:
+        """"weights (sum to 1)", or with attention sinks what this row sums to and the share
+        its head's sink takes (the sink is a key with no value, so it is not a bar)."""
+        if result.session.sinks is None:
+            return "weights (sum to 1)"
+        share = None if result.sink_share is None else float(result.sink_share[head, query])
+        if share is None:
+            share = 1.0 - float(np.sum(weights))
+        shown = theme.format_value(1.0 - share, 3)
+        return f"weights (sum {shown}; sink {theme.format_value(share, 3)})"
 
     @staticmethod
     def _contributors(weights: np.ndarray) -> tuple[list[int], list[int]]:

@@ -1,0 +1,68 @@
+"""The soft-capping and sinks panel and the texts that say a row with sinks sums to less than
+1: drawn numbers equal the engine's, and the panel shows only for sessions with the stages."""
+
+import numpy as np
+import pytest
+
+from attnexplorer.core.presets import build_preset
+from attnexplorer.ui.document import SessionDocument
+from attnexplorer.ui.panels import QueryPanel, ScaledScoresPanel, SoftmaxStagesPanel, WeightsPanel
+
+
+@pytest.fixture
+def doc(qtbot):
+    d = SessionDocument(build_preset("dessert").session)
+    yield d
+    d.shutdown()
+
+
+def show(qtbot, panel, size=(640, 520)):
+    qtbot.addWidget(panel)
+    panel.resize(*size)
+    panel.show()
+    qtbot.waitExposed(panel)
+    return panel
+
+
+def staged(doc, **stages):
+    doc.edit(doc.session.replace(**stages), "stages")
+    assert doc.compute.wait_idle()
+
+
+def test_the_panel_draws_the_engines_numbers(qtbot, doc):
+    panel = show(qtbot, SoftmaxStagesPanel(doc))
+    assert not panel.applies_to(doc.session)
+    heads = doc.session.heads
+    staged(doc, softcap=1.0, sinks=np.linspace(-1.0, 2.0, heads))
+    assert panel.applies_to(doc.session)
+    doc.selection.set(head=heads - 1, query=2, key=1)
+    panel.refresh()
+    result = doc.result
+    np.testing.assert_allclose(panel.shares(), result.sink_share[heads - 1], rtol=1e-6)
+    raw, capped = panel.capped_points()
+    visible = ~np.asarray(result.mask[2])
+    np.testing.assert_allclose(capped, result.scaled_scores[heads - 1, 2][visible], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(raw * 0 + result.scores[heads - 1, 2][visible] * result.scale_factor, raw, rtol=1e-6)
+    assert (np.abs(capped) <= 1.0).all()
+    assert panel.curve_plot.isVisible() and panel.share_chart.isVisible()
+    panel.resize(1280, 800)
+    panel.grab().save("/tmp/stages/softmax_stages_panel.png")
+    staged(doc, softcap=None)
+    panel.refresh()
+    assert not panel.curve_plot.isVisible() and panel.capped_points() is None and panel.shares() is not None
+
+
+def test_titles_say_rows_with_sinks_sum_to_less_than_one(qtbot, doc):
+    weights, query, scaled = (show(qtbot, cls(doc)) for cls in (WeightsPanel, QueryPanel, ScaledScoresPanel))
+    for p in (weights, query, scaled):
+        p.refresh()
+    assert "each row sums to 1)" in weights.heading.text
+    staged(doc, sinks=np.full(doc.session.heads, 1.0), softcap=30.0)
+    for p in (weights, query, scaled):
+        p.refresh()
+    assert "each row sums to 1 − its sink's share" in weights.heading.text
+    head, q = doc.selection.current.head, doc.selection.current.query
+    share = float(doc.result.sink_share[head, q])
+    title = query.weight_chart.titleLabel.text
+    assert f"sink {share:.3g}" in title and f"sum {1 - share:.3g}" in title
+    assert "soft-capped at ±30" in scaled.heading.text
