@@ -40,6 +40,15 @@ def _settings_of_its_own(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path_factory.mktemp("settings")))
 
 
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    """The settings and the recovery files (the data folder) under the test's own ``tmp_path``
+    (``config/`` and ``data/``), for tests that look at them; returns ``tmp_path``."""
+    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path
+
+
 @pytest.fixture(autouse=True)
 def _collect_garbage_between_tests():
     gc.disable()

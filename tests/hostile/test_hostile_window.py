@@ -41,14 +41,7 @@ def make_window(qtbot, session):
 
 
 @pytest.fixture
-def env(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
-    return tmp_path
-
-
-@pytest.fixture
-def win(qtbot, env):
+def win(qtbot, isolated):
     window = make_window(qtbot, build_preset("pronoun").session)
     yield window
     window.actions.autosaver.discard()
@@ -69,13 +62,13 @@ hostile_value = (st.integers(-2**70, 2**70) | st.sampled_from([0, 1, 8, 4096, 40
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_every_file_the_core_accepts_opens_in_the_window(win, env, data):
+def test_every_file_the_core_accepts_opens_in_the_window(win, isolated, data):
     preset = data.draw(st.sampled_from(list_presets()))
     names = [p.name for p in preset.params] + ["bogus"]
     params = data.draw(st.dictionaries(st.sampled_from(names), hostile_value, max_size=3))
     obj = session_to_dict(build_preset("pronoun").session)
     obj["preset"] = {"name": preset.name, "params": params}
-    path = env / "hostile.json"
+    path = isolated / "hostile.json"
     path.write_text(json.dumps(obj))
     try:
         expected = load_session(path)
@@ -94,11 +87,11 @@ def test_every_file_the_core_accepts_opens_in_the_window(win, env, data):
                 assert widget.value() == pytest.approx(expected.preset.params[name])
 
 
-def test_the_reported_crashes_are_refused_in_both(win, env):
+def test_the_reported_crashes_are_refused_in_both(win, isolated):
     for params in ({"N": "abc"}, {"N": None}, {"N": [1]}, {"N": 1e308}, {"seed": 3000000000}, {"seed": 2**63}):
         obj = session_to_dict(build_preset("sine").session)
         obj["preset"]["params"] = params
-        path = env / "bad.json"
+        path = isolated / "bad.json"
         path.write_text(json.dumps(obj))
         with pytest.raises(AttnExplorerError) as err:
             load_session(path)
@@ -106,14 +99,14 @@ def test_the_reported_crashes_are_refused_in_both(win, env):
         assert win.answers.log[-1] == ("error", str(err.value))
     text = re.sub(r'"N": \d+', '"N": 1e400', json.dumps(session_to_dict(build_preset("sine").session)))
     assert "1e400" in text
-    (env / "bad.json").write_text(text)
-    assert not win.actions.open_path(env / "bad.json")
+    (isolated / "bad.json").write_text(text)
+    assert not win.actions.open_path(isolated / "bad.json")
 
 
 # -- item 8: a session that overflows says so at once ------------------------------------------
 
-def test_opening_an_overflowing_session_says_why_at_once(win, env, qtbot):
-    path = env / "big.json"
+def test_opening_an_overflowing_session_says_why_at_once(win, isolated, qtbot):
+    path = isolated / "big.json"
     save_session(overflowing(), path)
     assert win.actions.open_path(path)
     qtbot.wait(20)
@@ -121,7 +114,7 @@ def test_opening_an_overflowing_session_says_why_at_once(win, env, qtbot):
     assert "too large for float32" in win.statusBar().currentMessage()
 
 
-def test_starting_on_an_overflowing_session_says_why_at_once(qtbot, env):
+def test_starting_on_an_overflowing_session_says_why_at_once(qtbot, isolated):
     window = make_window(qtbot, overflowing())
     try:
         qtbot.waitUntil(lambda: any("too large for float32" in text for _, text in window.answers.log), timeout=2000)
@@ -133,8 +126,8 @@ def test_starting_on_an_overflowing_session_says_why_at_once(qtbot, env):
 # -- item 12: special files in the window's Open ------------------------------------------------
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
-def test_open_refuses_a_named_pipe_without_blocking(win, env):
-    fifo = env / "pipe.json"
+def test_open_refuses_a_named_pipe_without_blocking(win, isolated):
+    fifo = isolated / "pipe.json"
     os.mkfifo(fifo)
     before = win.document.session
     assert not win.actions.open_path(fifo)

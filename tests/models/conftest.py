@@ -232,7 +232,7 @@ def tiny_roberta_mlm(tmp_path_factory):
 
 
 @pytest.fixture
-def model_in_window(qtbot, tmp_path, monkeypatch):
+def model_in_window(qtbot, isolated):
     """``open(folder, text, layer)``: a main window (on the pronoun preset) whose model controller
     has opened the model on the text and drawn its first prediction; returns (window, controller).
     Errors are collected in ``window.errors``; everything is closed after the test."""
@@ -242,8 +242,6 @@ def model_in_window(qtbot, tmp_path, monkeypatch):
     from attnexplorer.ui.model_window import ModelController
     from attnexplorer.ui.settings import AppSettings
 
-    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
     opened = []
 
     def open_model(folder, text, layer=1):

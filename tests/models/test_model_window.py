@@ -20,9 +20,7 @@ TEXT = "The dog fetched the ball"
 
 
 @pytest.fixture
-def win(qtbot, tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
+def win(qtbot, isolated):
     built = build_preset("pronoun")
     doc = SessionDocument(built.session)
     window = MainWindow(doc, AppSettings())

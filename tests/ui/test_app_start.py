@@ -22,9 +22,7 @@ from attnexplorer.ui.settings import AppSettings
 
 
 @pytest.fixture
-def settings(tmp_path, monkeypatch, qapp):
-    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
+def settings(isolated, qapp):
     return AppSettings()
 
 

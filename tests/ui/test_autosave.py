@@ -16,11 +16,9 @@ from attnexplorer.ui.settings import AppSettings, data_dir
 
 
 @pytest.fixture
-def dirs(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
+def dirs(isolated, monkeypatch):
     monkeypatch.setattr(autosave, "DEFAULT_DELAY_MS", 50)  # windows made here write after 50 ms
-    return tmp_path
+    return isolated
 
 
 @pytest.fixture

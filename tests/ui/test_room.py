@@ -16,9 +16,7 @@ from attnexplorer.ui.table_view import MatrixTableView
 
 
 @pytest.fixture
-def window_at(qtbot, tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
+def window_at(qtbot, isolated):
     docs = []
 
     def make(preset, size):

@@ -13,9 +13,7 @@ from attnexplorer.ui.settings import AppSettings
 
 
 @pytest.fixture
-def open_window(qtbot, tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
+def open_window(qtbot, isolated):
     made = []
 
     def make(session):

@@ -16,13 +16,6 @@ from attnexplorer.ui.main_window import MainWindow
 from attnexplorer.ui.settings import AppSettings
 
 
-@pytest.fixture
-def isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
-    return tmp_path
-
-
 class Asked(Exception):
     pass
 
