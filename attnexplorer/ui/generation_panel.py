@@ -204,7 +204,9 @@ class GenerationPanel(QWidget):
             f"{_size(snap['bytes'])}. Layer {snap['layer']}, K/V head {snap['kv_head']}, read by query heads "
             f"{heads[0]}–{heads[-1]}" + (f"; {snap['ended']}" if snap.get("ended") else ""))
         rows = snap["rows"]
-        self.attention.show_matrix(rows, rows.shape[0] - 1 if rows.size else None, levels=(0.0, float(rows.max() or 1)))
+        # Back to the prompt leaves no generated row (0 × keys): nothing drawn, no max of nothing
+        self.attention.show_matrix(rows, rows.shape[0] - 1 if rows.size else None,
+                                   levels=(0.0, float(rows.max() or 1)) if rows.size else None)
         self.keys.show_matrix(snap["k"], snap["length"] - 1)
         self.values.show_matrix(snap["v"], snap["length"] - 1)
         top = snap["next"][:NEXT_SHOWN]
@@ -229,7 +231,28 @@ def snapshot(generation, layer: int, head: int, ended: str | None = None) -> dic
             "numbers": numbers, "bytes": size, "layer": layer, "head": head, "kv_head": kv_head,
             "reading_heads": list(range(kv_head * group, (kv_head + 1) * group)), "rows": rows, "k": k, "v": v,
             "last": steps[-1].token if steps else None, "last_prob": steps[-1].prob if steps else None,
-            "ids": list(generation.ids), "ended": ended, "next": upcoming}
+            "ids": list(generation.ids), "ended": ended, "next": upcoming, "prompt_length": generation.prompt_length,
+            "grown": grown_attention(generation)}
+
+
+GROWN_LIMIT = 128   # past this many tokens the model view keeps the prompt's thumbnails (layers × H × n × n)
+
+
+def grown_attention(generation) -> np.ndarray | None:
+    """Every layer × head's attention on the text as it has grown, for the model view's
+    thumbnails: the prompt's weights (the unedited run's) and below them each generated token's
+    row (with the interventions in force). None for a long prompt, a text past ``GROWN_LIMIT``
+    or nothing generated: nothing layers × heads × n × n is made then."""
+    run, steps = generation.behaviour.run, list(generation.steps)
+    n, total = len(run.ids), generation.length
+    if not steps or run.long or run.attentions is None or total > GROWN_LIMIT:
+        return None
+    layers, heads = run.attentions.shape[:2]
+    out = np.zeros((layers, heads, total, total), dtype=np.float32)
+    out[:, :, :n, :n] = run.attentions
+    for i, step in enumerate(steps):
+        out[:, :, n + i, :step.attention.shape[-1]] = step.attention
+    return out
 
 
 def _key(behaviour, interventions) -> tuple:
@@ -274,13 +297,14 @@ class GenerationControl(QObject):
     With the panel's *Tables follow the text* on, each action ends by making the tables' layer
     (``follow_layer()``, None: nothing to follow) of the grown text, handed to ``follow(layer,
     session)`` on the GUI thread (the model controller makes it a document edit; False when the
-    user kept the tables' unsaved work, which turns following off)."""
+    user kept the tables' unsaved work, which turns following off). ``grown(snapshot)`` after
+    every step: the model view's thumbnails grow with the text (``snapshot["grown"]``)."""
 
     def __init__(self, parent, panel: GenerationPanel, source, follow_layer=lambda: None,
-                 follow=lambda layer, session: None):
+                 follow=lambda layer, session: None, grown=lambda snap: None):
         super().__init__(parent)
         self.panel, self.source = panel, source
-        self.follow_layer, self.follow = follow_layer, follow
+        self.follow_layer, self.follow, self.grown = follow_layer, follow, grown
         self.jobs = JobRunner("attnexplorer-generation", GuiThread(self).post, progress_s=0.05)
         self.last: dict | None = None
         self.last_error: str | None = None
@@ -358,6 +382,7 @@ class GenerationControl(QObject):
     def _on_done(self, snap: dict) -> None:
         self.last, self.last_error, self._generated = snap, None, True
         self.panel.show_snapshot(snap)
+        self.grown(snap)
         if snap.get("follow") is not None and self.panel.follow_button.isChecked():
             if self.follow(*snap["follow"]) is False:   # the user kept the tables' unsaved work
                 self.panel.follow_button.setChecked(False)

@@ -56,6 +56,7 @@ class ModelGrid(QWidget):
         self.ablations: dict[tuple[int, int], str] = {}
         self.colouring: tuple[str, np.ndarray] | None = None   # (score name, layers × heads)
         self.lens: list = []   # lens_strip.LensCell per layer: the logit-lens strip beside each band
+        self.generated: tuple[int, int] | None = None   # (prompt length, tokens) while generation grows the text
         self.CELL = self.MIN_CELL
         self.bands = 1
         self.setMouseTracking(True)
@@ -67,8 +68,18 @@ class ModelGrid(QWidget):
                         for l in range(attentions.shape[0])]
         self._selected = None
         self.lens = []   # the old run's lens says nothing of this one
+        self.generated = None
         self._fit()
         self.updateGeometry()
+        self.update()
+
+    def set_generated(self, attentions: np.ndarray, prompt_length: int | None) -> None:
+        """The thumbnails of the text as generation grows it (layers, heads, N, N), the rows past
+        ``prompt_length`` marked in orange beside each; None: the prompt's own, unmarked. The
+        selection, the ablation marks and the lens strip stay."""
+        self._images = [[_thumbnail(attentions[l, h]) for h in range(attentions.shape[1])]
+                        for l in range(attentions.shape[0])]
+        self.generated = None if prompt_length is None else (prompt_length, attentions.shape[-1])
         self.update()
 
     def set_ablations(self, ablations: dict[tuple[int, int], str]) -> None:
@@ -229,10 +240,25 @@ class ModelGrid(QWidget):
         self._paint_colouring(p)
         self._paint_ablations(p)
         self._paint_lens(p, top)
+        self._paint_generated(p)
         if self._selected is not None:
             p.setPen(QPen(QColor(230, 60, 40), 3))
             p.drawRect(self.cell_rect(*self._selected).adjusted(-2, -2, 2, 2))
         p.end()
+
+    def _paint_generated(self, p: QPainter) -> None:
+        """An orange bar left of each thumbnail beside the generated rows (the newest one: its
+        last pixels): the thumbnail itself stays the weights."""
+        if self.generated is None:
+            return
+        prompt, total = self.generated
+        layers, heads, _rows = self._counts()
+        for layer in range(layers):
+            for head in range(heads):
+                r = self.cell_rect(layer, head)
+                row = r.height() / total
+                p.fillRect(QRectF(r.left() - 3, r.top() + prompt * row, 2, (total - prompt) * row),
+                           QColor(235, 130, 40))
 
     def _paint_lens(self, p: QPainter, top: int) -> None:
         if not self.lens:

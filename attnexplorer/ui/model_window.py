@@ -348,7 +348,7 @@ class ModelController(QObject):
 
         self.generation = GenerationControl(self, self.window.generation,
                                             lambda: (self.behaviour.behaviour, self.behaviour.interventions()),
-                                            self._followed_layer, self._follow_text)
+                                            self._followed_layer, self._follow_text, self._on_generated)
         document.result_changed.connect(self._on_result)
 
     @property
@@ -453,6 +453,17 @@ class ModelController(QObject):
         self.document.selection.set(head=head)
         self.behaviour.tables_loaded(layer)
         return True
+
+    def _on_generated(self, snap: dict) -> None:
+        """The model view's thumbnails follow the generated text, the generated rows marked."""
+        run = self.window.run
+        if run is None or run.long or tuple(snap["ids"][:snap["prompt_length"]]) != tuple(run.ids):
+            return   # another run's generation (superseded by an open): its thumbnails are not these
+        grown = snap.get("grown")
+        if grown is None:
+            self.window.grid.set_generated(run.attentions, None)   # back to the prompt (or too long to grow)
+        else:
+            self.window.grid.set_generated(grown, snap["prompt_length"])
 
     def _followed_layer(self) -> int | None:
         """The layer the tables hold of this run (else the one the window shows), for the tables

@@ -210,3 +210,33 @@ def test_following_asks_about_unsaved_work_and_stops_when_it_is_kept(opened, qtb
     assert controller.tables_layer == controller.window.layer and panel.follow_button.isChecked()
     window.undo_action.trigger()
     assert tuple(doc.session.tokens) == reference.run.tokens
+
+
+def test_the_model_view_grows_with_the_text(opened, qtbot):
+    from attnexplorer.ui.generation_panel import grown_attention
+
+    controller, control, reference = opened
+    mw, panel, grid = controller.window, controller.window.generation, controller.window.grid
+    mw.show()
+    qtbot.waitExposed(mw)
+    n = len(reference.run.ids)
+    panel.run_count.setValue(3)
+    _click_and_wait(qtbot, control, panel.run_button, lambda s: s["steps"] == 3 and s["ended"] is None)
+    assert grid.generated == (n, n + 3)
+    # every thumbnail: the prompt's weights, then each new token's row over every key
+    expected = Generation(reference, stop=())
+    expected.run(3)
+    grown = grown_attention(expected)
+    assert grown.shape[2:] == (n + 3, n + 3)
+    assert np.array_equal(grown[:, :, :n, :n], reference.run.attentions)
+    assert np.allclose(grown[1, 2, n + 2, :], expected.steps[2].attention[1, 2], atol=1e-6)
+    assert np.allclose(control.last["grown"], grown, atol=1e-6)
+    # the generated rows are marked beside each thumbnail, in orange
+    r = grid.cell_rect(1, 2)
+    pixel = grid.grab().toImage().pixelColor(int(r.left()) - 2, int(r.bottom()) - 1)
+    assert (pixel.red(), pixel.green(), pixel.blue()) == (235, 130, 40)
+    # Back to the prompt: the prompt's thumbnails, unmarked
+    panel.run_count.setValue(1)
+    for steps in (2, 1, 0):
+        _click_and_wait(qtbot, control, panel.back_button, lambda s, k=steps: s["steps"] == k)
+    assert grid.generated is None and control.last["grown"] is None
