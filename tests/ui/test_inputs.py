@@ -10,27 +10,12 @@ from attnexplorer.ui.inputs import InputsPanel
 
 
 @pytest.fixture
-def doc(qtbot):
-    built = build_preset("dessert")
-    d = SessionDocument(built.session)
-    yield d
-    d.shutdown()
-
-
-@pytest.fixture
 def panel(qtbot, doc):
     p = InputsPanel(doc)
     qtbot.addWidget(p)
     p.resize(340, 700)
     p.show()
     return p
-
-
-@pytest.fixture
-def messages(doc):
-    seen = []
-    doc.message.connect(seen.append)
-    return seen
 
 
 def test_sentence_enter_retokenizes_keeping_embeddings(qtbot, panel, doc):

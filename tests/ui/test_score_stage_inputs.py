@@ -6,19 +6,10 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from attnexplorer.core.presets import build_preset
 from attnexplorer.core.session import Scale
 from attnexplorer.core.stages import Positions
 from attnexplorer.ui.controls import ControlsPanel
-from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.inputs import InputsPanel
-
-
-@pytest.fixture
-def doc(qtbot):
-    d = SessionDocument(build_preset("dessert").session)
-    yield d
-    d.shutdown()
 
 
 @pytest.fixture
@@ -30,13 +21,6 @@ def panel(qtbot, doc):
     qtbot.waitExposed(p)
     p.setCurrentWidget(p.stages)
     return p
-
-
-@pytest.fixture
-def messages(doc):
-    seen = []
-    doc.message.connect(seen.append)
-    return seen
 
 
 def commit(qtbot, edit, text):

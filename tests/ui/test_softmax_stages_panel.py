@@ -2,26 +2,13 @@
 1: drawn numbers equal the engine's, and the panel shows only for sessions with the stages."""
 
 import numpy as np
-import pytest
+from ui_helpers import shown
 
-from attnexplorer.core.presets import build_preset
-from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels import QueryPanel, ScaledScoresPanel, SoftmaxStagesPanel, WeightsPanel
 
 
-@pytest.fixture
-def doc(qtbot):
-    d = SessionDocument(build_preset("dessert").session)
-    yield d
-    d.shutdown()
-
-
-def show(qtbot, panel, size=(640, 520)):
-    qtbot.addWidget(panel)
-    panel.resize(*size)
-    panel.show()
-    qtbot.waitExposed(panel)
-    return panel
+def show(qtbot, panel):
+    return shown(qtbot, panel, size=(640, 520))
 
 
 def staged(doc, **stages):

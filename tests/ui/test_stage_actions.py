@@ -2,27 +2,10 @@
 changes nothing and says why through the document's message."""
 
 import numpy as np
-import pytest
 
-from attnexplorer.core.presets import build_preset
 from attnexplorer.core.session import Mask
 from attnexplorer.core.stages import Positions
 from attnexplorer.ui import user_actions
-from attnexplorer.ui.document import SessionDocument
-
-
-@pytest.fixture
-def doc(qtbot):
-    d = SessionDocument(build_preset("dessert").session)
-    yield d
-    d.shutdown()
-
-
-@pytest.fixture
-def messages(doc):
-    seen = []
-    doc.message.connect(seen.append)
-    return seen
 
 
 def one_step(doc, action, text):

@@ -7,15 +7,7 @@ from PySide6.QtCore import Qt
 
 from attnexplorer.core.presets import build_preset
 from attnexplorer.core.stages import Positions
-from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.inputs import InputsPanel
-
-
-@pytest.fixture
-def doc(qtbot):
-    d = SessionDocument(build_preset("dessert").session)
-    yield d
-    d.shutdown()
 
 
 @pytest.fixture
@@ -26,13 +18,6 @@ def panel(qtbot, doc):
     p.show()
     qtbot.waitExposed(p)
     return p
-
-
-@pytest.fixture
-def messages(doc):
-    seen = []
-    doc.message.connect(seen.append)
-    return seen
 
 
 def type_into(qtbot, view, row, col, text):

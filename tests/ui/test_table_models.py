@@ -26,13 +26,6 @@ def doc(qtbot):
     d.shutdown()
 
 
-@pytest.fixture
-def messages(doc):
-    seen = []
-    doc.message.connect(seen.append)
-    return seen
-
-
 def test_models_pass_qt_model_checks(qtmodeltester, doc):
     for model in (MatrixModel(doc, "embeddings"), MatrixModel(doc, "W_q", follow_selection=True),
                   MatrixModel(doc, "W_v", head=1), TokenModel(doc)):
