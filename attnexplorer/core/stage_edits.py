@@ -86,20 +86,27 @@ def resize_d_out(session: Session, d_out: int) -> Session:
 
 # -- norm and positions --------------------------------------------------------------------
 
-def norm_of_kind(session: Session, kind: str) -> Norm | None:
-    """The norm a switch to ``kind`` ("none", "layer", "rms") gives: the weight is kept, a
-    LayerNorm's bias too, and eps is kept unless it was the other kind's default."""
-    if kind not in NORM_KINDS:
-        raise SessionError(f"unknown kind {kind!r}, expected one of {', '.join(NORM_KINDS)}", "norm.kind")
-    old = session.norm
+def _switched_norm(old, kind: str, kinds: tuple, where: str, fresh, switched):
+    """A norm (the input norm, QK-norm) switched to ``kind``: None for "none", ``fresh(eps)``
+    when there was none, ``old`` itself for its own kind, else ``switched(eps)`` with eps kept
+    unless it was the old kind's default (then the new kind's default)."""
+    if kind not in kinds:
+        raise SessionError(f"unknown kind {kind!r}, expected one of {', '.join(kinds)}", where)
     if kind == "none":
         return None
     if old is None:
-        return Norm(kind, eps=DEFAULT_EPS[kind])
+        return fresh(DEFAULT_EPS[kind])
     if old.kind == kind:
         return old
-    eps = DEFAULT_EPS[kind] if old.eps == DEFAULT_EPS[old.kind] else old.eps
-    return Norm(kind, weight=old.weight, bias=old.bias if kind == "layer" else None, eps=eps)
+    return switched(DEFAULT_EPS[kind] if old.eps == DEFAULT_EPS[old.kind] else old.eps)
+
+
+def norm_of_kind(session: Session, kind: str) -> Norm | None:
+    """The norm a switch to ``kind`` ("none", "layer", "rms") gives: the weight is kept, a
+    LayerNorm's bias too, and eps is kept unless it was the other kind's default."""
+    old = session.norm
+    return _switched_norm(old, kind, NORM_KINDS, "norm.kind", lambda eps: Norm(kind, eps=eps),
+                          lambda eps: Norm(kind, weight=old.weight, bias=old.bias if kind == "layer" else None, eps=eps))
 
 
 def set_norm(session: Session, norm: Norm | None) -> Session:
@@ -164,19 +171,11 @@ SCALING_KINDS = ("none", "linear", "llama3", "yarn")
 def qk_norm_of_kind(session: Session, kind: str) -> QKNorm | None:
     """The QK-norm a switch to ``kind`` ("none", "rms", "layer") gives: the weights, the
     reach ("head" or "all") and eps kept; a new one normalises each head, weights ones."""
-    if kind not in QK_NORM_KINDS:
-        raise SessionError(f"unknown kind {kind!r}, expected one of {', '.join(QK_NORM_KINDS)}", "qk_norm.kind")
     old = session.qk_norm
-    if kind == "none":
-        return None
-    if old is None:
-        return QKNorm(kind, eps=DEFAULT_EPS[kind])
-    if old.kind == kind:
-        return old
-    eps = DEFAULT_EPS[kind] if old.eps == DEFAULT_EPS[old.kind] else old.eps
     keep_bias = kind == "layer"
-    return QKNorm(kind, old.over, eps, old.query_weight, old.key_weight,
-                  old.query_bias if keep_bias else None, old.key_bias if keep_bias else None)
+    return _switched_norm(old, kind, QK_NORM_KINDS, "qk_norm.kind", lambda eps: QKNorm(kind, eps=eps),
+                          lambda eps: QKNorm(kind, old.over, eps, old.query_weight, old.key_weight,
+                                             old.query_bias if keep_bias else None, old.key_bias if keep_bias else None))
 
 
 def qk_norm_over(session: Session, over: str) -> QKNorm:

@@ -112,8 +112,10 @@ def test_numbers_read_back_bit_for_bit():
 
 # -- validation: exact messages and where-paths --------------------------------------------
 
-def mutate(path, value):
-    d = valid_dict()
+def mutate(path, value, base=None):
+    """A valid file (``base``, by default ``valid_dict()``) with the value at ``path`` set to
+    ``value`` (``DELETE``: removed)."""
+    d = valid_dict() if base is None else base
     target = d
     for key in path[:-1]:
         target = target[key]

@@ -4,30 +4,19 @@ undo step, each bad value refused with its reason and the control snapped back."
 
 import numpy as np
 import pytest
-from PySide6.QtCore import Qt
+from test_stage_inputs import commit, inputs_panel
 
 from attnexplorer.core.session import Scale
 from attnexplorer.core.stages import Positions
 from attnexplorer.ui.controls import ControlsPanel
-from attnexplorer.ui.inputs import InputsPanel
 
 
 @pytest.fixture
 def panel(qtbot, doc):
-    p = InputsPanel(doc)
-    qtbot.addWidget(p)
-    p.resize(400, 900)
-    p.show()
-    qtbot.waitExposed(p)
-    p.setCurrentWidget(p.stages)
-    return p
-
-
-def commit(qtbot, edit, text):
-    edit.setFocus()
-    edit.selectAll()
-    qtbot.keyClicks(edit, text)
-    qtbot.keyClick(edit, Qt.Key.Key_Return)
+    """The Inputs tabs with the Stages page shown."""
+    inputs = inputs_panel(qtbot, doc)
+    inputs.setCurrentWidget(inputs.stages)
+    return inputs
 
 
 def choose(combo, key):

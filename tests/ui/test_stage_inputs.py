@@ -10,14 +10,19 @@ from attnexplorer.core.stages import Positions
 from attnexplorer.ui.inputs import InputsPanel
 
 
-@pytest.fixture
-def panel(qtbot, doc):
+def inputs_panel(qtbot, doc) -> InputsPanel:
+    """The Inputs tabs on ``doc``, shown at 400 × 900."""
     p = InputsPanel(doc)
     qtbot.addWidget(p)
     p.resize(400, 900)
     p.show()
     qtbot.waitExposed(p)
     return p
+
+
+@pytest.fixture
+def panel(qtbot, doc):
+    return inputs_panel(qtbot, doc)
 
 
 def type_into(qtbot, view, row, col, text):
