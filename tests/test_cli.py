@@ -115,6 +115,7 @@ def test_parse_mask(text, mask):
 
 @pytest.mark.parametrize("text, scale", [
     ("inv_sqrt_dk", Scale("inv_sqrt_dk")), ("none", Scale("none")), ("temperature:0.02", Scale("temperature", 0.02)),
+    ("factor:256**-0.5", Scale("factor", multiplier=0.0625)), ("factor: 0.3", Scale("factor", multiplier=0.3)),
 ])
 def test_parse_scale(text, scale):
     assert parse_scale(text) == scale
@@ -152,7 +153,9 @@ def bad_cases(tmp_path, session_file):
         (src + ["--mask", "padding:9"], "--mask: mask.padding: padding position 9 is outside 0..3"),
         (src + ["--scale", "temperature:-1"], "--scale: the temperature must be a finite number > 0, got '-1'"),
         (src + ["--scale", "temperature:abc"], "--scale: the temperature must be a number, got 'abc'"),
-        (src + ["--scale", "loud"], "--scale: expected inv_sqrt_dk, none or temperature:T, got 'loud'"),
+        (src + ["--scale", "loud"], "--scale: expected inv_sqrt_dk, none, temperature:T or factor:F, got 'loud'"),
+        (src + ["--scale", "factor:0"], "--scale: the factor must be a finite number > 0, got '0'"),
+        (src + ["--scale", "factor:x"], "--scale: the factor 'x' is not a number"),
         (src + ["--matrices", "npz,xlsx"], "--matrices: unknown format 'xlsx'; choose from npz, npy, csv, json, tex, md"),
         (src + ["--figures", "gif"], "--figures: unknown format 'gif'; choose from png, svg, pdf"),
         (src + ["--out", str(a_file)], f"--out {a_file} is a file, not a folder"),

@@ -38,7 +38,7 @@ def _add_compute_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mask", metavar="MASK",
                    help="override the mask: none, causal, window:W, padding:J,K,... ")
     p.add_argument("--scale", metavar="SCALE",
-                   help="override the scale: inv_sqrt_dk, none, temperature:T")
+                   help="override the scale: inv_sqrt_dk, none, temperature:T, factor:F")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda or mps when available")
     p.add_argument("--dtype", default="float32", help="float32 (default), float64, float16, bfloat16")
 

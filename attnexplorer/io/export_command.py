@@ -70,7 +70,8 @@ def parse_mask(text: str) -> Mask:
 
 
 def parse_scale(text: str) -> Scale:
-    """``inv_sqrt_dk``, ``none`` or ``temperature:T`` (T > 0)."""
+    """``inv_sqrt_dk``, ``none``, ``temperature:T`` (T > 0) or ``factor:F`` (F > 0, a number or
+    arithmetic such as ``256**-0.5``: scores × F)."""
     kind, _, arg = text.strip().partition(":")
     kind = kind.strip().lower()
     if kind in ("inv_sqrt_dk", "none") and not arg.strip():
@@ -83,7 +84,18 @@ def parse_scale(text: str) -> Scale:
         if not (t > 0 and t < float("inf")):
             raise AttnExplorerError(f"--scale: the temperature must be a finite number > 0, got {arg.strip()!r}")
         return Scale("temperature", t)
-    raise AttnExplorerError(f"--scale: expected inv_sqrt_dk, none or temperature:T, got {text!r}")
+    if kind == "factor":
+        # The window's factor box reads the same text the same way (a number or arithmetic).
+        from ..core.expr import parse_number
+
+        try:
+            f = parse_number(arg.strip()) if arg.strip() else None
+        except AttnExplorerError as err:
+            raise AttnExplorerError(f"--scale: the factor {err}") from None
+        if f is None or not f > 0:
+            raise AttnExplorerError(f"--scale: the factor must be a finite number > 0, got {arg.strip()!r}")
+        return Scale("factor", multiplier=f)
+    raise AttnExplorerError(f"--scale: expected inv_sqrt_dk, none, temperature:T or factor:F, got {text!r}")
 
 
 def load_source(args):

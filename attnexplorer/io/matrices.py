@@ -9,10 +9,12 @@ the bundle writers the export command and File ▸ Export use. Every file is wri
 Names in a bundle (``labelled_matrices``): ``E``, ``P`` (absolute positions), ``X`` (the
 attention input, E + P normalised), ``W_q_head{h}``, ``b_q`` (H × d_k), ``W_k_head{g}``,
 ``b_k``, ``W_v_head{g}``, ``b_v`` (g counts K/V heads), ``W_o``, ``b_o``,
-``Q_unrotated_head{h}``, ``K_unrotated_head{g}`` (RoPE), ``Q_head{h}``, ``K_head{g}``,
+``Q_unnormed_head{h}``, ``K_unnormed_head{g}`` (QK-norm), ``Q_unrotated_head{h}``,
+``K_unrotated_head{g}`` (RoPE), ``Q_head{h}``, ``K_head{g}``, ``sinks`` (1 × H),
 ``V_head{g}``, ``kv_head_of``, ``source_X``, ``scores_head{h}``, ``position_bias_head{h}``
 (ALiBi), ``scaled_scores_head{h}``, ``mask``, ``weights_head{h}``, ``head_outputs_head{h}``,
-``concat``, ``output``, ``blocked_rows``; each stage's names only when the session uses it.
+``concat``, ``output``, ``sink_share`` (H × n, heads down, queries along), ``blocked_rows``;
+each stage's names only when the session uses it.
 Rows are tokens (or ``d0..`` for the rows of a weight matrix, ``h0..`` for per-head biases);
 columns are key tokens (the source's in cross-attention) for attention matrices, ``d0..``
 for embedding features (``s0..`` for the source's), ``q0..`` for query and ``k0..`` for key

@@ -32,8 +32,9 @@ def result_arrays(result, leave_out=()) -> dict[str, np.ndarray]:
     ``scaled_scores`` (× scale + position_bias), ``weights`` (H, n, n_k); ``mask`` (n, n_k)
     bool, True = blocked; ``head_outputs`` (H, n, d_v); ``concat`` (n, H·d_v); ``output``
     (n, H·d_v or d_out); ``blocked_rows`` (n,) bool. Only when the stage is used: ``P`` (n, d),
-    ``Q_unrotated``/``K_unrotated``, ``position_bias`` (H, n, n), ``b_q`` (H, d_k), ``b_k``
-    (H_kv, d_k), ``b_v`` (H_kv, d_v), ``b_o`` (d_out,), ``source_tokens`` (n_k,) str and
+    ``Q_unrotated``/``K_unrotated``, ``Q_unnormed``/``K_unnormed`` (before QK-norm),
+    ``position_bias`` (H, n, n), ``sink_share`` (H, n), ``sinks`` (H,), ``b_q`` (H, d_k),
+    ``b_k`` (H_kv, d_k), ``b_v`` (H_kv, d_v), ``b_o`` (d_out,), ``source_tokens`` (n_k,) str and
     ``source_X`` (n_k, d_s). Intermediates the result lacks (``keep=``) are left out, and
     so are the names in ``leave_out`` (a long result's mask is read in blocks, never whole).
     The preset's reference curves, one value per token, follow as ``reference_<name>``
@@ -62,8 +63,10 @@ def result_arrays(result, leave_out=()) -> dict[str, np.ndarray]:
         arrays["source_tokens"] = np.array(list(session.source.tokens), dtype=str)
         arrays["source_X"] = session.source.embeddings
     arrays["kv_head_of"] = np.asarray(session.kv_head_of)
-    for name in ("Q_unrotated", "K_unrotated", "Q", "K", "V", "scores", "position_bias", "scaled_scores", "mask",
-                 "weights", "head_outputs", "concat", "output", "blocked_rows"):
+    if session.sinks is not None:
+        arrays["sinks"] = session.sinks
+    for name in ("Q_unnormed", "K_unnormed", "Q_unrotated", "K_unrotated", "Q", "K", "V", "scores", "position_bias",
+                 "scaled_scores", "mask", "weights", "sink_share", "head_outputs", "concat", "output", "blocked_rows"):
         value = None if name in leave_out else getattr(result, name, None)
         if value is not None:
             arrays[name] = np.asarray(value)
@@ -117,7 +120,10 @@ def labelled_matrices(result) -> list[LabelledMatrix]:
         out.append(LabelledMatrix("b_o", session.b_out[None, :], ["b_o"], _feature_labels("o", session.b_out.shape[0])))
     out.append(LabelledMatrix("kv_head_of", np.asarray(session.kv_head_of)[:, None], _feature_labels("h", heads),
                               ["kv_head"]))
-    per_head = (("Q_unrotated", tokens, _feature_labels("q", d_k)), ("K_unrotated", keys, _feature_labels("k", d_k)),
+    if session.sinks is not None:
+        out.append(LabelledMatrix("sinks", session.sinks[None, :], ["sink"], _feature_labels("h", heads)))
+    per_head = (("Q_unnormed", tokens, _feature_labels("q", d_k)), ("K_unnormed", keys, _feature_labels("k", d_k)),
+                ("Q_unrotated", tokens, _feature_labels("q", d_k)), ("K_unrotated", keys, _feature_labels("k", d_k)),
                 ("Q", tokens, _feature_labels("q", d_k)), ("K", keys, _feature_labels("k", d_k)),
                 ("V", keys, _feature_labels("v", d_v)), ("scores", tokens, keys), ("position_bias", tokens, keys),
                 ("scaled_scores", tokens, keys))
@@ -135,6 +141,8 @@ def labelled_matrices(result) -> list[LabelledMatrix]:
     if result.output is not None:
         cols = concat_labels if session.w_out is None else _feature_labels("o", session.w_out.shape[1])
         out.append(LabelledMatrix("output", result.output, tokens, cols))
+    if getattr(result, "sink_share", None) is not None:  # one row per head, one column per query
+        out.append(LabelledMatrix("sink_share", result.sink_share, _feature_labels("h", heads), tokens))
     out.append(LabelledMatrix("blocked_rows", np.asarray(result.blocked_rows)[:, None], tokens, ["blocked"]))
     return out
 

@@ -269,3 +269,23 @@ def test_check_shape():
         check_shape(a, (None, 4), "embeddings")
     with pytest.raises(MatrixError, match=r"mask: expected a 3×3 matrix, got 3"):
         check_shape(np.zeros(3), (3, 3), "mask")
+
+
+def test_version_3_stages_are_exported_with_their_names():
+    from attnexplorer.core.engine import compute
+    from attnexplorer.core.session import Session
+    from attnexplorer.core.stages import QKNorm
+    from attnexplorer.io.matrix_bundles import labelled_matrices, result_arrays
+
+    rng = np.random.default_rng(0)
+    s = Session(tokens=("a", "b", "c"), embeddings=rng.normal(size=(3, 4)), w_query=rng.normal(size=(2, 4, 4)),
+                w_key=rng.normal(size=(2, 4, 4)), w_value=rng.normal(size=(2, 4, 3)), qk_norm=QKNorm("rms"),
+                sinks=np.array([0.5, -1.0]))
+    result = compute(s, dtype="float64")
+    arrays = result_arrays(result)
+    np.testing.assert_array_equal(arrays["sink_share"], result.sink_share)
+    np.testing.assert_array_equal(arrays["sinks"], [0.5, -1.0])
+    np.testing.assert_array_equal(arrays["Q_unnormed"], result.Q_unnormed)
+    tables = {m.name: m for m in labelled_matrices(result)}
+    assert tables["sink_share"].row_labels == ["h0", "h1"] and tables["sink_share"].col_labels == ["a", "b", "c"]
+    assert "K_unnormed_head1" in tables and tables["sinks"].col_labels == ["h0", "h1"]
