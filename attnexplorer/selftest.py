@@ -184,7 +184,7 @@ def _check_qt(report: _Report):
     with report.check("Qt binding reference counts") as c:
         import attnexplorer.ui  # noqa: F401  (the app's own start-up guards are part of what is checked)
 
-        c.detail = _check_binding_refcounts()
+        c.detail = check_binding_refcounts()
     if not c.ok:
         # Rendering would call the binding many thousands of times and abort the process,
         # so the Qt checks stop here with a clear line instead of a crash.
@@ -201,12 +201,12 @@ def _check_qt(report: _Report):
     return app
 
 
-def _none_is_protected() -> bool:
+def none_is_protected() -> bool:
     """True when None's reference count cannot reach zero (immortal, Python 3.12+)."""
     return sys.getrefcount(None) >= 1 << 31
 
 
-def _check_binding_refcounts(calls: int = 200) -> str:
+def check_binding_refcounts(calls: int = 200) -> str:
     """Fail when the Qt binding loses a reference to None on each call (PySide6 6.12.0 does)
     and nothing protects None from it; returns the detail for the ok line.
 
@@ -224,7 +224,7 @@ def _check_binding_refcounts(calls: int = 200) -> str:
     lost = before - sys.getrefcount(None)
     if lost < calls // 2:
         return "a void call keeps None's reference count"
-    if _none_is_protected():
+    if none_is_protected():
         return (f"PySide6 {PySide6.__version__} drops a reference to None on every void call; "
                 "harmless here, None's count is pinned")
     raise CheckFailed(f"PySide6 {PySide6.__version__} drops a reference to None on every call and will "

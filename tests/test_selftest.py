@@ -87,8 +87,8 @@ def fakes(monkeypatch, qapp):
     f = _Fakes()
     # These tests plant faults in the app's own pieces; whether this machine's Qt binding
     # leaks None (PySide6 6.12.0 on Python 3.11) is checked by the tests below instead.
-    monkeypatch.setattr(selftest, "_check_binding_refcounts", lambda: "checked elsewhere")
-    monkeypatch.setattr(presets, "_registry", lambda: {
+    monkeypatch.setattr(selftest, "check_binding_refcounts", lambda: "checked elsewhere")
+    monkeypatch.setattr(presets, "registry", lambda: {
         "tiny": Preset("tiny", "Tiny", "three tokens", (), lambda params: f.build(params))})
 
     class DrawnPanel(Panel):
@@ -243,16 +243,16 @@ def leaky_point(monkeypatch):
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="None is immortal from Python 3.12: nothing to lose")
 def test_binding_check_catches_a_binding_that_drops_none(leaky_point, monkeypatch, qapp):
-    monkeypatch.setattr(selftest, "_none_is_protected", lambda: False)
+    monkeypatch.setattr(selftest, "none_is_protected", lambda: False)
     with pytest.raises(selftest.CheckFailed, match="drops a reference to None on every call"):
-        selftest._check_binding_refcounts()
+        selftest.check_binding_refcounts()
     assert len(leaky_point) == 200
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="None is immortal from Python 3.12: nothing to lose")
 def test_binding_check_accepts_a_leak_when_none_is_pinned(leaky_point, monkeypatch, qapp):
-    monkeypatch.setattr(selftest, "_none_is_protected", lambda: True)
-    assert "harmless here" in selftest._check_binding_refcounts()
+    monkeypatch.setattr(selftest, "none_is_protected", lambda: True)
+    assert "harmless here" in selftest.check_binding_refcounts()
 
 
 def test_the_ui_package_protects_none_or_the_binding_keeps_it(qapp):
@@ -263,15 +263,15 @@ def test_the_ui_package_protects_none_or_the_binding_keeps_it(qapp):
     point, before = QPointF(), sys.getrefcount(None)
     for _ in range(100):
         point.setX(1.0)
-    assert before - sys.getrefcount(None) < 50 or selftest._none_is_protected()
-    selftest._check_binding_refcounts()  # and the self-test agrees: no CheckFailed
+    assert before - sys.getrefcount(None) < 50 or selftest.none_is_protected()
+    selftest.check_binding_refcounts()  # and the self-test agrees: no CheckFailed
 
 
 def test_a_leaking_binding_stops_before_rendering(fakes, monkeypatch):
     def leaking():
         raise selftest.CheckFailed("PySide6 9.9 drops a reference to None on every call")
 
-    monkeypatch.setattr(selftest, "_check_binding_refcounts", leaking)
+    monkeypatch.setattr(selftest, "check_binding_refcounts", leaking)
     code, lines = _run()
     assert code == 1
     assert "FAIL panels and figures: not run: the Qt binding above would crash the process" in lines

@@ -130,7 +130,7 @@ def load_model(folder: Path, gguf: str | None, label: str, say: Progress, check:
 
     auto = transformers.AutoModelForCausalLM if decoder else transformers.AutoModel
     try:
-        with offline(), _gguf_progress(say, check, 0.2, 0.7):
+        with offline(), gguf_progress(say, check, 0.2, 0.7):
             model, info = auto.from_pretrained(
                 str(folder), gguf_file=gguf, local_files_only=True, attn_implementation="eager", dtype=torch.float32,
                 output_loading_info=True)
@@ -223,7 +223,7 @@ def forward_with(model, family) -> Callable[[list[int]], Forward]:
 
 
 @contextmanager
-def _gguf_progress(say: Progress, check: Callable[[], None], start: float, end: float):
+def gguf_progress(say: Progress, check: Callable[[], None], start: float, end: float):
     """Report (and allow cancelling) the dequantisation tensor by tensor, and the seconds spent
     reading the file before it.
 

@@ -196,7 +196,7 @@ def test_dequantising_reports_the_wait_and_every_tensor():
         said.append((fraction, message))
         heard.set()
 
-    with hf._gguf_progress(say, lambda: None, 0.2, 0.7):
+    with hf.gguf_progress(say, lambda: None, 0.2, 0.7):
         assert heard.wait(30)            # the parse before the first tensor: counted in seconds
         assert said[0] == (0.2, said[0][1]) and "reading the GGUF file" in said[0][1]
         list(gguf_utils.tqdm(range(20), desc="tensors"))

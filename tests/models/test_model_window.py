@@ -350,7 +350,13 @@ def test_a_probe_opens_as_the_documents_text_with_its_induction_score(win, qtbot
     loaded.run_ids(list(probe.ids), list(run.pieces), probe.name, observe=scorer)
     panel.colour_by("induction")
     assert np.abs(window.grid.colouring[1] - scorer.result()["induction"]).max() < 1e-12
-    assert window.grid._images and len(window.grid._images) == loaded.num_layers   # the probe's thumbnails
+    # the probe's thumbnails: one per layer and head, each where the grid says it is
+    grid = window.grid
+    cells = [(layer, head) for layer in range(loaded.num_layers) for head in range(loaded.num_heads)]
+    assert all(grid.cell_at(grid.cell_rect(*cell).center().x(), grid.cell_rect(*cell).center().y()) == cell
+               for cell in cells)
+    past = grid.cell_rect(loaded.num_layers, 0).center()   # where a layer more would be: nothing
+    assert grid.cell_at(past.x(), past.y()) is None
     # the Heads tab's patch sweep takes each head from a second text; another length is said in the tab
     panel.target_edit.setText(" ball")
     panel.kind_box.setCurrentText("patch each head")

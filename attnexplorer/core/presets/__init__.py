@@ -110,7 +110,9 @@ class Preset:
         return {p.name: p.default for p in self.params}
 
 
-def _registry() -> dict[str, Preset]:
+def registry() -> dict[str, Preset]:
+    """Every preset by name: the one list ``list_presets`` and ``build_preset`` read (the
+    self-test's tests put a tiny one in its place)."""
     # Imported here, not at module level, so that each preset module can import this one.
     from . import dessert, pronoun, random_start, rope, sine, translate
 
@@ -120,11 +122,11 @@ def _registry() -> dict[str, Preset]:
 
 def list_presets() -> list[Preset]:
     """All presets, in the order the menu shows them."""
-    return list(_registry().values())
+    return list(registry().values())
 
 
 def get_preset(name: str) -> Preset:
-    presets = _registry()
+    presets = registry()
     if name not in presets:
         raise PresetError(f"unknown preset {name!r}; choose one of {', '.join(presets)}")
     return presets[name]
@@ -200,7 +202,7 @@ def check_params(name: str, params: Mapping[str, Any]) -> dict:
     """
     from ..errors import SessionError
 
-    presets = _registry()
+    presets = registry()
     if name not in presets:
         return dict(params)
     preset = presets[name]
