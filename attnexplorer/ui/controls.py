@@ -152,7 +152,7 @@ class ControlsPanel(QWidget):
         self.temperature.drag_started.connect(self._next_drag)
         self.temperature.drag_finished.connect(document.flush)
         self.temperature.value_edited.connect(self._on_temperature)
-        from .stages_page import NumberEdit
+        from .input_widgets import NumberEdit
 
         self.factor_edit = NumberEdit("The number the raw scores are multiplied by (Gemma: query_pre_attn_scalar^−½, "
                                       "e.g. 256**-0.5)")

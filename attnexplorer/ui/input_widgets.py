@@ -8,14 +8,15 @@ page (``stage_inputs.py``) and the Source page (``source_inputs.py``).
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QSignalBlocker, Qt
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtWidgets import (
-    QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QMenu, QScrollArea, QSpinBox, QSplitter, QToolButton,
-    QWidget,
+    QComboBox, QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit, QMenu, QScrollArea, QSpinBox,
+    QSplitter, QToolButton, QVBoxLayout, QWidget,
 )
 
 from ..core.errors import AttnExplorerError
+from ..core.expr import format_full, parse_number
 from .table_models import MatrixModel
 from .table_view import MatrixTableView
 
@@ -161,3 +162,91 @@ def scrolling(widget) -> QScrollArea:
     area.setFrameShape(QFrame.Shape.NoFrame)
     area.setWidget(widget)
     return area
+
+
+def form_layout() -> QFormLayout:
+    """A form whose long rows wrap and whose fields take the width (the stage pages' forms)."""
+    form = QFormLayout()
+    form.setContentsMargins(0, 0, 0, 0)
+    form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+    form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+    return form
+
+
+def combo_box(items, tip: str) -> QComboBox:
+    """A combo box of ``(key, label)`` items, the key as each item's data."""
+    combo = QComboBox()
+    for key, label in items:
+        combo.addItem(label, key)
+    combo.setToolTip(tip)
+    combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    combo.setMinimumContentsLength(10)
+    return combo
+
+
+def select_data(combo: QComboBox, key) -> None:
+    """Select the item whose data is ``key`` (else the first), without signals."""
+    with QSignalBlocker(combo):
+        combo.setCurrentIndex(max(combo.findData(key), 0))
+
+
+class NumberEdit(QLineEdit):
+    """A number typed as text (``1e-5``, ``10000``, ``2**-8``), committed on Enter or when
+    the box loses focus. ``committed(value)`` fires for a new finite number; ``invalid(why)``
+    for text that is not one (the box then shows the last value again)."""
+
+    committed = Signal(float)
+    invalid = Signal(str)
+
+    def __init__(self, tip: str, parent=None):
+        super().__init__(parent)
+        self.setToolTip(tip)
+        self._value: float | None = None
+        self.setMinimumWidth(self.fontMetrics().horizontalAdvance("1.0000e-05") + 16)
+        self.editingFinished.connect(self._on_finished)
+
+    def value(self) -> float | None:
+        return self._value
+
+    def set_value(self, value: float) -> None:
+        self._value = float(value)
+        text = format_full(value)
+        if self.text() != text:
+            with QSignalBlocker(self):
+                self.setText(text)
+
+    def _on_finished(self) -> None:
+        try:
+            value = parse_number(self.text())
+        except AttnExplorerError as err:
+            self.invalid.emit(str(err))
+            if self._value is not None:
+                self.set_value(self._value)
+            return
+        if value != self._value:
+            self.committed.emit(value)
+
+
+class StageTable(QWidget):
+    """A titled stage table (learned positions, ALiBi slopes, norm rows, W_o) with Import."""
+
+    def __init__(self, document, table: str, title: str, tip: str, one_row: bool = False, parent=None):
+        super().__init__(parent)
+        self.model = MatrixModel(document, table, parent=self)
+        self.view = MatrixTableView(self.model)
+        self.view.setToolTip(tip)
+        if one_row:  # a vector: its one row, the column numbers and room for a scroll bar, no more
+            self.view.hold_one_row()
+        self.importer = ImportActions(self, self.view, self.model, linear=False)
+        self.title = QLabel(title)
+        self.title.setToolTip(tip)
+        self.title.setWordWrap(True)
+        self.header = QHBoxLayout()
+        self.header.setContentsMargins(0, 0, 0, 0)
+        self.header.addWidget(self.title, 1)
+        self.header.addWidget(tool_button("Import", f"Import {table} from a CSV/NPY file or the clipboard",
+                                           menu=self.importer.menu))
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(self.header)
+        layout.addWidget(self.view)

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QCheckBox, QGroupBox, QLabel, QVBoxLayout
 from ..core.stages import SCALING_FIELDS
 from . import user_actions
 from .document import SessionDocument
-from .stages_page import NumberEdit, StageTable, _combo, _form, _select
+from .input_widgets import NumberEdit, StageTable, combo_box, form_layout, select_data
 
 ANGLES = (("float64", "float64 (exact)"), ("float32", "float32, as the model makes them"))
 SCALINGS = (("none", "None"), ("linear", "linear (÷ factor)"), ("llama3", "llama3 (Llama 3.1)"), ("yarn", "YaRN"))
@@ -50,10 +50,10 @@ class RopeScalingInputs(QObject):
     def __init__(self, document: SessionDocument, form, parent=None):
         super().__init__(parent)
         self.document = document
-        self.angles_combo = _combo(ANGLES, "How RoPE's angles are computed: in float64, or in float32 as transformers "
+        self.angles_combo = combo_box(ANGLES, "How RoPE's angles are computed: in float64, or in float32 as transformers "
                                            "makes them (an imported layer then matches its model at every length)")
         self.angles_combo.currentIndexChanged.connect(self._on_angles)
-        self.scaling_combo = _combo(SCALINGS, "How a long-context model stretches RoPE's frequencies")
+        self.scaling_combo = combo_box(SCALINGS, "How a long-context model stretches RoPE's frequencies")
         self.scaling_combo.currentIndexChanged.connect(self._on_kind)
         form.addRow("angles", self.angles_combo)
         form.addRow("scaling", self.scaling_combo)
@@ -107,9 +107,9 @@ class RopeScalingInputs(QObject):
         p = session.positions
         if p is None or p.kind != "rope":
             return
-        _select(self.angles_combo, p.angles)
+        select_data(self.angles_combo, p.angles)
         scaling = p.scaling
-        _select(self.scaling_combo, "none" if scaling is None else scaling.kind)
+        select_data(self.scaling_combo, "none" if scaling is None else scaling.kind)
         fields = () if scaling is None else SCALING_FIELDS[scaling.kind]
         for name, (label, edit) in self.edits.items():
             on = name in fields
@@ -134,9 +134,9 @@ class QKNormBox(QGroupBox):
     def __init__(self, document: SessionDocument, parent=None):
         super().__init__("QK-norm (each query and key, before RoPE)", parent)
         self.document = document
-        self.kind_combo = _combo(QK_NORMS, "Normalise every query and key after its projection and before RoPE")
+        self.kind_combo = combo_box(QK_NORMS, "Normalise every query and key after its projection and before RoPE")
         self.kind_combo.currentIndexChanged.connect(self._on_kind)
-        self.over_combo = _combo(QK_OVER, "Which numbers form one norm's row: each head's d_k, or a token's whole "
+        self.over_combo = combo_box(QK_OVER, "Which numbers form one norm's row: each head's d_k, or a token's whole "
                                           "projection across every head")
         self.over_combo.currentIndexChanged.connect(self._on_over)
         self.eps_edit = NumberEdit("eps: added to the mean square (RMSNorm) or the variance (LayerNorm)")
@@ -155,7 +155,7 @@ class QKNormBox(QGroupBox):
         self.note.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
-        form = _form()
+        form = form_layout()
         form.addRow("kind", self.kind_combo)
         self.over_label = QLabel("over")
         form.addRow(self.over_label, self.over_combo)
@@ -193,7 +193,7 @@ class QKNormBox(QGroupBox):
 
     def _sync(self, session) -> None:
         qk = session.qk_norm
-        _select(self.kind_combo, "none" if qk is None else qk.kind)
+        select_data(self.kind_combo, "none" if qk is None else qk.kind)
         on = qk is not None
         for w in (self.over_label, self.over_combo, self.eps_label, self.eps_edit, self.note):
             w.setVisible(on)
@@ -202,7 +202,7 @@ class QKNormBox(QGroupBox):
             widget.setVisible(on and (table.endswith("weight") or qk.kind == "layer"))
         if not on:
             return
-        _select(self.over_combo, qk.over)
+        select_data(self.over_combo, qk.over)
         self.eps_edit.set_value(qk.eps)
         per_head = self._per_head(session)
         if self.per_head.isChecked() != per_head:
@@ -230,7 +230,7 @@ class ScoresBox(QGroupBox):
                                 "Head h's sink logit: the larger, the more of each row the sink takes", one_row=True)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
-        form = _form()
+        form = form_layout()
         form.addRow(self.cap_check)
         self.cap_label = QLabel("cap c")
         form.addRow(self.cap_label, self.cap_edit)

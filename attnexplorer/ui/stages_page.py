@@ -18,20 +18,15 @@ K/V heads that do not divide the heads, an odd RoPE dims…) says why through
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSignalBlocker, Qt, Signal
-from PySide6.QtWidgets import (
-    QAbstractItemView, QCheckBox, QComboBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit,
-    QVBoxLayout, QWidget,
-)
+from PySide6.QtCore import QSignalBlocker, Qt
+from PySide6.QtWidgets import QAbstractItemView, QCheckBox, QComboBox, QFormLayout, QGroupBox, QLabel, QVBoxLayout, QWidget
 
 from ..core import stage_edits, stage_tables
-from ..core.errors import AttnExplorerError
-from ..core.expr import format_full, parse_number
 from ..core.session import MAX_DIM, MAX_TOKENS
 from ..core.stages import MAX_OFFSET
 from . import user_actions
 from .document import SessionDocument
-from .input_widgets import ImportActions, spin_box, tool_button
+from .input_widgets import NumberEdit, StageTable, combo_box, form_layout, select_data, set_spin, spin_box, tool_button
 from .table_models import MatrixModel
 from .table_view import MatrixTableView
 
@@ -45,72 +40,6 @@ BIAS_TIPS = {
     "b_v": "b_v: added to every value, V = X·W_v + b_v. Unticked: absent (zero).",
     "b_o": "b_o: added to the output, output = concat·W_o + b_o. Unticked: absent (zero).",
 }
-
-
-def _form() -> QFormLayout:
-    form = QFormLayout()
-    form.setContentsMargins(0, 0, 0, 0)
-    form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
-    form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-    return form
-
-
-def _combo(items, tip: str) -> QComboBox:
-    combo = QComboBox()
-    for key, label in items:
-        combo.addItem(label, key)
-    combo.setToolTip(tip)
-    combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-    combo.setMinimumContentsLength(10)
-    return combo
-
-
-def _select(combo: QComboBox, key) -> None:
-    with QSignalBlocker(combo):
-        combo.setCurrentIndex(max(combo.findData(key), 0))
-
-
-def _set_spin(spin, value: int) -> None:
-    if spin.value() != value:
-        with QSignalBlocker(spin):
-            spin.setValue(value)
-
-
-class NumberEdit(QLineEdit):
-    """A number typed as text (``1e-5``, ``10000``, ``2**-8``), committed on Enter or when
-    the box loses focus. ``committed(value)`` fires for a new finite number; ``invalid(why)``
-    for text that is not one (the box then shows the last value again)."""
-
-    committed = Signal(float)
-    invalid = Signal(str)
-
-    def __init__(self, tip: str, parent=None):
-        super().__init__(parent)
-        self.setToolTip(tip)
-        self._value: float | None = None
-        self.setMinimumWidth(self.fontMetrics().horizontalAdvance("1.0000e-05") + 16)
-        self.editingFinished.connect(self._on_finished)
-
-    def value(self) -> float | None:
-        return self._value
-
-    def set_value(self, value: float) -> None:
-        self._value = float(value)
-        text = format_full(value)
-        if self.text() != text:
-            with QSignalBlocker(self):
-                self.setText(text)
-
-    def _on_finished(self) -> None:
-        try:
-            value = parse_number(self.text())
-        except AttnExplorerError as err:
-            self.invalid.emit(str(err))
-            if self._value is not None:
-                self.set_value(self._value)
-            return
-        if value != self._value:
-            self.committed.emit(value)
 
 
 class BiasRow(QWidget):
@@ -201,31 +130,6 @@ def sharing_text(session) -> str:
     return " · ".join(groups)
 
 
-class StageTable(QWidget):
-    """A titled stage table (learned positions, ALiBi slopes, norm rows, W_o) with Import."""
-
-    def __init__(self, document: SessionDocument, table: str, title: str, tip: str, one_row: bool = False, parent=None):
-        super().__init__(parent)
-        self.model = MatrixModel(document, table, parent=self)
-        self.view = MatrixTableView(self.model)
-        self.view.setToolTip(tip)
-        if one_row:  # a vector: its one row, the column numbers and room for a scroll bar, no more
-            self.view.hold_one_row()
-        self.importer = ImportActions(self, self.view, self.model, linear=False)
-        self.title = QLabel(title)
-        self.title.setToolTip(tip)
-        self.title.setWordWrap(True)
-        self.header = QHBoxLayout()
-        self.header.setContentsMargins(0, 0, 0, 0)
-        self.header.addWidget(self.title, 1)
-        self.header.addWidget(tool_button("Import", f"Import {table} from a CSV/NPY file or the clipboard",
-                                           menu=self.importer.menu))
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addLayout(self.header)
-        layout.addWidget(self.view)
-
-
 class StagesPage(QWidget):
     """Positions, norm, grouped-query K/V heads and the output projection."""
 
@@ -235,7 +139,7 @@ class StagesPage(QWidget):
         refuse = document.refuse
 
         # -- positions ---------------------------------------------------------------------
-        self.positions_combo = _combo(POSITIONS, "Where position enters: added to E (sinusoidal, learned), "
+        self.positions_combo = combo_box(POSITIONS, "Where position enters: added to E (sinusoidal, learned), "
                                                  "rotating Q and K (RoPE) or a bias on the scores (ALiBi)")
         self.positions_combo.currentIndexChanged.connect(
             lambda _i: self._kind_changed(self.positions_combo, self.document.session.positions,
@@ -248,7 +152,7 @@ class StagesPage(QWidget):
         self.dims_spin.setSpecialValueText("all of d_k")
         self.dims_spin.setSingleStep(2)
         self.dims_spin.valueChanged.connect(lambda v: self._change_positions(dims=None if v == 0 else v))
-        self.layout_combo = _combo(LAYOUTS, "Which dimensions RoPE pairs up and rotates together")
+        self.layout_combo = combo_box(LAYOUTS, "Which dimensions RoPE pairs up and rotates together")
         self.layout_combo.currentIndexChanged.connect(lambda _i: self._change_positions(layout=self.layout_combo.currentData()))
         self.offset_spin = spin_box(0, MAX_OFFSET, "RoPE position offset: every position shifted by this much; the "
                                                 "scores stay the same (they depend only on i − j)")
@@ -271,11 +175,11 @@ class StagesPage(QWidget):
         positions_box = QGroupBox("Positions")
         positions_layout = QVBoxLayout(positions_box)
         positions_layout.setContentsMargins(6, 6, 6, 6)
-        form = _form()
+        form = form_layout()
         form.addRow("kind", self.positions_combo)
         self.sinusoidal_row = self._row(form, "base", self.base_edit)
         rope = QWidget()
-        rope_form = _form()
+        rope_form = form_layout()
         rope.setLayout(rope_form)
         rope_form.addRow("θ", self.theta_edit)
         rope_form.addRow("dims", self.dims_spin)
@@ -292,7 +196,7 @@ class StagesPage(QWidget):
         positions_layout.addWidget(self.slopes_table)
 
         # -- norm ------------------------------------------------------------------------------
-        self.norm_combo = _combo(NORMS, "Normalise each row of E + P before the projections (pre-norm)")
+        self.norm_combo = combo_box(NORMS, "Normalise each row of E + P before the projections (pre-norm)")
         self.norm_combo.currentIndexChanged.connect(
             lambda _i: self._kind_changed(self.norm_combo, self.document.session.norm, user_actions.set_norm_kind))
         self.eps_edit = NumberEdit("eps: added to the variance (LayerNorm) or the mean square (RMSNorm) "
@@ -306,7 +210,7 @@ class StagesPage(QWidget):
         norm_box = QGroupBox("Norm (before the projections)")
         norm_layout = QVBoxLayout(norm_box)
         norm_layout.setContentsMargins(6, 6, 6, 6)
-        norm_form = _form()
+        norm_form = form_layout()
         norm_form.addRow("kind", self.norm_combo)
         self.eps_row = self._row(norm_form, "eps", self.eps_edit)
         norm_layout.addLayout(norm_form)
@@ -320,7 +224,7 @@ class StagesPage(QWidget):
         self.sharing = QLabel()
         self.sharing.setWordWrap(True)
         kv_box = QGroupBox("Grouped-query attention")
-        kv_form = _form()
+        kv_form = form_layout()
         kv_box.setLayout(kv_form)
         kv_form.setContentsMargins(6, 6, 6, 6)
         kv_form.addRow("K/V heads", self.kv_spin)
@@ -339,7 +243,7 @@ class StagesPage(QWidget):
         output_box = QGroupBox("Output projection")
         output_layout = QVBoxLayout(output_box)
         output_layout.setContentsMargins(6, 6, 6, 6)
-        out_form = _form()
+        out_form = form_layout()
         out_form.addRow(self.output_check)
         self.d_out_row = self._row(out_form, "d_out", self.d_out_spin)
         output_layout.addLayout(out_form)
@@ -404,7 +308,7 @@ class StagesPage(QWidget):
     def _sync(self, session) -> None:
         p = session.positions
         kind = "none" if p is None else p.kind
-        _select(self.positions_combo, kind)
+        select_data(self.positions_combo, kind)
         for widget, on in ((self.sinusoidal_row, kind == "sinusoidal"), ((self.rope_row,), kind == "rope"),
                            ((self.positions_table,), kind == "learned"), ((self.slopes_table,), kind == "alibi")):
             for w in widget:
@@ -414,17 +318,17 @@ class StagesPage(QWidget):
             self.theta_edit.set_value(p.theta)
             with QSignalBlocker(self.dims_spin):
                 self.dims_spin.setMaximum(max(session.d_k, 2))
-            _set_spin(self.dims_spin, p.dims or 0)
-            _select(self.layout_combo, p.layout)
-            _set_spin(self.offset_spin, p.offset)
+            set_spin(self.dims_spin, p.dims or 0)
+            select_data(self.layout_combo, p.layout)
+            set_spin(self.offset_spin, p.offset)
             if kind == "learned":
                 with QSignalBlocker(self.rows_spin):
                     self.rows_spin.setMinimum(session.n)
-                _set_spin(self.rows_spin, p.table.shape[0])
+                set_spin(self.rows_spin, p.table.shape[0])
             if kind == "alibi":
                 self.geometric_button.setEnabled(p.slopes is not None)
         norm = session.norm
-        _select(self.norm_combo, "none" if norm is None else norm.kind)
+        select_data(self.norm_combo, "none" if norm is None else norm.kind)
         for w in self.eps_row:
             w.setVisible(norm is not None)
         self.norm_weight.setVisible(norm is not None)
@@ -433,7 +337,7 @@ class StagesPage(QWidget):
             self.eps_edit.set_value(norm.eps)
         with QSignalBlocker(self.kv_spin):
             self.kv_spin.setMaximum(session.heads)
-        _set_spin(self.kv_spin, session.kv_heads)
+        set_spin(self.kv_spin, session.kv_heads)
         self.kv_spin.setEnabled(session.heads > 1)
         self.sharing.setText(sharing_text(session))
         has_out = session.w_out is not None
@@ -443,4 +347,4 @@ class StagesPage(QWidget):
         for w in (*self.d_out_row, self.w_out):  # b_o's row shows itself while b_o is present
             w.setVisible(has_out)
         if has_out:
-            _set_spin(self.d_out_spin, session.d_out)
+            set_spin(self.d_out_spin, session.d_out)
