@@ -388,3 +388,31 @@ def test_the_loss_plot_moves_its_ranges_in_steps_not_every_frame(make_window, qt
     losses = np.array([h[1] for h in fit.runner.history])
     assert x_range[0] <= 0 and x_range[1] >= fit.runner.history[-1][0]  # the whole curve in view
     assert y_range[0] <= np.log10(losses.min()) and y_range[1] >= np.log10(losses.max())
+
+
+def test_a_fit_shows_a_new_snapshot_only_once_the_last_one_is_drawn(make_window, monkeypatch):
+    # What keeps the window responsive at n = 512: the worker's snapshots are coalesced to the
+    # frames the window draws. A snapshot is shown only while the compute is idle (never queued
+    # behind one it is still computing), so the GUI handles at most one result per snapshot.
+    from attnexplorer.app.document import LiveEdit
+
+    window = make_window()
+    doc, fit = window.document, window.fit
+    shows, busy = [], []
+    real = LiveEdit.show
+
+    def show(self, session):
+        shows.append(session)
+        busy.append(doc.compute.computing)
+        return real(self, session)
+
+    monkeypatch.setattr(LiveEdit, "show", show)
+    results = []
+    doc.result_changed.connect(results.append)
+    _slow_fit(fit, steps=400)
+    assert fit.controls.start()
+    assert fit.runner.wait(120)
+    assert fit.runner.last.step == 400
+    assert shows and not any(busy)
+    assert len(results) <= len(shows) + 1          # one result drawn per snapshot shown
+    assert doc.result.session is doc.session
