@@ -29,13 +29,23 @@ from . import lens_strip
 _LUT = pg.colormap.get("viridis").getLookupTable(0.0, 1.0, 256, alpha=False).astype(np.uint8)
 
 
-def _thumbnail(weights: np.ndarray) -> QImage:
-    """An n × n RGB image of one head's weights (0…1 through viridis), painted scaled later."""
+def thumbnail_rgb(weights: np.ndarray) -> np.ndarray:
+    """Weights (any leading axes, … × n × n) as viridis RGB bytes (… × n × n × 3): Qt-free, so a
+    worker can colour a whole model's thumbnails and the GUI thread only wraps them."""
     index = np.clip(np.nan_to_num(weights) * 255.0, 0, 255).astype(np.uint8)
-    rgb = np.ascontiguousarray(_LUT[index])
-    n_rows, n_cols = index.shape
+    return _LUT[index]
+
+
+def _image(rgb: np.ndarray) -> QImage:
+    rgb = np.ascontiguousarray(rgb)
+    n_rows, n_cols = rgb.shape[:2]
     image = QImage(rgb.data, n_cols, n_rows, 3 * n_cols, QImage.Format.Format_RGB888)
     return image.copy()   # own the pixels: the numpy buffer goes away
+
+
+def _thumbnail(weights: np.ndarray) -> QImage:
+    """An n × n RGB image of one head's weights (0…1 through viridis), painted scaled later."""
+    return _image(thumbnail_rgb(weights))
 
 
 ABLATION_LABELS = {"zero": "Zero-ablate", "mean": "Mean-ablate", "patch": "Patch from the second text"}
@@ -73,13 +83,13 @@ class ModelGrid(QWidget):
         self.updateGeometry()
         self.update()
 
-    def set_generated(self, attentions: np.ndarray, prompt_length: int | None) -> None:
-        """The thumbnails of the text as generation grows it (layers, heads, N, N), the rows past
-        ``prompt_length`` marked in orange beside each; None: the prompt's own, unmarked. The
-        selection, the ablation marks and the lens strip stay."""
-        self._images = [[_thumbnail(attentions[l, h]) for h in range(attentions.shape[1])]
-                        for l in range(attentions.shape[0])]
-        self.generated = None if prompt_length is None else (prompt_length, attentions.shape[-1])
+    def set_generated(self, rgb: np.ndarray, prompt_length: int | None) -> None:
+        """The thumbnails of the text as generation grows it, coloured on a worker
+        (``thumbnail_rgb``: layers, heads, N, N, 3), the rows past ``prompt_length`` marked in
+        orange beside each; None: the prompt's own, unmarked. The selection, the ablation marks
+        and the lens strip stay."""
+        self._images = [[_image(rgb[l, h]) for h in range(rgb.shape[1])] for l in range(rgb.shape[0])]
+        self.generated = None if prompt_length is None else (prompt_length, rgb.shape[2])
         self.update()
 
     def set_ablations(self, ablations: dict[tuple[int, int], str]) -> None:

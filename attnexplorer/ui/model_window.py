@@ -461,7 +461,10 @@ class ModelController(QObject):
             return   # another run's generation (superseded by an open): its thumbnails are not these
         grown = snap.get("grown")
         if grown is None:
-            self.window.grid.set_generated(run.attentions, None)   # back to the prompt (or too long to grow)
+            if self.window.grid.generated is not None:   # back to the prompt (or too long to grow)
+                from .model_views import thumbnail_rgb
+
+                self.window.grid.set_generated(thumbnail_rgb(run.attentions), None)
         else:
             self.window.grid.set_generated(grown, snap["prompt_length"])
 

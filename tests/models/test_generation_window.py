@@ -230,7 +230,8 @@ def test_the_model_view_grows_with_the_text(opened, qtbot):
     assert grown.shape[2:] == (n + 3, n + 3)
     assert np.array_equal(grown[:, :, :n, :n], reference.run.attentions)
     assert np.allclose(grown[1, 2, n + 2, :], expected.steps[2].attention[1, 2], atol=1e-6)
-    assert np.allclose(control.last["grown"], grown, atol=1e-6)
+    assert np.allclose(grown_attention(control.jobs.state["generation"]), grown, atol=1e-6)
+    assert control.last["grown"].shape == grown.shape + (3,)   # coloured on the worker
     # the generated rows are marked beside each thumbnail, in orange
     r = grid.cell_rect(1, 2)
     pixel = grid.grab().toImage().pixelColor(int(r.left()) - 2, int(r.bottom()) - 1)
