@@ -260,9 +260,12 @@ def test_the_heads_row_reads_its_fields_and_its_targets():
     from attnexplorer.bench.heads import TARGETS, format_row
 
     row = {"model": "smollm2", "targets": TARGETS, "heads": 270, "scores_s": 0.4, "probe_s": 25.0, "probe_tokens": 512,
-           "dla_s": 0.3, "sweep_s": 12.0, "tokens": 32, "load_before": 1.0, "load_after": 2.0, "met": False}
+           "dla_s": 0.3, "sweep_s": 12.0, "tokens": 32, "load_before": 1.0, "load_after": 2.0, "met": False,
+           "long_tokens": 4096, "long_s": 80.5, "long_peak_mb": 1500.0}
     lines = format_row(row)
     assert "every score on 64 tokens 0.40 s (≤ 3) ok" in lines[1] and "(512 tokens) 25.0 s (≤ 20) MISSED" in lines[1]
     assert "DLA 0.30 s (≤ 1) ok" in lines[2] and "sweep 12.0 s (≤ 30) ok" in lines[2]
+    assert "long forward of 4,096 tokens: 80.5 s, peak memory 1500 MB (< 2048) ok" in lines[3]
+    assert "(< 2048) MISSED" in format_row(dict(row, long_peak_mb=2100.0))[3]
     assert format_row({"model": "smollm2", "error": "smollm2 is not installed"})[1].endswith("not installed")
     assert "Which heads do what" in format_report({"machine": MACHINE, "heads": row, "seconds": 1.0})

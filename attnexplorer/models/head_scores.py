@@ -179,6 +179,7 @@ class HeadScores:
                                  f"the text {n} × {n} tokens")
         self.sums = {s.name: np.zeros((layers, heads)) for s in scores}
         self.mass = np.zeros((layers, heads))   # Σ A: TransformerLens's denominator
+        self._pairs = None                       # (queries, earlier copies): ``_copies``
         self.n = n
 
     def __call__(self, layer: int, first: int, weights) -> None:
@@ -186,36 +187,69 @@ class HeadScores:
 
         w = weights.detach().float()
         heads, rows, keys = w.shape
-        i = torch.arange(first, first + rows)[:, None]
-        j = torch.arange(keys)[None, :]
-        self.mass[layer] += w.sum(dim=(1, 2), dtype=torch.float64).numpy()
+        # Σ over keys in float32 (a row sums to about 1), then the rows in float64
+        self.mass[layer] += w.sum(dim=2).sum(dim=1, dtype=torch.float64).numpy()
         for s in self.scores:
             if s.kind == "pattern":
                 target = torch.from_numpy(s.target[first:first + rows])
                 gap = (w.double() - target[:, :keys]).abs().sum(dim=(1, 2)) + target[:, keys:].sum()
                 self.sums[s.name][layer] += 0.5 * gap.numpy()
                 continue
-            mask = self._mask(s, i, j, first, rows, keys)
-            self.sums[s.name][layer] += (w * mask).sum(dim=(1, 2), dtype=torch.float64).numpy()
+            self.sums[s.name][layer] += self._weight_on(s, w, first).numpy()
 
-    def _mask(self, s: Score, i, j, first: int, rows: int, keys: int):
-        ids = self.ids
+    def _weight_on(self, s: Score, w, first: int):
+        """Σ of one block's weights on the score's targets, per head (float64). Only the targets
+        are read: a stripe j = i + k is a diagonal of the block (``_stripe``), the token-matching
+        scores gather their few (row, key) pairs; no block-sized product is made."""
+        import torch
+
+        heads, rows, keys = w.shape
         if s.kind == "previous-token":
-            return j == i - 1
-        if s.kind == "first-token":
-            return (j == 0) & (i >= 0)
+            return _stripe(w, first, -1)
         if s.kind == "self":
-            return j == i
+            return _stripe(w, first, 0)
+        if s.kind == "first-token":
+            return w[:, :, 0].sum(dim=1, dtype=torch.float64)
         if s.kind == "window":
-            return (j <= i) & (j > i - s.width)
-        if s.kind == "duplicate-token":
-            return (j < i) & (ids[first:first + rows, None] == ids[None, :keys])
-        # induction
-        if self.probe is not None:
+            return sum(_stripe(w, first, -k) for k in range(s.width))
+        if s.kind == "induction" and self.probe is not None:
+            # the repeat's rows, each on the token just after its earlier copy (j = i − N + 1)
             p, size = self.probe.start, self.probe.repeat
-            return (i >= p + size) & (i < p + 2 * size) & (j == i - size + 1)
-        before = _previous_ids(ids[:keys])
-        return (j >= 1) & (j <= i) & (ids[first:first + rows, None] == before[None, :])
+            low, high = max(p + size - first, 0), min(p + 2 * size - first, rows)
+            if low >= high:
+                return torch.zeros(heads, dtype=torch.float64)
+            return _stripe(w[:, low:high], first + low, 1 - size)
+        # duplicate-token: (i, m) with m < i and token m = token i; induction on a text: (i, m + 1),
+        # the key just after that earlier copy (token j − 1 = token i, 1 ≤ j ≤ i)
+        queries, copies = self._copies()
+        low, high = (int(x) for x in torch.searchsorted(queries, torch.tensor([first, first + rows])))
+        r = queries[low:high] - first
+        k = copies[low:high] + (0 if s.kind == "duplicate-token" else 1)
+        inside = k < keys
+        return w[:, r[inside], k[inside]].sum(dim=1, dtype=torch.float64)
+
+    def _copies(self):
+        """Every (query i, earlier copy m) pair of the text, m < i and token m = token i, sorted by
+        i: the same for every layer and block, so found once (by the tokens' groups, not n × n)."""
+        import torch
+
+        if self._pairs is None:
+            ids = self.ids.numpy()
+            order = np.argsort(ids, kind="stable")   # each token's positions, ascending
+            edges = np.flatnonzero(np.diff(ids[order])) + 1
+            queries, copies = [], []
+            for group in np.split(order, edges):
+                if len(group) > 1:
+                    later, earlier = np.tril_indices(len(group), k=-1)
+                    queries.append(group[later])
+                    copies.append(group[earlier])
+            if queries:
+                q, c = np.concatenate(queries), np.concatenate(copies)
+                by_query = np.argsort(q, kind="stable")
+                self._pairs = (torch.from_numpy(q[by_query]), torch.from_numpy(c[by_query]))
+            else:
+                self._pairs = (torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long))
+        return self._pairs
 
     def result(self) -> dict[str, np.ndarray]:
         """Each score's (layers × heads) array."""
@@ -231,11 +265,14 @@ class HeadScores:
         return out
 
 
-def _previous_ids(ids):
-    """Token j − 1 for each key j (key 0, which has no token before it, gets −1: never a match)."""
+def _stripe(w, first: int, k: int):
+    """Σ over a block's rows (query i = first + r) of the weight on key j = i + k, per head: the
+    block's diagonal at offset first + k (keys past the block's last column are not in it)."""
     import torch
 
-    return torch.cat([torch.tensor([-1], dtype=ids.dtype), ids[:-1]])
+    if first + k >= w.shape[2] or first + k <= -w.shape[1]:
+        return torch.zeros(w.shape[0], dtype=torch.float64)
+    return torch.diagonal(w, offset=first + k, dim1=1, dim2=2).sum(dim=1, dtype=torch.float64)
 
 
 def definition(name: str) -> str:

@@ -119,6 +119,28 @@ def test_the_long_path_scores_block_by_block_the_same(decoder, monkeypatch):
         assert np.abs(values - dense[name]).max() < 1e-6, name
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_block_scores_read_only_the_targets_and_equal_the_full_product(seed):
+    """The scorer reads stripes and gathered pairs of each block of rows (no block-sized product):
+    on random causal weights, random tokens from a small vocabulary (many copies) and blocks of
+    random sizes, every score equals TransformerLens's formula on the whole n × n."""
+    rng = np.random.default_rng(seed)
+    n, heads = int(rng.integers(5, 40)), 3
+    ids = rng.integers(0, 4, n).tolist()
+    weights = np.tril(rng.random((heads, n, n)))
+    weights /= weights.sum(-1, keepdims=True)
+    scorer = HeadScores(parse_scores(ALL), ids, 1, heads)
+    first = 0
+    while first < n:
+        rows = int(rng.integers(1, 6))
+        keys = min(n, first + rows) if seed % 2 else n   # a causal block may stop at its last row
+        scorer(0, first, torch.from_numpy(weights[:, first:first + rows, :keys]).float())
+        first += rows
+    for name in ALL.split(","):
+        theirs = np.array([_detect(a, _pattern(name, ids)) for a in weights])
+        assert np.abs(scorer.result()[name][0] - theirs).max() < 1e-6, name
+
+
 def test_pattern_is_one_minus_the_mean_total_variation(decoder, tmp_path):
     loaded, reference = decoder
     ids = loaded.tokenize(TEXT)[0]
