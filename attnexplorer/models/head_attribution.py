@@ -133,15 +133,36 @@ def ablation_sweep(behaviour, picked: Picked, kind: str = "zero", progress=None,
     elif patch_text is not None:
         raise ModelError("a patch text is for the patch-ablation sweep (ablate:patch)")
     unedited = Interventions(patch_text=patch_text)
-    final = behaviour.run.final[picked.position]
-    base = picked.logit(behaviour.logits(torch.from_numpy(np.ascontiguousarray(final))[None])[0].double())
+    logit = _picked_logit(behaviour, picked)
+    base = logit(torch.from_numpy(np.ascontiguousarray(behaviour.run.final[picked.position])))
     effects = np.zeros((L, H))
     for layer in range(L):
         for head in range(H):
             if cancelled is not None and cancelled():
                 raise Cancelled()
             after = behaviour.residuals(unedited.with_ablation(layer, head, kind), cancelled)
-            effects[layer, head] = picked.logit(behaviour.logits(after[-1][picked.position][None])[0].double()) - base
+            effects[layer, head] = logit(after[-1][picked.position]) - base
             if progress is not None:
                 progress(layer * H + head + 1, L * H)
     return effects, base
+
+
+def _picked_logit(behaviour, picked: Picked):
+    """The picked logit (or logit difference) of one final residual row: the final norm (BERT: its
+    masked-LM transform) and only the picked unembedding rows, as ``forward.logits`` applies them;
+    the sweep's 270 rows each skip the whole vocabulary's product (SmolLM2: 49,152 × 576)."""
+    import torch
+
+    from .forward import family
+
+    model = family(behaviour.kind, behaviour.loaded.config, behaviour.loaded.weights)
+    unembed, bias = model.lm_head()
+    picked_ids = [picked.target] + ([] if picked.versus is None else [picked.versus])
+
+    def logit(row) -> float:
+        with torch.no_grad():
+            values = torch.nn.functional.linear(model.final_norm(row[None]), unembed[picked_ids],
+                                                None if bias is None else bias[picked_ids])[0].double()
+        return float(values[0]) - (float(values[1]) if picked.versus is not None else 0.0)
+
+    return logit
