@@ -13,7 +13,9 @@ resvg, browsers, Inkscape, PowerPoint) draw differently from the PNG export:
 - **Embedded images** are scaled smoothly by most renderers (``image-rendering`` is a hint
   several ignore), so a heatmap cell became a blur. A small image (a heatmap of up to
   ``MAX_CELL_RECTS`` cells) becomes one ``<rect>`` per cell, drawn with crisp edges by every
-  renderer; a larger one keeps its image with ``image-rendering: pixelated``.
+  renderer, unless the figure's small images together pass ``MAX_FIGURE_RECTS`` cells (the
+  model view's hundreds of thumbnails); a larger one keeps its image with
+  ``image-rendering: pixelated``.
 
 Only what Qt writes is handled: a flat list of ``<g transform="matrix(...)">`` groups whose
 paths use absolute ``M``/``L``/``C``/``Z`` commands.
@@ -36,8 +38,11 @@ ET.register_namespace("xlink", XLINK_NS)
 FONT_STACK = "DejaVu Sans, Arial, Helvetica, sans-serif"
 # Qt's names for "the default sans-serif font", which no other renderer knows.
 _QT_GENERIC_FAMILIES = {"sans serif", "sans", "sansserif", "helvetica", "arial", "dejavu sans"}
-# A heatmap image with at most this many cells becomes one rect per cell (~70 bytes each).
+# A heatmap image with at most this many cells becomes one rect per cell (~70 bytes each), while
+# the figure's images together have at most MAX_FIGURE_RECTS cells: the model view's 270
+# thumbnails of 28 × 28 tokens would be 211,680 rects, a 14 MB file; past it they stay images.
 MAX_CELL_RECTS = 4096
+MAX_FIGURE_RECTS = 65536
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _TAG = lambda name: f"{{{SVG_NS}}}{name}"  # noqa: E731 (a one-line name builder)
@@ -141,6 +146,10 @@ def _decode_image(href: str) -> QImage | None:
 
 def _crisp_images(root: ET.Element) -> None:
     href_key = f"{{{XLINK_NS}}}href"
+    small = [image.width() * image.height() for el in root.iter() if el.tag == _TAG("image")
+             for image in [_decode_image(el.get(href_key) or el.get("href") or "")]
+             if image is not None and image.width() * image.height() <= MAX_CELL_RECTS]
+    as_rects = sum(small) <= MAX_FIGURE_RECTS
     for parent in list(root.iter()):
         for index, el in enumerate(list(parent)):
             if el.tag != _TAG("image"):
@@ -149,7 +158,7 @@ def _crisp_images(root: ET.Element) -> None:
             image = _decode_image(href)
             el.set("image-rendering", "optimizeSpeed")
             el.set("style", "image-rendering:pixelated;image-rendering:crisp-edges")
-            if image is None or image.width() * image.height() > MAX_CELL_RECTS:
+            if image is None or image.width() * image.height() > MAX_CELL_RECTS or not as_rects:
                 continue
             x, y = float(el.get("x", 0)), float(el.get("y", 0))
             w, h = float(el.get("width", image.width())), float(el.get("height", image.height()))
