@@ -41,7 +41,7 @@ def _torch():
     return torch
 
 
-def _cached(cache: OrderedDict, size: int, arrays: tuple, key: tuple, build):
+def cached(cache: OrderedDict, size: int, arrays: tuple, key: tuple, build):
     """``build()`` for ``arrays``, made once while they live and stay read-only.
 
     ``key`` starts with the arrays' ids. This runs several times per compute, on every edit,
@@ -70,7 +70,7 @@ def _cached(cache: OrderedDict, size: int, arrays: tuple, key: tuple, build):
 
 def device_tensor(array: np.ndarray, tdtype, dev):
     """``array`` as a tensor on ``dev`` in ``tdtype`` (a copy: session arrays stay read-only)."""
-    return _cached(_TENSOR_CACHE, _TENSOR_CACHE_SIZE, (array,), (id(array), dev, tdtype),
+    return cached(_TENSOR_CACHE, _TENSOR_CACHE_SIZE, (array,), (id(array), dev, tdtype),
                    lambda: _torch().tensor(array, dtype=tdtype, device=dev))
 
 
@@ -95,7 +95,7 @@ def projection_weights(session: Session, tdtype, dev, reading: bool = False):
         return join_projections(*(torch.tensor(w, dtype=tdtype, device=dev) for w in arrays))
 
     with _JOIN_LOCK:  # the window's worker and an export on the GUI thread may both get here
-        joined = _cached(_TENSOR_CACHE, _TENSOR_CACHE_SIZE, arrays, (*map(id, arrays), dev, tdtype, "qkv"), build)
+        joined = cached(_TENSOR_CACHE, _TENSOR_CACHE_SIZE, arrays, (*map(id, arrays), dev, tdtype, "qkv"), build)
         _LAST_JOINED[(dev, tdtype)] = (tuple(weakref.ref(a) for a in arrays), joined)
         if reading:
             _READERS[id(joined)] = _READERS.get(id(joined), 0) + 1
@@ -163,7 +163,7 @@ def _patched_projection(arrays: tuple, tdtype, dev):
     return joined
 
 
-def _max_abs(a: np.ndarray) -> float:
+def max_abs(a: np.ndarray) -> float:
     """max |a|, or for an edit of an array whose bound is known, an upper bound on it made from
     that bound and the changed cells alone (cannot_overflow needs only an upper bound)."""
     def build():
@@ -175,7 +175,7 @@ def _max_abs(a: np.ndarray) -> float:
                 return max(hit[1], float(np.abs(a.reshape(-1)[flat]).max(initial=0.0)))
         return _largest_magnitude(a)
 
-    return _cached(_BOUNDS, _BOUNDS_SIZE, (a,), (id(a), "max"), build)
+    return cached(_BOUNDS, _BOUNDS_SIZE, (a,), (id(a), "max"), build)
 
 
 def _largest_magnitude(a: np.ndarray) -> float:
@@ -185,24 +185,24 @@ def _largest_magnitude(a: np.ndarray) -> float:
     return max(float(a.max()), -float(a.min()), 0.0)
 
 
-def _max_row_sum(a: np.ndarray) -> float:
+def max_row_sum(a: np.ndarray) -> float:
     """The largest sum of absolute values along a row: bounds |x·w| by it times max |w|."""
-    return _cached(_BOUNDS, _BOUNDS_SIZE, (a,), (id(a), "rows"),
+    return cached(_BOUNDS, _BOUNDS_SIZE, (a,), (id(a), "rows"),
                    lambda: float(np.abs(a).sum(axis=-1).max(initial=0.0)))
 
 
 def _largest_intermediate(session: Session, factor: float) -> float:
     """An upper bound on |every number| the engine makes from ``session`` (see cannot_overflow)."""
-    r = _max_row_sum(session.embeddings)
-    q = r * _max_abs(session.w_query)
-    k = r * _max_abs(session.w_key)
-    v = r * _max_abs(session.w_value)
+    r = max_row_sum(session.embeddings)
+    q = r * max_abs(session.w_query)
+    k = r * max_abs(session.w_key)
+    v = r * max_abs(session.w_value)
     score = session.d_k * q * k
     # The factor itself is a number in the dtype: 1/τ for a tiny τ overflows float32 even when
     # every score is 0, and 0 × inf is NaN.
     bound = max(q, k, v, score, score * factor, factor)
     if session.w_out is not None:
-        bound = max(bound, session.heads * session.d_v * v * _max_abs(session.w_out))
+        bound = max(bound, session.heads * session.d_v * v * max_abs(session.w_out))
     return bound
 
 
@@ -230,7 +230,7 @@ def cannot_overflow(session: Session, factor: float, largest: float, eps: float,
     arrays = (session.embeddings, session.w_query, session.w_key, session.w_value)
     if session.w_out is not None:
         arrays += (session.w_out,)
-    bound, longest = _cached(_BOUNDS, _BOUNDS_SIZE, arrays, (*map(id, arrays), factor), lambda: (
+    bound, longest = cached(_BOUNDS, _BOUNDS_SIZE, arrays, (*map(id, arrays), factor), lambda: (
         _largest_intermediate(session, factor),
         max(session.d, session.d_k, session.n, session.heads * session.d_v)))
     return math.isfinite(bound) and bound * 2.0 * math.exp(min(longest * eps, 700.0)) < largest

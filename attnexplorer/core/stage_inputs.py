@@ -20,7 +20,7 @@ import numpy as np
 from collections import OrderedDict
 
 from .attention import alibi_bias, rope_cos_sin
-from .device_inputs import _cached, _max_abs, _max_row_sum, device_tensor
+from .device_inputs import cached, device_tensor, max_abs, max_row_sum
 from .session import Session
 from .stages import sinusoidal_table
 
@@ -95,16 +95,16 @@ def stage_tensors(session: Session, tdtype, dev, dense_bias: bool = True) -> dic
     if session.source is not None:
         arrays = (session.w_key, session.w_value)
         out["source_x"] = device_tensor(session.source.embeddings, tdtype, dev)
-        out["w_q"] = _cached(_ARRAYS, _SIZE, (session.w_query,), (id(session.w_query), dev, tdtype, "q"),
+        out["w_q"] = cached(_ARRAYS, _SIZE, (session.w_query,), (id(session.w_query), dev, tdtype, "q"),
                              lambda: tensor(_columns(session.w_query)))
-        out["w_kv"] = _cached(_ARRAYS, _SIZE, arrays, (*map(id, arrays), dev, tdtype, "kv"),
+        out["w_kv"] = cached(_ARRAYS, _SIZE, arrays, (*map(id, arrays), dev, tdtype, "kv"),
                               lambda: tensor(np.concatenate([_columns(w) for w in arrays], axis=1)))
     biases = (session.b_query, session.b_key, session.b_value)
     if any(b is not None for b in biases):
         sizes = (session.heads * session.d_k, session.kv_heads * session.d_k, session.kv_heads * session.d_v)
         present = tuple(b for b in biases if b is not None)
         key = (*(None if b is None else id(b) for b in biases), sizes, dev, tdtype, "b_qkv")
-        out["b_qkv"] = _cached(_ARRAYS, _SIZE, present, key, lambda: tensor(np.concatenate(
+        out["b_qkv"] = cached(_ARRAYS, _SIZE, present, key, lambda: tensor(np.concatenate(
             [np.zeros(size) if b is None else b.reshape(-1) for b, size in zip(biases, sizes)])))
     if session.b_out is not None:
         out["b_out"] = device_tensor(session.b_out, tdtype, dev)
@@ -159,7 +159,7 @@ def alibi_tensor(slopes: np.ndarray, n: int, tdtype, dev):
 
 def _largest_input_row(session: Session) -> float:
     """An upper bound on the absolute row sum of X, and on every number made on the way to it."""
-    r = _max_row_sum(session.embeddings)
+    r = max_row_sum(session.embeddings)
     table = positions_array(session)
     if table is not None:
         r += float(np.abs(table).sum(axis=-1).max(initial=0.0))
@@ -176,20 +176,20 @@ def _largest_input_row(session: Session) -> float:
 def stage_bound(session: Session, factor: float) -> float:
     """An upper bound on |every number| the engine makes from a session with stages."""
     r = _largest_input_row(session)
-    r_kv = r if session.source is None else _max_row_sum(session.source.embeddings)
+    r_kv = r if session.source is None else max_row_sum(session.source.embeddings)
 
     def most(b):
-        return 0.0 if b is None else _max_abs(b)
+        return 0.0 if b is None else max_abs(b)
 
-    q = r * _max_abs(session.w_query) + most(session.b_query)
-    k = r_kv * _max_abs(session.w_key) + most(session.b_key)
-    v = r_kv * _max_abs(session.w_value) + most(session.b_value)
+    q = r * max_abs(session.w_query) + most(session.b_query)
+    k = r_kv * max_abs(session.w_key) + most(session.b_key)
+    v = r_kv * max_abs(session.w_value) + most(session.b_value)
     qk = session.qk_norm
     if qk is not None:
         # A normalised entry is at most √(row width) in size, times the weight, plus the bias.
         def normed(weight, bias, heads):
             width = session.d_k if qk.over == "head" else heads * session.d_k
-            w = 1.0 if weight is None else _max_abs(weight)
+            w = 1.0 if weight is None else max_abs(weight)
             return math.sqrt(width) * w + most(bias)
 
         q = max(q, normed(qk.query_weight, qk.query_bias, session.heads))
@@ -204,5 +204,5 @@ def stage_bound(session: Session, factor: float) -> float:
         bias = float(np.abs(p.slopes_for(session.heads)).max()) * session.n
     bound = max(q, k, v, score, score * factor + bias)
     if session.w_out is not None:
-        bound = max(bound, session.heads * session.d_v * v * _max_abs(session.w_out) + most(session.b_out))
+        bound = max(bound, session.heads * session.d_v * v * max_abs(session.w_out) + most(session.b_out))
     return bound

@@ -42,7 +42,8 @@ def test_a_custom_mask_is_read_from_the_sessions_own_matrix_not_copied_whole():
     lazy = MaskMatrix(session)
     assert blocked_rows(session).tolist() == [False, False, False, False, True]
     assert lazy[1, 3] and not lazy[1, 2] and lazy[4].all()
-    assert vars(lazy).keys() == {"session", "shape", "_any"}  # nothing n × n of its own
+    # nothing n × n of its own: it reads the session's matrix
+    assert not any(np.size(value) >= blocked.size for value in vars(lazy).values() if value is not session)
 
 
 def test_a_padding_mask_over_every_key_blocks_every_row():

@@ -165,9 +165,9 @@ def test_a_cached_value_in_use_outlives_newer_entries():
     cache, kept = OrderedDict(), frozen(0)
     builds, others = [], []
     for k in range(100):
-        device_inputs._cached(cache, 4, (kept,), (id(kept), "max"), lambda: builds.append(1) or 0.0)
+        device_inputs.cached(cache, 4, (kept,), (id(kept), "max"), lambda: builds.append(1) or 0.0)
         others.append(frozen(k + 1))  # each edit adds an entry of its own
-        device_inputs._cached(cache, 4, (others[-1],), (id(others[-1]), "max"), lambda: 1.0)
+        device_inputs.cached(cache, 4, (others[-1],), (id(others[-1]), "max"), lambda: 1.0)
     assert len(builds) == 1
     assert len(cache) == 4
 
