@@ -24,6 +24,8 @@ _API = {
     "Norm": ("core.stages", "Norm"),
     "Positions": ("core.stages", "Positions"),
     "Source": ("core.stages", "Source"),
+    "QKNorm": ("core.stages", "QKNorm"),
+    "RopeScaling": ("core.stages", "RopeScaling"),
     "compute": ("core.engine", "compute"),
     "AttentionResult": ("core.engine", "AttentionResult"),
     "available_devices": ("core.engine", "available_devices"),
