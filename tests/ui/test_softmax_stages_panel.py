@@ -53,3 +53,28 @@ def test_titles_say_rows_with_sinks_sum_to_less_than_one(qtbot, doc):
     title = query.weight_chart.titleLabel.text
     assert f"sink {share:.3g}" in title and f"sum {1 - share:.3g}" in title
     assert "soft-capped at ±30" in scaled.heading.text
+
+
+def test_the_qk_norm_panel_draws_q_and_k_before_and_after(qtbot, doc):
+    from attnexplorer.core.stages import Positions, QKNorm
+    from attnexplorer.ui.panels import QKNormPanel
+
+    panel = show(qtbot, QKNormPanel(doc))
+    assert not panel.applies_to(doc.session)
+    d_k = doc.session.d_k
+    staged(doc, qk_norm=QKNorm("rms", "head", 1e-6, np.linspace(0.5, 2.0, d_k)),
+           positions=Positions("rope", dims=2 * (d_k // 2)))
+    doc.selection.set(head=0, query=3, key=1)
+    panel.refresh()
+    r = doc.result
+    before, after = panel.query_chart.heights
+    np.testing.assert_allclose(before, r.Q_unnormed[0, 3], rtol=1e-6)
+    np.testing.assert_allclose(after, r.Q_unrotated[0, 3], rtol=1e-6)   # after the norm, before RoPE
+    before, after = panel.key_chart.heights
+    np.testing.assert_allclose(before, r.K_unnormed[0, 1], rtol=1e-6)
+    q = r.Q_unnormed[0, 3].astype(np.float64)
+    scale = 1 / np.sqrt((q * q).mean() + 1e-6)
+    assert f"× {scale:.4g}" in panel.query_chart.titleLabel.text
+    assert "RMSNorm over each head, before RoPE" in panel.heading.text
+    panel.resize(1280, 800)
+    panel.grab().save("/tmp/stages/qk_norm_panel.png")

@@ -15,6 +15,7 @@ from .explain_panel import ExplainPanel
 from .input_panel import InputPanel
 from .matrix_panels import OutputPanel, QKVPanel, ScaledScoresPanel, ScoresPanel, WeightsPanel
 from .matrix_view import MatrixView
+from .qk_norm_panel import QKNormPanel
 from .query_panel import QueryPanel
 from .rope_panel import RopePanel
 from .signal_panel import SignalPanel
@@ -23,6 +24,7 @@ from .softmax_stages_panel import SoftmaxStagesPanel
 PANEL_CLASSES: tuple[type[Panel], ...] = (
     QKVPanel,
     InputPanel,
+    QKNormPanel,
     RopePanel,
     ScoresPanel,
     AlibiPanel,
@@ -51,6 +53,7 @@ __all__ = [
     "MatrixView",
     "OutputPanel",
     "Panel",
+    "QKNormPanel",
     "QKVPanel",
     "QueryPanel",
     "RopePanel",
