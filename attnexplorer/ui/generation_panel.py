@@ -1,7 +1,8 @@
 """Step through generation in the model window: the Generate tab and the job that drives it.
 
-- ``GenerationPanel``: Step, Run N, Back and Stop, a typed token appended in place of the
-  model's pick; the sampling (greedy, or temperature, top-k,
+- ``GenerationPanel``: Step, Run N, Back and Stop, a typed token, or one clicked in the
+  Next token bars (the prediction the next step picks from), appended in place of the
+  model's pick; Tables follow the text; the sampling (greedy, or temperature, top-k,
   top-p and a seed); the prompt and the generated text; for the chosen layer and head, the new
   tokens' attention rows (a row per generated token, over every key), and the **KV cache** of
   that layer's K/V head: the cached K and V as heatmaps that grow a row per step, the newest row
@@ -12,6 +13,9 @@
   behaviour and its interventions, as the Predictions tab has them) are read at each action: when
   they changed, the text generated so far is replayed under them (the same tokens, their
   attention and cache recomputed). A newer action supersedes a Run in progress at its next step.
+  Each answer also carries every layer × head's attention on the grown text, coloured for the
+  model view's thumbnails (``grown_attention``, up to ``GROWN_LIMIT`` tokens), and, with Tables
+  follow the text, the tables' layer on it as a session.
 """
 
 from __future__ import annotations
@@ -148,8 +152,7 @@ class GenerationPanel(QWidget):
         self.attention = _Heatmap("New tokens' attention", "new token", "key position")
         # the prediction the next step picks from (the interventions in force): click a row to append it
         self.next_tokens = TokenBars("Next token (click one)", (("next token", NEW_ROW),), axis_label=False,
-                                     clickable=True)
-        self.next_tokens.plot.setTitle("Next token (click one)", size=SMALL_TITLE)
+                                     clickable=True, title_size=SMALL_TITLE)
         self.keys = _Heatmap("Cached K", "position", "d_k")
         self.values = _Heatmap("Cached V", "position", "d_v")
         plots = QGridLayout()
@@ -202,7 +205,9 @@ class GenerationPanel(QWidget):
             f"{snap['length']} tokens ({snap['steps']} generated{last}). KV cache: {snap['layers']} layers × 2 × "
             f"{snap['kv_heads']} K/V heads × {snap['length']} × {snap['d_k']} = {snap['numbers']:,} numbers, "
             f"{_size(snap['bytes'])}. Layer {snap['layer']}, K/V head {snap['kv_head']}, read by query heads "
-            f"{heads[0]}–{heads[-1]}" + (f"; {snap['ended']}" if snap.get("ended") else ""))
+            f"{heads[0]}–{heads[-1]}" + (f"; {snap['ended']}" if snap.get("ended") else "")
+            + (f". The model view shows the prompt's thumbnails past {GROWN_LIMIT} tokens"
+               if snap["length"] > GROWN_LIMIT and snap["steps"] else ""))
         rows = snap["rows"]
         # Back to the prompt leaves no generated row (0 × keys): nothing drawn, no max of nothing
         self.attention.show_matrix(rows, rows.shape[0] - 1 if rows.size else None,

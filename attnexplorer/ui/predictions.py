@@ -127,7 +127,7 @@ class TokenBars(pg.GraphicsLayoutWidget):
     token_clicked = Signal(int, str)
 
     def __init__(self, title: str | None, series: tuple[tuple[str, tuple], ...], axis_label: bool = True,
-                 clickable: bool = False, legend: bool = True, parent=None):
+                 clickable: bool = False, legend: bool = True, title_size: str | None = None, parent=None):
         super().__init__(parent)
         self.setBackground("w")
         if clickable:
@@ -135,7 +135,7 @@ class TokenBars(pg.GraphicsLayoutWidget):
             self.setToolTip("Click a token (its bar or its label) to append it to the text")
         self.plot = self.addPlot()
         if title:
-            self.plot.setTitle(title)
+            self.plot.setTitle(title, **({"size": title_size} if title_size else {}))
         self.plot.invertY(True)
         if axis_label:
             self.plot.setLabel("bottom", "probability")
