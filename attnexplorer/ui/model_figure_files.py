@@ -13,6 +13,9 @@ def write_model_figures(loaded, run, layers, formats: list[str], folder) -> list
     window that is never shown, through the figure route every panel uses."""
     from pathlib import Path
 
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication
+
     from ..models.interventions import Behaviour
     from .figures import export_panel
     from .model_window import ModelWindow
@@ -41,9 +44,17 @@ def write_model_figures(loaded, run, layers, formats: list[str], folder) -> list
             result = behaviour.predict(lens=True)
             window.predictions.show_result(result)
             window.lens.show_result(result)
-            write(window.predictions, "predictions", width=640, height=480)
-            write(window.lens, "logit-lens", width=640, height=480)
+            # painted once (offscreen) before the export, as a panel on screen is: pyqtgraph sizes
+            # an axis to its tick labels when it paints, and an axis never painted dropped the
+            # token labels that did not fit its default width
+            window.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+            window.show()
+            for panel, stem in ((window.predictions, "predictions"), (window.lens, "logit-lens")):
+                window.side_tabs.setCurrentWidget(panel)
+                QApplication.processEvents()
+                write(panel, stem)   # the size the 1280 × 800 window gives it, as Export figure… does
     finally:
+        window.close()
         window.head_scores.shutdown()   # its job runner's thread
         window.deleteLater()
     return written

@@ -143,3 +143,13 @@ def test_import_model_writes_the_model_windows_figures(tiny_gpt2_lm, tmp_path, c
     assert "head 2" in (figures / "head-view-layer1-head2.svg").read_text()
     assert "all heads" in (figures / "head-view-layer1.svg").read_text()
     assert f"{figures}: {len(expected)} figures" in capsys.readouterr().err
+    # every top token is labelled (an axis never painted dropped the labels wider than its default)
+    from attnexplorer.models import load_model
+    from attnexplorer.models.interventions import Behaviour
+
+    loaded = load_model(str(tiny_gpt2_lm))
+    top = Behaviour(loaded, loaded.run(TEXT)).predict()["baseline"]["top"]
+    svg = (figures / "predictions.svg").read_text()
+    from xml.sax.saxutils import escape
+
+    assert all(f">{escape(entry['token'])}</text>" in svg for entry in top), [e["token"] for e in top]
