@@ -403,6 +403,15 @@ def test_the_model_view_and_the_head_view_export_as_figures(win, qtbot, tiny_gpt
             dialog.export()
             assert dialog.error_label.isHidden(), dialog.error_label.text()
             written[name, fmt] = tmp_path / f"{name}.{fmt}"
+    from attnexplorer.ui.figure_dialog import DASHBOARD
+
+    dialog.set_target(DASHBOARD)   # every figure of the window in one, each laid out in its cell
+    dialog.set_format("svg")
+    dialog.path_edit.setText(str(tmp_path / "dashboard.svg"))
+    dialog.export()
+    assert dialog.error_label.isHidden(), dialog.error_label.text()
+    dashboard = (tmp_path / "dashboard.svg").read_text()
+    assert ">L1</text>" in dashboard and ">queries</text>" in dashboard and "Predictions" in dashboard
     dialog.close()
     assert written["model", "pdf"].read_bytes().startswith(b"%PDF")
     svg = written["model", "svg"].read_text()
