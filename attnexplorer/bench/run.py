@@ -28,8 +28,9 @@ same run, so a busy machine slows both sides alike):
 - ``generation``: a SmolLM2 step from its KV cache at a 256-token context beside recomputing
   the text (``bench/generation.py``). Targets: ≤ 60 ms, ≥ 5× faster.
 - ``heads``: SmolLM2's 270 heads: every score on 64 tokens, the ``repeated:256`` induction
-  probe, direct logit attribution and a zero-ablation sweep (``bench/heads.py``).
-  Targets: ≤ 3 s, ≤ 20 s, ≤ 1 s, ≤ 30 s.
+  probe, direct logit attribution and a zero-ablation sweep, and every score during the
+  4,096-token forward with that child process's peak memory (``bench/heads.py``).
+  Targets: ≤ 3 s, ≤ 20 s, ≤ 1 s, ≤ 30 s, < 2 GB.
 - ``startup``: a fresh ``attnexplorer --preset pronoun`` to its first painted window (before
   torch has loaded) and to every panel drawn, beside ``python -c "import torch,
   PySide6.QtWidgets, pyqtgraph"`` to its imports done (none counts the interpreter's exit).
