@@ -238,3 +238,31 @@ def test_a_window_maximised_after_its_first_show_gives_the_plots_the_width(windo
     assert window.docks["weights"].width() > inputs.width() * 1.3
     window.resize(1260, 760)  # and back: the tables keep their room
     qtbot.waitUntil(lambda: inputs.width() >= INPUTS_WIDTH[0] - 20, timeout=3000)
+
+
+@pytest.mark.parametrize("size", [(1260, 760), (1280, 800), (1900, 1040)])
+def test_the_rope_planes_title_and_the_angle_tables_do_not_overlap(window_at, size):
+    # "dims 0, 2: dashed before, solid after" on one line ran into "angle = pos · ω (rad)".
+    # The Inputs as wide as a window last closed at 1920 px leaves them (the panel narrower).
+    window = window_at("rope", size)
+    window.resizeDocks([window.docks["inputs"]], [int(0.38 * size[0])], Qt.Orientation.Horizontal)
+    panel = next(p for p in window.panels if p.kind == "rope")
+    QApplication.processEvents()
+    plane = panel.plane.titleLabel.item.sceneBoundingRect()
+    table = panel.angles.titleLabel.item.sceneBoundingRect()
+    assert plane.width() > 0 and table.width() > 0
+    assert not plane.intersects(table), (plane, table)
+
+
+@pytest.mark.parametrize("size", [(1260, 760), (1900, 1040)])
+def test_outputs_on_one_row_take_the_panels_height(window_at, size):
+    # The second row (the concatenation's when three heatmaps do not fit a row) kept its
+    # stretch while empty: the head's output and the concatenation drew over the top half only.
+    window = window_at("random", size)
+    window.docks["output"].raise_()
+    panel = next(p for p in window.panels if p.kind == "output")
+    QApplication.processEvents()
+    bottom = panel.figure.layout.geometry().bottom()
+    assert len(panel.views()) == 2
+    for view in panel.views():
+        assert view.sceneBoundingRect().bottom() >= bottom - 10, (view.sceneBoundingRect(), bottom)

@@ -329,7 +329,6 @@ class OutputPanel(FigurePanel):
         self._placed: tuple = ()
         self._columns = 0
         self.figure.layout.setRowStretchFactor(1, 1)
-        self.figure.layout.setRowStretchFactor(2, 1)
 
     def views(self) -> list[MatrixView]:
         return [v for v in (self.head_view, self.concat_view, self.out_view) if v in self._placed]
@@ -356,12 +355,16 @@ class OutputPanel(FigurePanel):
         if columns == len(wanted):
             for col, view in enumerate(wanted):
                 self.figure.addItem(view, row=1, col=col)
+            # An empty second row that still stretches takes its share of the height: the
+            # heatmaps above it drew at half the panel's height over a blank lower half.
+            self.figure.layout.setRowStretchFactor(2, 0)
         else:  # the selected head's and the projected output above; the concatenation, the
             # widest (heads × d_v columns), gets the next row's whole width
             first = [v for v in wanted if v is not self.concat_view]
             for col, view in enumerate(first):
                 self.figure.addItem(view, row=1, col=col)
             self.figure.addItem(self.concat_view, row=2, col=0, colspan=len(first))
+            self.figure.layout.setRowStretchFactor(2, 1)
         self._placed, self._columns = wanted, columns
         self.cache_axes()
 

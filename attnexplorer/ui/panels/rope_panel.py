@@ -182,7 +182,9 @@ class RopePanel(FigurePanel):
             self.tips[name].setPos(*place)
         span = 1.25 * extent
         self.plane.setRange(xRange=(-span, span), yRange=(-span, span), padding=0)
-        self.plane.setTitle(f"dims {pair.a}, {pair.b}: dashed before, solid after", size="9pt")
+        # Two short lines: the plane's column is the panel's half, and one line of this ran into
+        # the angle table's title at 1280 px.
+        self.plane.setTitle(f"dims {pair.a}, {pair.b}<br>dashed before, solid after", size="9pt")
         qt, kt = result.tokens[query], result.key_tokens[key]
         heads = result.Q.shape[0]
         where = f" — head {head}" if heads > 1 else ""
