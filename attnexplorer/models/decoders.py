@@ -33,7 +33,8 @@ from .sources import ModelError
 
 @dataclass(frozen=True)
 class Recipe:
-    """What a Llama-shaped family's forward does differently from Llama's."""
+    """What a Llama-shaped family's forward does differently from Llama's. The norms are named
+    by the tensors that hold them (None: that norm is absent)."""
 
     norm: str                        # "rms" or "layer" (GPT-NeoX: LayerNorm with a bias)
     eps: float
@@ -41,47 +42,89 @@ class Recipe:
     gated: bool                      # act(gate)·up (Llama) or act(up) (GPT-NeoX)
     parallel: bool                   # GPT-NeoX's parallel residual
     embed_scale: float | None        # Gemma: the embeddings × √hidden_size
-    ropes: tuple                     # per layer: (θ, rotated dims) or None (no RoPE on that layer)
+    ropes: tuple                     # per layer: the session's RoPE positions, or None (no RoPE there)
+    input_norm: str | None = "input_layernorm"            # before the attention (OLMo 2: none)
+    attention_out_norm: str | None = None                 # on the attention's output (Gemma 2/3, OLMo 2)
+    mlp_in_norm: str | None = "post_attention_layernorm"  # before the MLP (Gemma 2/3: pre_feedforward_layernorm)
+    mlp_out_norm: str | None = None                       # on the MLP's output (Gemma 2/3, OLMo 2)
+    qk_norm: str | None = None       # "head" (Qwen3, Gemma 3) or "all" (OLMo 2): q_norm/k_norm
+    scaling: float | None = None     # the scores' factor; None: head_dim^−½ (Gemma 2/3: query_pre_attn_scalar^−½)
+    softcap: float | None = None     # Gemma 2's attn_logit_softcapping
+    final_softcap: float | None = None   # Gemma 2's final_logit_softcapping, on the logits
+
+
+GEMMAS = ("gemma", "gemma2", "gemma3_text")   # RMSNorm × (1 + w), embeddings × √hidden_size
 
 
 def _gemma(config: Any) -> bool:
-    return config.model_type == "gemma"
+    return config.model_type in GEMMAS
 
 
 def activation(config: Any) -> str:
+    if config.model_type in ("gemma2", "gemma3_text"):
+        return getattr(config, "hidden_activation", None) or "gelu_pytorch_tanh"
     act = getattr(config, "hidden_act", None)
     if _gemma(config) and act in (None, "gelu"):   # GemmaConfig: a legacy "gelu" means the tanh one
         return "gelu_pytorch_tanh"
     return act
 
 
-def recipe(config: Any) -> Recipe:
-    from .families import layer_rope
+def _cap(config: Any, name: str) -> float | None:
+    value = getattr(config, name, None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+        raise ModelError(f"the model's {name} is {value!r}; it must be a finite number above 0 or null")
+    return float(value)
 
-    neox = config.model_type == "gpt_neox"
+
+def recipe(config: Any) -> Recipe:
+    from .families import head_dim, layer_rope
+
+    kind = config.model_type
+    neox = kind == "gpt_neox"
     eps = float(config.layer_norm_eps if neox else config.rms_norm_eps)
     layers = int(config.num_hidden_layers)
     scale = float(config.hidden_size) ** 0.5 if _gemma(config) else None
-    return Recipe("layer" if neox else "rms", eps, activation(config), not neox,
-                  neox and bool(getattr(config, "use_parallel_residual", True)), scale,
-                  tuple(layer_rope(config, layer) for layer in range(layers)))
+    ropes = tuple(layer_rope(config, layer) for layer in range(layers))
+    base = dict(norm="layer" if neox else "rms", eps=eps, act=activation(config), gated=not neox,
+                parallel=neox and bool(getattr(config, "use_parallel_residual", True)), embed_scale=scale, ropes=ropes)
+    if kind in ("gemma2", "gemma3_text"):
+        scalar = getattr(config, "query_pre_attn_scalar", None)
+        if isinstance(scalar, bool) or not isinstance(scalar, (int, float)) or not scalar > 0:
+            raise ModelError(f"the model's query_pre_attn_scalar is {scalar!r}; it must be a number above 0")
+        factor = None if float(scalar) == float(head_dim(config)) else float(scalar) ** -0.5
+        base.update(attention_out_norm="post_attention_layernorm", mlp_in_norm="pre_feedforward_layernorm",
+                    mlp_out_norm="post_feedforward_layernorm", scaling=factor,
+                    softcap=_cap(config, "attn_logit_softcapping"), final_softcap=_cap(config, "final_logit_softcapping"),
+                    qk_norm="head" if kind == "gemma3_text" else None)
+    elif kind == "olmo2":
+        base.update(input_norm=None, attention_out_norm="post_attention_layernorm", mlp_in_norm=None,
+                    mlp_out_norm="post_feedforward_layernorm", qk_norm="all")
+    elif kind == "qwen3":
+        base.update(qk_norm="head")
+    return Recipe(**base)
 
 
 def layer_tensors(config: Any) -> list[str]:
     """Every tensor of one layer (Llama's names, after ``canonical``) the forward reads."""
     kind = config.model_type
+    r = recipe(config)
     attention = ("q_proj", "k_proj", "v_proj", "o_proj")
     neox = kind == "gpt_neox"
     mlp = ("up_proj", "down_proj") if neox else ("gate_proj", "up_proj", "down_proj")
-    per = ["input_layernorm.weight", "post_attention_layernorm.weight"]
+    norms = [n for n in (r.input_norm, r.attention_out_norm, r.mlp_in_norm, r.mlp_out_norm) if n]
+    per = [f"{n}.weight" for n in norms]
     per += [f"self_attn.{m}.weight" for m in attention] + [f"mlp.{m}.weight" for m in mlp]
+    if r.qk_norm:
+        per += ["self_attn.q_norm.weight", "self_attn.k_norm.weight"]
     if neox:
-        per += ["input_layernorm.bias", "post_attention_layernorm.bias"] + [f"mlp.{m}.bias" for m in mlp]
-    # Qwen2's q/k/v projections always have biases and its o_proj none, Mistral's, Phi-3's and
-    # Gemma's none at all: attention_bias and mlp_bias are the settings of the families that read them
+        per += [f"{n}.bias" for n in norms] + [f"mlp.{m}.bias" for m in mlp]
+    # Qwen2's q/k/v projections always have biases and its o_proj none, Mistral's and Phi-3's
+    # none at all: attention_bias and mlp_bias are the settings of the families that read them
     if kind == "qwen2":
         per += [f"self_attn.{m}.bias" for m in attention[:3]]
-    elif kind in ("llama", "smollm3", "gpt_neox", "gemma") and getattr(config, "attention_bias", False):
+    elif kind not in ("mistral", "phi3") and getattr(config, "attention_bias", False):
         per += [f"self_attn.{m}.bias" for m in attention]
     if kind in ("llama", "smollm3") and getattr(config, "mlp_bias", False):
         per += [f"mlp.{m}.bias" for m in mlp]
@@ -115,13 +158,13 @@ def canonical(config: Any, state: dict) -> dict:
     weights as the 1 + w its RMSNorm multiplies by. A tensor the split needs that is missing
     is left missing: ``native.check_tensors`` names it."""
     kind = config.model_type
-    if kind not in ("phi3", "gpt_neox", "gemma"):
+    if kind not in ("phi3", "gpt_neox") + GEMMAS:
         return state
     H, Hkv, hd = _sizes(config)
     out = {}
     for name, value in state.items():
         where = _layer_of(name)
-        if kind == "gemma" and name.endswith("norm.weight"):
+        if kind in GEMMAS and name.endswith("norm.weight"):
             out[name] = 1.0 + value.float()
         elif kind == "phi3" and where and where[1] in ("self_attn.qkv_proj.weight", "mlp.gate_up_proj.weight"):
             p = f"layers.{where[0]}."
@@ -167,13 +210,13 @@ def checkpoint(config: Any, state: dict) -> dict:
     """``canonical`` undone: the tensors under the names (and fusions) the family's own
     checkpoint has, so transformers reads a saved model as that family."""
     kind = config.model_type
-    if kind not in ("phi3", "gpt_neox", "gemma"):
+    if kind not in ("phi3", "gpt_neox") + GEMMAS:
         return state
     import torch
 
     H, Hkv, hd = _sizes(config)
     out = dict(state)
-    if kind == "gemma":
+    if kind in GEMMAS:
         return {k: (v - 1.0 if k.endswith("norm.weight") else v) for k, v in state.items()}
     for layer in range(int(config.num_hidden_layers)):
         p = f"layers.{layer}."
@@ -235,8 +278,9 @@ def own_name(config: Any, name: str) -> str:
 def check_recipe(config: Any) -> None:
     """ModelError for what these families' configs may ask that the forward does not do."""
     kind = config.model_type
-    if kind == "gemma" and getattr(config, "use_bidirectional_attention", False):
+    if kind in GEMMAS and getattr(config, "use_bidirectional_attention", False):
         raise ModelError("this Gemma attends both ways (use_bidirectional_attention); only causal decoders are supported")
+    recipe(config)   # its caps and query scale, checked
     if kind == "smollm3":
         flags = getattr(config, "no_rope_layers", None)
         layers = int(config.num_hidden_layers)

@@ -53,7 +53,7 @@ from ..core.limits import MAX_TOKENS
 from .errors import ModelError
 
 SUPPORTED = ("BERT-like encoders (bert, roberta, distilbert), GPT-2 (gpt2) and Llama-like decoders (llama, qwen2, "
-             "mistral, phi3, gpt_neox, gemma, smollm3)")
+             "mistral, phi3, gpt_neox, gemma, smollm3, qwen3, olmo2, gemma2, gemma3_text)")
 
 
 def _np(t: Any) -> np.ndarray:
@@ -136,12 +136,16 @@ def window_of_layer(config: Any, layer: int) -> int | None:
     kind = config.model_type
     if kind in ("mistral", "phi3"):
         window = getattr(config, "sliding_window", None)
-    elif kind in ("qwen2", "smollm3"):
+    elif kind in ("gemma2", "gemma3_text"):   # their sliding layers alternate with global ones
+        if _layer_type(config, layer) != "sliding_attention":
+            return None
+        window = getattr(config, "sliding_window", None)
+    elif kind in ("qwen2", "qwen3", "smollm3"):
         window = getattr(config, "sliding_window", None) if getattr(config, "use_sliding_window", False) else None
         types = getattr(config, "layer_types", None)
         if types is not None:
             sliding = types[layer] == "sliding_attention"
-        elif kind == "qwen2":
+        elif kind in ("qwen2", "qwen3"):
             sliding = window is not None and layer >= int(getattr(config, "max_window_layers", 28))
         else:
             sliding = window is not None and layer_rope(config, layer) is None
@@ -161,7 +165,7 @@ def window_of_layer(config: Any, layer: int) -> int | None:
 
 def _window_check(config: Any) -> None:
     types = getattr(config, "layer_types", None)
-    if config.model_type in ("qwen2", "smollm3") and types is not None:
+    if config.model_type in ("qwen2", "qwen3", "smollm3", "gemma2", "gemma3_text") and types is not None:
         layers = int(config.num_hidden_layers)
         if not isinstance(types, (list, tuple)) or len(types) != layers or \
                 any(t not in ("full_attention", "sliding_attention") for t in types):
@@ -299,13 +303,20 @@ def _gpt2_parts(w: Any, config: Any, run: Any, layer: int) -> dict:
 
 # ---- Llama ---------------------------------------------------------------------------------
 
-# What a plain-RoPE config may say about its rotation: anything else (a scaling type, its
-# factor, a key this import does not know) changes the angles, so it is refused by name rather
-# than imported as plain RoPE (the numbers would be silently wrong).
-_PLAIN_ROPE_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
+# What a config's RoPE table may hold: the type, θ, the rotated fraction and each scaling's
+# own settings (core.stages.RopeScaling's fields). Anything else (an unknown key, a type the
+# kernel does not have: dynamic, longrope) changes the angles in a way not reproduced, so it is
+# refused by name rather than imported as something else (the numbers would be silently wrong).
+_ROPE_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
+_SCALING_KEYS = {"linear": {"factor"},
+                 "llama3": {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"},
+                 "yarn": {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor",
+                          "truncate"}}
 # The families whose RoPE rotates only the first partial_rotary_factor of each head (the others'
 # transformers code ignores the setting, so a config that sets it is refused there).
 _PARTIAL_ROTARY = ("phi3", "gpt_neox")
+# Gemma 3's local (sliding) and global layers turn by their own RoPE tables.
+_LAYER_ROPES = ("gemma3_text",)
 
 
 def _rope_dicts(config: Any) -> list[tuple[str, dict]]:
@@ -320,30 +331,88 @@ def _rope_dicts(config: Any) -> list[tuple[str, dict]]:
     return found
 
 
-def _rope_value(config: Any, key: str, legacy: str | None = None, default: Any = None) -> Any:
-    """A RoPE setting: rope_parameters' (transformers 5 writes it there), else the config's own
-    key, else (GPT-NeoX's older configs) its legacy name, else ``default``."""
-    params = dict(getattr(config, "rope_parameters", None) or {})
-    for value in (params.get(key), getattr(config, key, None), getattr(config, legacy, None) if legacy else None):
-        if value is not None:
-            return value
-    return default
+def _layer_type(config: Any, layer: int) -> str:
+    types = getattr(config, "layer_types", None)
+    if types is not None:
+        return types[layer]
+    if config.model_type in ("gemma2", "gemma3_text"):   # their configs' default patterns
+        every = 2 if config.model_type == "gemma2" else int(getattr(config, "sliding_window_pattern", 6) or 6)
+        return "sliding_attention" if (layer + 1) % every else "full_attention"
+    return "full_attention"
 
 
-def rope_theta(config: Any) -> float:
-    """θ of a model with plain RoPE; ModelError naming any setting that makes it more than that."""
-    for name, values in _rope_dicts(config):
-        kind = values.get("rope_type") or values.get("type") or "default"
-        if kind != "default":
-            extra = ", ".join(f"{k} {v}" for k, v in values.items() if k not in _PLAIN_ROPE_KEYS)
-            raise ModelError(f"this model scales RoPE ({name}: {kind}{', ' + extra if extra else ''}); "
-                             "only plain RoPE can be expressed")
-        extra = sorted(set(values) - _PLAIN_ROPE_KEYS)
-        if extra:
-            raise ModelError(f"the model's RoPE sets {', '.join(f'{name}.{k}' for k in extra)}, which attnexplorer "
-                             "does not reproduce; only plain RoPE (rope_theta alone) can be expressed")
+def _rope_table(config: Any, layer: int) -> tuple[str, dict]:
+    """(where it was read, the RoPE table that applies to ``layer``): rope_scaling when the
+    config has one (transformers lets it replace rope_parameters), else rope_parameters
+    (Gemma 3's: its layer type's), else the config's own top-level keys."""
+    found = dict(_rope_dicts(config))
+    if config.model_type in _LAYER_ROPES:
+        kind = _layer_type(config, layer)
+        params = found.get("rope_parameters") or {}
+        if kind in params:   # nested by layer type (transformers 5 writes it so)
+            table = params[kind]
+            if not isinstance(table, dict):
+                raise ModelError(f"the model's rope_parameters.{kind} is {table!r}, not a table of RoPE settings")
+            return f"rope_parameters.{kind}", dict(table)
+        if kind == "sliding_attention":   # a hub config: rope_local_base_freq, never scaled
+            return "rope_local_base_freq", {"rope_type": "default",
+                                            "rope_theta": getattr(config, "rope_local_base_freq", None) or 10000.0}
+        table = dict(found.get("rope_scaling") or {})
+        table.setdefault("rope_theta", getattr(config, "rope_theta", None) or 1_000_000.0)
+        return "rope_scaling", table
+    for name in ("rope_scaling", "rope_parameters"):
+        if found.get(name):   # an empty rope_scaling replaces nothing
+            # rope_scaling replaces rope_parameters whole, θ included (then the config's rope_theta
+            # or its default), as transformers' convert_rope_params_to_dict does
+            return name, dict(found[name])
+    return "rope_parameters", {}
+
+
+def rope_scaling(config: Any, layer: int = 0) -> dict | None:
+    """The session's RoPE ``scaling`` of ``layer`` (None: plain RoPE), from the config's
+    table; ModelError naming a type or key that is not reproduced."""
+    name, values = _rope_table(config, layer)
+    kind = values.get("rope_type") or values.get("type") or "default"
+    if kind != "default" and kind not in _SCALING_KEYS:
+        extra = ", ".join(f"{k} {v}" for k, v in values.items() if k not in _ROPE_KEYS)
+        raise ModelError(f"this model scales RoPE ({name}: {kind}{', ' + extra if extra else ''}); attnexplorer "
+                         "reproduces plain RoPE and the linear, llama3 and yarn scalings")
+    allowed = _ROPE_KEYS | _SCALING_KEYS.get(kind, set())
+    extra = sorted(set(values) - allowed)
+    if extra:
+        raise ModelError(f"the model's RoPE sets {', '.join(f'{name}.{k}' for k in extra)}, which attnexplorer "
+                         f"does not reproduce with {kind} RoPE")
+    if kind == "default":
+        return None
+    needed = ("factor", "low_freq_factor", "high_freq_factor") if kind == "llama3" else ("factor",)
+    missing = [k for k in needed if k not in values]
+    if missing:   # transformers refuses such a table too
+        raise ModelError(f"the model's {kind} RoPE scaling ({name}) gives no {' or '.join(missing)}")
+    out = {"kind": kind, **{k: values[k] for k in sorted(_SCALING_KEYS[kind]) if k in values}}
+    if "original_max_position_embeddings" in _SCALING_KEYS[kind] and "original_max_position_embeddings" not in out:
+        # transformers' default: the config's (Phi-3 style) or the model's length
+        out["original_max_position_embeddings"] = int(getattr(config, "original_max_position_embeddings", None)
+                                                      or config.max_position_embeddings)
+    from ..core.errors import SessionError
+    from ..core.stages import RopeScaling
+
+    try:
+        RopeScaling(**out)
+    except (SessionError, TypeError) as err:
+        raise ModelError(f"the model's {kind} RoPE scaling ({name}) cannot be reproduced: {err}") from None
+    return out
+
+
+def rope_theta(config: Any, layer: int = 0) -> float:
+    """θ of ``layer``'s RoPE; ModelError naming any setting that is not reproduced."""
+    rope_scaling(config, layer)
+    _name, values = _rope_table(config, layer)
     neox = config.model_type == "gpt_neox"
-    theta = _rope_value(config, "rope_theta", "rotary_emb_base", 10000.0 if neox else None)
+    theta = values.get("rope_theta")
+    if theta is None:
+        theta = getattr(config, "rope_theta", None)
+    if theta is None and neox:
+        theta = getattr(config, "rotary_emb_base", None) or 10000.0
     if theta is None:
         raise ModelError("the model's config gives no RoPE θ (rope_theta)")
     if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not math.isfinite(theta) or theta <= 1.0:
@@ -355,7 +424,12 @@ def rotary_dims(config: Any) -> int:
     """How many dimensions of each head RoPE turns: all of them, or (Phi-3, GPT-NeoX's
     ``rotary_pct``, 0.25 by default) int(head_dim · partial_rotary_factor), as their code counts."""
     neox = config.model_type == "gpt_neox"
-    factor = _rope_value(config, "partial_rotary_factor", "rotary_pct", 0.25 if neox else 1.0)
+    _name, values = _rope_table(config, 0)
+    factor = values.get("partial_rotary_factor")
+    for source in ("partial_rotary_factor", "rotary_pct" if neox else None):
+        if factor is None and source:
+            factor = getattr(config, source, None)
+    factor = (0.25 if neox else 1.0) if factor is None else factor
     hd = head_dim(config)
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0.0 < factor <= 1.0:
         raise ModelError(f"the model's partial_rotary_factor is {factor!r}; it must be a number in (0, 1]")
@@ -368,8 +442,9 @@ def rotary_dims(config: Any) -> int:
     return dims
 
 
-def layer_rope(config: Any, layer: int) -> tuple[float, int] | None:
-    """(θ, rotated dimensions) of a layer's RoPE, or None where the layer has none (SmolLM3's
+def layer_rope(config: Any, layer: int) -> dict | None:
+    """The session's RoPE ``positions`` of ``layer`` (θ, rotated dimensions, scaling, the
+    float32 angles transformers makes), or None where the layer has none (SmolLM3's
     ``no_rope_layers`` 0: every fourth layer by default)."""
     if config.model_type == "smollm3":
         flags = getattr(config, "no_rope_layers", None)
@@ -378,15 +453,16 @@ def layer_rope(config: Any, layer: int) -> tuple[float, int] | None:
             flags = [int((i + 1) % interval != 0) for i in range(int(config.num_hidden_layers))]
         if not flags[layer]:
             return None
-    return rope_theta(config), rotary_dims(config)
+    return {"kind": "rope", "theta": rope_theta(config, layer), "dims": rotary_dims(config), "layout": "half",
+            "offset": 0, "scaling": rope_scaling(config, layer), "angles": "float32"}
 
 
 def _llama_check(config: Any) -> None:
     from .decoders import check_recipe
 
     check_recipe(config)
-    rope_theta(config)
-    rotary_dims(config)
+    for layer in range(int(config.num_hidden_layers)):
+        layer_rope(config, layer)
     if num_heads(config) % int(getattr(config, "num_key_value_heads", None) or num_heads(config)):
         raise ModelError("its key/value heads do not divide its query heads")
     _window_check(config)
@@ -399,12 +475,12 @@ def _llama_parts(w: Any, config: Any, run: Any, layer: int) -> dict:
     H, hd = num_heads(config), head_dim(config)
     Hkv = int(getattr(config, "num_key_value_heads", None) or H)
     r = recipe(config)
-    norm = {"kind": r.norm, "weight": _np(w[p + "input_layernorm.weight"]), "eps": r.eps}
-    if r.norm == "layer":
-        norm["bias"] = _np(w[p + "input_layernorm.bias"])
-    rope = r.ropes[layer]
-    positions = None if rope is None else {"kind": "rope", "theta": rope[0], "dims": rope[1], "layout": "half",
-                                           "offset": 0}
+    norm = None   # OLMo 2's attention reads the stream itself (its norms come after)
+    if r.input_norm:
+        norm = {"kind": r.norm, "weight": _np(w[p + r.input_norm + ".weight"]), "eps": r.eps}
+        if r.norm == "layer":
+            norm["bias"] = _np(w[p + r.input_norm + ".bias"])
+    positions = r.ropes[layer]
     at = p + "self_attn."
     wq, wk, wv = (_np(w[f"{at}{m}_proj.weight"]).T for m in ("q", "k", "v"))
     bq, bk, bv = (w.get(f"{at}{m}_proj.bias") for m in ("q", "k", "v"))
@@ -417,9 +493,16 @@ def _llama_parts(w: Any, config: Any, run: Any, layer: int) -> dict:
         window = None
     # transformers' Llama scales by head_dim ** -0.5: the session's inv_sqrt_dk; GPT-NeoX's K/V
     # heads are its query heads (kv_heads then lists H of them, one each)
-    return {"embeddings": run.layer_inputs[layer], "positions": positions, "norm": norm, "heads": heads,
-            "kv_heads": kv, "W_o": _np(w[at + "o_proj.weight"]).T, "b_o": _np(b_o) if b_o is not None else None,
-            "mask": "causal" if window is None else {"window": window}, "scale": "inv_sqrt_dk"}
+    parts = {"embeddings": run.layer_inputs[layer], "positions": positions, "norm": norm, "heads": heads,
+             "kv_heads": kv, "W_o": _np(w[at + "o_proj.weight"]).T, "b_o": _np(b_o) if b_o is not None else None,
+             "mask": "causal" if window is None else {"window": window},
+             "scale": "inv_sqrt_dk" if r.scaling is None else {"factor": r.scaling}}
+    if r.qk_norm:   # Qwen3's and Gemma 3's over each head (Gemma 3's weights as 1 + w), OLMo 2's over all
+        parts["qk_norm"] = {"kind": "rms", "over": r.qk_norm, "eps": r.eps,
+                            "query_weight": _np(w[at + "q_norm.weight"]), "key_weight": _np(w[at + "k_norm.weight"])}
+    if r.softcap is not None:
+        parts["softcap"] = r.softcap
+    return parts
 
 
 def _encoder(name: str) -> Family:
@@ -454,6 +537,10 @@ FAMILIES = {
     "gpt_neox": _decoder("gpt_neox"),
     "gemma": _decoder("gemma"),
     "smollm3": _decoder("smollm3"),
+    "qwen3": _decoder("qwen3"),
+    "olmo2": _decoder("olmo2"),
+    "gemma2": _decoder("gemma2"),
+    "gemma3_text": _decoder("gemma3_text"),
 }
 
 

@@ -105,7 +105,7 @@ def window_blocked(rows: range, keys: int, window: int) -> torch.Tensor:
     return (j > i) | (j <= i - window)
 
 
-def _attend(q, k, v, scaling: float, causal: bool, blocked: torch.Tensor | None = None):
+def _attend(q, k, v, scaling: float, causal: bool, blocked: torch.Tensor | None = None, softcap: float | None = None):
     """Every query row over every key: the kernel's block (``core.attention.attention_block``)
     as transformers' eager attention does it (blocked cells filled with ``finfo.min``, the
     softmax in float32). K and V have their own (K/V) heads; the kernel shares them without
@@ -113,7 +113,7 @@ def _attend(q, k, v, scaling: float, causal: bool, blocked: torch.Tensor | None 
     from ..core.attention import attention_block
 
     block = attention_block(q, k, v, factor=scaling, mask=blocked, causal=causal and blocked is None,
-                            fill=torch.finfo(q.dtype).min, softmax_dtype=torch.float32)
+                            fill=torch.finfo(q.dtype).min, softmax_dtype=torch.float32, softcap=softcap)
     context = block.output.transpose(0, 1)
     return block.weights, context.reshape(context.shape[0], -1)
 
@@ -167,9 +167,11 @@ class _Layers:
 
             raise Cancelled()
 
-    def attend(self, layer: int, q, k, v, scaling: float, causal: bool, window: int | None = None):
+    def attend(self, layer: int, q, k, v, scaling: float, causal: bool, window: int | None = None,
+               softcap: float | None = None):
         """(n, H·d_v) context of one layer's heads (q: H × n × d_k, k and v already per query head);
-        ``window``: a causal sliding window (Mistral, Qwen2's sliding layers)."""
+        ``window``: a causal sliding window (Mistral, Qwen2's sliding layers); ``softcap``: the
+        scores capped to c·tanh(s/c) after scaling (Gemma 2)."""
         change = self.changes.get(layer)
         blocked = None
         if change is not None:
@@ -178,13 +180,13 @@ class _Layers:
         if self.keep or (not self.record and (blocked is not None or q.shape[0] * q.shape[1] ** 2 * 4 <= self.block_bytes)):
             if blocked is None and window is not None:
                 blocked = window_blocked(range(q.shape[1]), k.shape[1], window)
-            weights, context = _attend(q, k, v, scaling, causal, blocked)
+            weights, context = _attend(q, k, v, scaling, causal, blocked, softcap)
             if self.observe is not None:
                 self.observe(layer, 0, weights)
             if self.record:
                 self.weights.append(weights)
             return context
-        return self._blocks(layer, q, k, v, scaling, causal, window)
+        return self._blocks(layer, q, k, v, scaling, causal, window, softcap)
 
     def heads(self, layer: int, context: torch.Tensor) -> torch.Tensor:
         """The heads' concatenated outputs as the output projection will read them: an
@@ -208,7 +210,8 @@ class _Layers:
             self.outputs = torch.empty((self.layers, kept, out.shape[1]), dtype=out.dtype)
         self.outputs[layer] = out if self.rows is None else out[self.rows]
 
-    def _blocks(self, layer: int, q, k, v, scaling: float, causal: bool, window: int | None = None):
+    def _blocks(self, layer: int, q, k, v, scaling: float, causal: bool, window: int | None = None,
+                softcap: float | None = None):
         from ..core.attention import attention_block
         from ..core.long.pooling import pool_grid, pool_rows
 
@@ -229,7 +232,7 @@ class _Layers:
             # written out so that each row's log Σ exp comes with it
             mask = None if window is None else window_blocked(range(r0, r1), width, window)
             block = attention_block(q[:, r0:r1], k[:, :width], v[:, :width], factor=scaling, causal=causal,
-                                    mask=mask, key_offset=r0, log_sum_exp=True)
+                                    mask=mask, key_offset=r0, log_sum_exp=True, softcap=softcap)
             weights = block.weights
             if self.observe is not None:
                 self.observe(layer, r0, weights)
@@ -265,6 +268,10 @@ class _Family:
     def lm_head(self) -> tuple[torch.Tensor, torch.Tensor | None] | str:
         """(unembedding V × d, its bias or None), or why the weights hold no head."""
         raise NotImplementedError
+
+    def cap(self, logits: torch.Tensor) -> torch.Tensor:
+        """The logits as the model finally gives them (Gemma 2 soft-caps them)."""
+        return logits
 
     def _decoder_head(self, norm: str, embeddings: str, tied_by_default: bool):
         """A decoder's head: ``lm_head.weight``, else the embeddings when the config ties them."""
@@ -410,13 +417,18 @@ class _Llama(_Family):
         settings = self.recipe.ropes[layer]
         if settings is None:
             return None
-        key = (settings, n, offset)
+        scaling = settings.get("scaling")
+        key = (settings["theta"], settings["dims"], tuple(sorted((scaling or {}).items())), n, offset)
         if key not in self._rope:
             from ..core.attention import rope_cos_sin
+            from ..core.stages import RopeScaling
 
-            theta, dims = settings
-            cos, sin = rope_cos_sin(n, dims, theta, torch.float32, "cpu", offset, float32_angles=True)
-            self._rope = {key: (cos, sin, dims, "half")}   # one at a time: a long text's is large
+            dims = settings["dims"]
+            cos, sin = rope_cos_sin(n, dims, settings["theta"], torch.float32, "cpu", offset, float32_angles=True,
+                                    scaling=None if scaling is None else RopeScaling(**scaling))
+            if len(self._rope) > 1:   # a long text's are large: keep Gemma 3's two kinds of layer, no more
+                self._rope.clear()
+            self._rope[key] = (cos, sin, dims, "half")
         return self._rope[key]
 
     def norm(self, x, w, name):
@@ -439,33 +451,48 @@ class _Llama(_Family):
 
         from ..core.attention import rotate
 
+        r = self.recipe
         rope = self.rope(layer, x.shape[0], run.position)
-        h = self.norm(x, w, p + "input_layernorm")
+        h = x if r.input_norm is None else self.norm(x, w, p + r.input_norm)
         q = _heads(lin(h, p + "self_attn.q_proj"), H, hd)
         k = _heads(lin(h, p + "self_attn.k_proj"), Hkv, hd)
         v = _heads(lin(h, p + "self_attn.v_proj"), Hkv, hd)
+        if r.qk_norm is not None:   # the kernel's QK-norm, before RoPE
+            from ..core.attention import normalise_heads
+
+            q = normalise_heads(q, "rms", w[p + "self_attn.q_norm.weight"], None, self.eps, over=r.qk_norm)
+            k = normalise_heads(k, "rms", w[p + "self_attn.k_norm.weight"], None, self.eps, over=r.qk_norm)
         if rope is not None:
             q, k = rotate(q, rope), rotate(k, rope)   # K and V keep their Hkv heads: the kernel shares them
-        context = run.heads(layer, run.attend(layer, q, k, v, hd ** -0.5, causal=True, window=self.windows[layer]))
+        scaling = hd ** -0.5 if r.scaling is None else r.scaling
+        context = run.heads(layer, run.attend(layer, q, k, v, scaling, causal=True, window=self.windows[layer],
+                                              softcap=r.softcap))
         out = lin(context, p + "self_attn.o_proj")
         run.output(layer, out)
 
         def mlp(h):
-            if self.recipe.gated:
-                return lin(self.act(lin(h, p + "mlp.gate_proj")) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
-            return lin(self.act(lin(h, p + "mlp.up_proj")), p + "mlp.down_proj")
+            if r.gated:
+                h = lin(self.act(lin(h, p + "mlp.gate_proj")) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
+            else:
+                h = lin(self.act(lin(h, p + "mlp.up_proj")), p + "mlp.down_proj")
+            return h if r.mlp_out_norm is None else self.norm(h, w, p + r.mlp_out_norm)
 
-        if self.recipe.parallel:   # GPT-NeoX: both read the layer's input, added in its order
-            return mlp(self.norm(x, w, p + "post_attention_layernorm")) + out + x
-        x = x + out
-        return x + mlp(self.norm(x, w, p + "post_attention_layernorm"))
+        if r.parallel:   # GPT-NeoX: both read the layer's input, added in its order
+            return mlp(self.norm(x, w, p + r.mlp_in_norm)) + out + x
+        x = x + (out if r.attention_out_norm is None else self.norm(out, w, p + r.attention_out_norm))
+        return x + mlp(x if r.mlp_in_norm is None else self.norm(x, w, p + r.mlp_in_norm))
 
     def final_norm(self, x):
         return self.norm(x, self.weights, "norm")
 
     def lm_head(self):
-        tied = self.config.model_type in ("gemma", "smollm3")   # their configs tie by default
+        tied = self.config.model_type in ("gemma", "gemma2", "gemma3_text", "smollm3")   # tied by default
         return self._decoder_head("norm.weight", "embed_tokens.weight", tied)
+
+    def cap(self, logits):
+        """Gemma 2's final soft-cap: c·tanh(logits / c), in its order."""
+        c = self.recipe.final_softcap
+        return logits if c is None else torch.tanh(logits / c) * c
 
 
 FAMILIES = {"bert": _Bert, "gpt2": _Gpt2, "llama": _Llama}   # by the family's kind (families.Family.kind)
@@ -561,4 +588,4 @@ def logits(kind: str, config: Any, weights: Mapping[str, torch.Tensor], residual
         raise ModelError(head)
     unembed, bias = head
     with torch.no_grad():
-        return F.linear(model.final_norm(residual), unembed, bias)
+        return model.cap(F.linear(model.final_norm(residual), unembed, bias))

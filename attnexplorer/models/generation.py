@@ -154,7 +154,7 @@ class _Cached(_Layers):
         self.cache, self.position = cache, position
         self.last_rows: list[torch.Tensor] = []
 
-    def attend(self, layer, q, k, v, scaling, causal, window=None):
+    def attend(self, layer, q, k, v, scaling, causal, window=None, softcap=None):
         from ..core.attention import attention_block
         from .forward import window_blocked
 
@@ -166,7 +166,7 @@ class _Cached(_Layers):
         mask = None if window is None else window_blocked(range(self.position, self.position + q.shape[1]),
                                                           keys.shape[1], window)
         block = attention_block(q, keys, values, factor=scaling, causal=True, key_offset=self.position, mask=mask,
-                                fill=torch.finfo(q.dtype).min, softmax_dtype=torch.float32)
+                                fill=torch.finfo(q.dtype).min, softmax_dtype=torch.float32, softcap=softcap)
         self.last_rows.append(block.weights[:, -1])
         context = block.output.transpose(0, 1)
         return context.reshape(context.shape[0], -1)

@@ -95,9 +95,17 @@ def _check_shapes(session, model, label: str, layer: int) -> None:
     sp, mp = session.positions, model.positions
     if (sp is None) != (mp is None) or (sp is not None and sp.kind != mp.kind):
         refuse(f"its positions are {'none' if sp is None else sp.kind}; the layer's are {'none' if mp is None else mp.kind}")
-    if mp is not None and mp.kind == "rope" and (sp.theta, sp.dims, sp.layout, sp.offset) != (mp.theta, mp.dims, mp.layout, mp.offset):
+    if mp is not None and mp.kind == "rope" and ((sp.theta, sp.dims, sp.layout, sp.offset, sp.scaling, sp.angles)
+                                                != (mp.theta, mp.dims, mp.layout, mp.offset, mp.scaling, mp.angles)):
         refuse(f"its RoPE (θ = {sp.theta:g}, dims {sp.dims}, {sp.layout}, offset {sp.offset}) is not the model's "
                f"(θ = {mp.theta:g}, dims {mp.dims}, {mp.layout}, offset {mp.offset}), which its forward keeps")
+    sq, mq = session.qk_norm, model.qk_norm
+    if (sq is None) != (mq is None) or (sq is not None and (sq.kind, sq.over, sq.eps) != (mq.kind, mq.over, mq.eps)):
+        refuse("its QK-norm is not the model's kind, reach or eps (only its weights can be edited: the rest is the "
+               "model's setting, which its forward keeps)")
+    if session.softcap != model.softcap:
+        refuse(f"its soft-cap is {session.softcap}, the model's {model.softcap}: a setting of the model, which its "
+               "forward keeps")
 
 
 def layer_edit(kind: str, config, weights, run, layer: int, session, model, label: str) -> LayerEdit:
@@ -113,6 +121,9 @@ def layer_edit(kind: str, config, weights, run, layer: int, session, model, labe
     changed += [name for name, a, b in (
         ("b_q", session.b_query, model.b_query), ("b_k", session.b_key, model.b_key),
         ("b_v", session.b_value, model.b_value), ("b_o", session.b_out, model.b_out)) if not _bias_same(a, b)]
+    qk_changed = session.qk_norm is not None and not (
+        _same(session.qk_norm.query_weight, model.qk_norm.query_weight)
+        and _same(session.qk_norm.key_weight, model.qk_norm.key_weight))
     norm_changed = session.norm is not None and not (
         _same(session.norm.weight, model.norm.weight) and _bias_same(session.norm.bias, model.norm.bias))
     table_changed = (session.positions is not None and session.positions.kind == "learned"
@@ -136,6 +147,12 @@ def layer_edit(kind: str, config, weights, run, layer: int, session, model, labe
         if session.norm.kind == "layer":   # GPT-2's ln_1, GPT-NeoX's input LayerNorm
             local[name + ".bias"] = _f32(session.norm.bias if session.norm.bias is not None else np.zeros(d))
         fold.update({k: v for k, v in local.items() if k.startswith(name)})
+    if qk_changed:   # the q_norm/k_norm weights of Qwen3, OLMo 2, Gemma 3 (its 1 + w, as read)
+        for side, weight, own in (("q", session.qk_norm.query_weight, model.qk_norm.query_weight),
+                                  ("k", session.qk_norm.key_weight, model.qk_norm.key_weight)):
+            local[f"layers.{layer}.self_attn.{side}_norm.weight"] = _f32(np.ones_like(own) if weight is None else weight)
+        fold.update({k: v for k, v in local.items() if "_norm." in k})
+        changed.append("QK-norm")
     unfoldable, what = [], list(changed)
     residual = None
     if input_changed or table_changed or (norm_changed and kind == "bert" and layer == 0):

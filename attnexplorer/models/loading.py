@@ -226,11 +226,18 @@ class LoadedModel:
                              f"transformers, which keeps every layer's weights: at most {limit:,} tokens") from None
 
     def layer_parts(self, run: ModelRun, layer: int) -> dict:
-        """Layer ``layer`` of ``run`` as a version-2 session dict holding float32 numpy arrays,
-        which ``session_from_dict`` takes as they are (the window's way in)."""
+        """Layer ``layer`` of ``run`` as a session dict holding float32 numpy arrays, which
+        ``session_from_dict`` takes as they are (the window's way in): version 2, or 3 where
+        the layer has a stage version 3 added (QK-norm, soft-capping, a scale factor, RoPE
+        scaling or the model's float32 angles)."""
         check_layer(layer, self)
-        session = {"format": "attnexplorer-session", "version": 2, "tokens": list(run.tokens)}
-        session.update(self.family.parts(self.weights, self.config, run, layer))
+        parts = self.family.parts(self.weights, self.config, run, layer)
+        positions = parts.get("positions") or {}
+        newer = (any(parts.get(k) is not None for k in ("qk_norm", "softcap", "sinks"))
+                 or isinstance(parts.get("scale"), dict) and "factor" in parts["scale"]
+                 or positions.get("scaling") is not None or positions.get("angles", "float64") != "float64")
+        session = {"format": "attnexplorer-session", "version": 3 if newer else 2, "tokens": list(run.tokens)}
+        session.update(parts)
         session["source"] = None
         session["preset"] = None
         # Which model, layer and text the session was read from: what `predict --session` and

@@ -62,9 +62,22 @@ DEFAULTS = {
     "smollm3": {"hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 32768, "rope_theta": 2000000.0,
                 "tie_word_embeddings": True, "use_sliding_window": False, "no_rope_layer_interval": 4,
                 "attention_bias": False, "mlp_bias": False},
+    # Qwen3Config(), Olmo2Config(), Gemma2Config(), Gemma3TextConfig() of transformers 5.24
+    "qwen3": {"hidden_act": "silu", "rms_norm_eps": 1e-6, "max_position_embeddings": 32768, "rope_theta": 10000.0,
+              "tie_word_embeddings": False, "use_sliding_window": False, "sliding_window": 4096,
+              "max_window_layers": 28, "head_dim": 128, "attention_bias": False},
+    "olmo2": {"hidden_act": "silu", "rms_norm_eps": 1e-5, "max_position_embeddings": 2048, "rope_theta": 10000.0,
+              "tie_word_embeddings": False, "attention_bias": False},
+    "gemma2": {"hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6, "max_position_embeddings": 8192,
+               "rope_theta": 10000.0, "tie_word_embeddings": True, "head_dim": 256, "attention_bias": False,
+               "query_pre_attn_scalar": 256, "sliding_window": 4096, "final_logit_softcapping": 30.0,
+               "attn_logit_softcapping": 50.0},
+    "gemma3_text": {"hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6, "max_position_embeddings": 131072,
+                    "tie_word_embeddings": True, "head_dim": 256, "attention_bias": False, "query_pre_attn_scalar": 256,
+                    "sliding_window": 4096},
 }
 # Keys whose null in config.json means "none" (no sliding window), not "transformers' default".
-NULLABLE = ("sliding_window",)
+NULLABLE = ("sliding_window", "attn_logit_softcapping", "final_logit_softcapping")
 # GPT-2's config names its sizes n_*; transformers reads them under the common names too.
 ALIASES = {"gpt2": {"hidden_size": "n_embd", "num_attention_heads": "n_head", "num_hidden_layers": "n_layer",
                     "max_position_embeddings": "n_positions"},

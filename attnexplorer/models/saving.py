@@ -25,7 +25,9 @@ TASK = {"gpt2": ("GPT2LMHeadModel", "transformer."), "llama": ("LlamaForCausalLM
         "mistral": ("MistralForCausalLM", "model."), "roberta": ("RobertaForMaskedLM", "roberta."),
         "distilbert": ("DistilBertForMaskedLM", "distilbert."), "phi3": ("Phi3ForCausalLM", "model."),
         "gpt_neox": ("GPTNeoXForCausalLM", "gpt_neox."), "gemma": ("GemmaForCausalLM", "model."),
-        "smollm3": ("SmolLM3ForCausalLM", "model.")}
+        "smollm3": ("SmolLM3ForCausalLM", "model."), "qwen3": ("Qwen3ForCausalLM", "model."),
+        "olmo2": ("Olmo2ForCausalLM", "model."), "gemma2": ("Gemma2ForCausalLM", "model."),
+        "gemma3_text": ("Gemma3ForCausalLM", "model.")}
 # an encoder without its masked-LM head is saved as its base model
 BASE = {"bert": "BertModel", "roberta": "RobertaModel", "distilbert": "DistilBertModel"}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "vocab.json",

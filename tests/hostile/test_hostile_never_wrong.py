@@ -146,7 +146,7 @@ def rope_configs(draw):
 
 
 def _transformers_rope(config: dict):
-    """(rope_type, θ, partial factor) as transformers reads the config, or None if it refuses it."""
+    """(rope_type, θ, partial factor, scaling factor) as transformers reads the config, or None if it refuses it."""
     import warnings
 
     from transformers import LlamaConfig
@@ -159,29 +159,35 @@ def _transformers_rope(config: dict):
         return None
     params = dict(c.rope_parameters or {})
     partial = params.get("partial_rotary_factor", getattr(c, "partial_rotary_factor", 1.0)) or 1.0
-    return params.get("rope_type", "default"), params.get("rope_theta"), float(partial)
+    return params.get("rope_type", "default"), params.get("rope_theta"), float(partial), params.get("factor")
 
 
 @pytest.mark.skipif(__import__("sys").version_info < (3, 11), reason="transformers 5.24+ needs Python 3.11+")
 @few
 @given(rope_configs())
-def test_a_rope_config_is_imported_only_when_transformers_reads_it_as_plain_rope(config):
-    from attnexplorer.models.families import family_for, rope_theta
+def test_a_rope_config_is_imported_only_as_transformers_reads_it(config):
+    """Whatever a config says about RoPE (in rope_parameters, rope_scaling or at the top), what
+    the import takes is what transformers runs: the same θ, the same scaling and factor, a full
+    rotation; anything else is refused in one line."""
+    from attnexplorer.models.families import family_for, layer_rope
     from attnexplorer.models.native import ModelConfig
     from attnexplorer.models.sources import ModelError
 
     ours = ModelConfig(json.loads(json.dumps(config)))
     try:
         family_for(ours)
-        theta = rope_theta(ours)
+        positions = layer_rope(ours, 0)
     except ModelError as err:
         assert "\n" not in str(err)
         return
     theirs = _transformers_rope(config)
     assert theirs is not None, config
-    kind, their_theta, partial = theirs
-    assert kind == "default" and partial == 1.0, (config, theirs)
-    assert theta == their_theta, (config, theta, theirs)
+    kind, their_theta, partial, factor = theirs
+    scaling = positions["scaling"]
+    assert kind == (scaling["kind"] if scaling else "default") and partial == 1.0, (config, theirs)
+    assert positions["theta"] == their_theta, (config, positions, theirs)
+    if scaling:
+        assert scaling["factor"] == factor, (config, scaling, theirs)
 
 
 # -- hand-made files through export -----------------------------------------------------------

@@ -338,3 +338,59 @@ def tiny_smollm3_lm(tmp_path_factory):
     return _decoder(tmp_path_factory.mktemp("tiny-smollm3"), SmolLM3ForCausalLM, SmolLM3Config, 14,
                     num_key_value_heads=2, no_rope_layers=[1, 0], use_sliding_window=True, sliding_window=3,
                     rope_parameters={"rope_type": "default", "rope_theta": 500.0}, tie_word_embeddings=False)
+
+
+# The families whose attention has version 3's stages: QK-norm (Qwen3 per head, OLMo 2 over the
+# whole projection, Gemma 3 per head with 1 + w), soft-capping and a query scale apart from
+# head_dim^−½ (Gemma 2), Gemma 3's local and global RoPE, Llama 3's scaled RoPE.
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_lm(tmp_path_factory):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    return _decoder(tmp_path_factory.mktemp("tiny-qwen3"), Qwen3ForCausalLM, Qwen3Config, 15, num_key_value_heads=2,
+                    head_dim=8, rope_parameters={"rope_type": "default", "rope_theta": 500.0},
+                    use_sliding_window=True, sliding_window=3, max_window_layers=1, tie_word_embeddings=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_olmo2_lm(tmp_path_factory):
+    from transformers import Olmo2Config, Olmo2ForCausalLM
+
+    return _decoder(tmp_path_factory.mktemp("tiny-olmo2"), Olmo2ForCausalLM, Olmo2Config, 20, num_key_value_heads=2,
+                    rope_parameters={"rope_type": "default", "rope_theta": 500.0}, tie_word_embeddings=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma2_lm(tmp_path_factory):
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    # caps small enough to bite on random scores and logits; layer 0 sliding (window 3), layer 1 global
+    return _decoder(tmp_path_factory.mktemp("tiny-gemma2"), Gemma2ForCausalLM, Gemma2Config, 17, num_key_value_heads=2,
+                    head_dim=8, query_pre_attn_scalar=12, attn_logit_softcapping=2.0, final_logit_softcapping=3.0,
+                    sliding_window=3, rope_parameters={"rope_type": "default", "rope_theta": 500.0},
+                    tie_word_embeddings=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma3_lm(tmp_path_factory):
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    # the local layer (0) turns by θ 100 with a window of 3, the global one by θ 500 stretched linearly
+    return _decoder(tmp_path_factory.mktemp("tiny-gemma3"), Gemma3ForCausalLM, Gemma3TextConfig, 18,
+                    num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=8, sliding_window=3,
+                    layer_types=["sliding_attention", "full_attention"],
+                    rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                                     "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0}},
+                    tie_word_embeddings=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama3_lm(tmp_path_factory):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    # Llama 3's scaling over an original length of 16: the low frequencies ÷ 8, the middle blended
+    return _decoder(tmp_path_factory.mktemp("tiny-llama3"), LlamaForCausalLM, LlamaConfig, 19, num_key_value_heads=2,
+                    rope_parameters={"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0,
+                                     "high_freq_factor": 4.0, "original_max_position_embeddings": 16},
+                    tie_word_embeddings=False)

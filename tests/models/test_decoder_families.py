@@ -126,3 +126,120 @@ def test_a_partial_rotation_is_refused_where_the_family_ignores_it(tiny_gemma_lm
                           rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5})
     with pytest.raises(ModelError, match="partial_rotary_factor 0.5"):
         load_model(str(folder))
+
+
+# ---- the families with version 3's stages ---------------------------------------------------
+
+def test_qwen3_normalises_each_query_and_key_head(tiny_qwen3_lm):
+    loaded = load_model(str(tiny_qwen3_lm))
+    run = loaded.run(TEXT)
+    s = loaded.layer_session(run, 1)
+    norm = s["qk_norm"]
+    assert s["version"] == 3 and norm["over"] == "head" and len(norm["query_weight"]) == 8
+    w = loaded.weights["layers.1.self_attn.q_norm.weight"].numpy()
+    assert np.array_equal(np.asarray(norm["query_weight"], np.float32), w)
+    assert s["mask"] == {"window": 3} and loaded.layer_session(run, 0)["mask"] == "causal"
+    bare = dict(s, qk_norm=None)   # without the QK-norm the weights are another model's
+    assert np.abs(reference(bare)[0] - run.attentions[1]).max() > 1e-3
+
+
+def test_olmo2_norms_the_whole_projection_and_after_the_attention(tiny_olmo2_lm):
+    loaded = load_model(str(tiny_olmo2_lm))
+    run = loaded.run(TEXT)
+    s = loaded.layer_session(run, 0)
+    assert s["norm"] is None   # its attention reads the stream; its norms come after
+    assert s["qk_norm"]["over"] == "all" and len(s["qk_norm"]["query_weight"]) == 32
+    assert len(s["qk_norm"]["key_weight"]) == 16   # 2 K/V heads × 8
+    per_head = dict(s, qk_norm=dict(s["qk_norm"], over="head"))
+    assert np.abs(reference(per_head)[0] - run.attentions[0]).max() > 1e-3
+
+
+def test_gemma2_caps_its_scores_and_logits_and_scales_by_its_query_scalar(tiny_gemma2_lm):
+    from attnexplorer.models.interventions import Behaviour, Interventions
+
+    loaded = load_model(str(tiny_gemma2_lm))
+    run = loaded.run(TEXT)
+    first, second = (loaded.layer_session(run, layer) for layer in range(2))
+    assert first["softcap"] == 2.0 and first["scale"] == {"factor": 12 ** -0.5}
+    assert first["mask"] == {"window": 3} and second["mask"] == "causal"   # local, then global
+    uncapped = dict(first, softcap=None)
+    assert np.abs(reference(uncapped)[0] - run.attentions[0]).max() > 1e-3
+    behaviour = Behaviour(loaded, run)
+    logits = behaviour.logits(behaviour.residuals(Interventions())[-1]).numpy()
+    assert np.abs(logits).max() <= 3.0 and np.abs(logits).max() > 2.0   # the final cap of 3 bites
+
+
+def test_gemma3_turns_local_and_global_layers_by_their_own_rope(tiny_gemma3_lm):
+    loaded = load_model(str(tiny_gemma3_lm))
+    run = loaded.run(TEXT)
+    local, overall = (loaded.layer_session(run, layer)["positions"] for layer in range(2))
+    assert local["theta"] == 100.0 and local["scaling"] is None
+    assert overall["theta"] == 500.0 and overall["scaling"] == {"kind": "linear", "factor": 2.0}
+    s = loaded.layer_session(run, 0)
+    w = loaded.weights["layers.0.self_attn.k_norm.weight"].numpy()   # read as 1 + w, as Gemma 3 multiplies
+    assert s["qk_norm"]["over"] == "head" and np.array_equal(np.asarray(s["qk_norm"]["key_weight"], np.float32), w)
+    assert s["scale"] == "inv_sqrt_dk" and s["mask"] == {"window": 3}
+
+
+def test_gemma3_hub_config_names_its_local_base_apart(tiny_gemma3_lm, tmp_path):
+    """Gemma 3's config.json on the hub gives rope_theta and rope_local_base_freq, not a nested table."""
+    folder = _with_config(tiny_gemma3_lm, tmp_path, "gemma3-hub", rope_parameters=None, rope_theta=500.0,
+                          rope_local_base_freq=100.0, rope_scaling={"rope_type": "linear", "factor": 2.0})
+    loaded, run = _same_as_transformers(folder)
+    assert loaded.layer_session(run, 0)["positions"]["theta"] == 100.0
+
+
+def test_an_edited_qk_norm_weight_is_saved_into_the_model(tiny_qwen3_lm, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from attnexplorer.io.session_file import session_from_dict
+    from attnexplorer.models.interventions import Behaviour, Interventions
+    from attnexplorer.models.saving import save_edited_model
+
+    loaded = load_model(str(tiny_qwen3_lm))
+    behaviour = Behaviour(loaded, loaded.run(TEXT))
+    parts = loaded.layer_session(behaviour.run, 0)
+    parts["qk_norm"]["query_weight"] = (np.asarray(parts["qk_norm"]["query_weight"]) * -1.5).tolist()
+    interventions = Interventions().with_edit(0, session_from_dict(parts, "edited"))
+    edit = behaviour.layer_edit(0, session_from_dict(parts, "edited"))
+    assert "QK-norm" in edit.changed and not edit.unfoldable
+    saved = save_edited_model(behaviour, interventions, tmp_path / "edited")
+    model = AutoModelForCausalLM.from_pretrained(str(saved), attn_implementation="eager", dtype=torch.float32).eval()
+    with torch.no_grad():
+        theirs = model(input_ids=torch.tensor([list(behaviour.run.ids)])).logits[0].numpy()
+    ours = behaviour.logits(behaviour.residuals(interventions)[-1]).numpy()
+    assert np.abs(ours - theirs).max() < 1e-4
+    assert np.abs(ours - behaviour.logits(behaviour.residuals(Interventions())[-1]).numpy()).max() > 1e-3
+
+
+def test_a_changed_softcap_is_refused_as_the_models_setting(tiny_gemma2_lm):
+    from attnexplorer.io.session_file import session_from_dict
+    from attnexplorer.models.interventions import Behaviour
+
+    loaded = load_model(str(tiny_gemma2_lm))
+    behaviour = Behaviour(loaded, loaded.run(TEXT))
+    parts = loaded.layer_session(behaviour.run, 0)
+    parts["softcap"] = 5.0
+    with pytest.raises(ModelError, match="soft-cap is 5.0, the model's 2.0"):
+        behaviour.layer_edit(0, session_from_dict(parts, "edited"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tiny_llama3_lm", "tiny_gemma3_lm"])
+def test_a_thousand_tokens_keep_scaled_rope_and_windows_exact(name, request, tmp_path):
+    """Over 1,000 tokens, where Llama 3's scaling and Gemma 3's local window show: the own forward
+    (RoPE angles in float32, as transformers makes them) against transformers' eager attention,
+    and a late layer's session (angles float32) against the model's weights."""
+    from attnexplorer.io.session_file import session_from_dict
+    from attnexplorer.core.engine import compute
+
+    folder = _with_config(request.getfixturevalue(name), tmp_path, "long", max_position_embeddings=2048)
+    own, theirs = load_model(str(folder)), load_model(str(folder), engine="transformers")
+    text = " ".join([TEXT] * 110)
+    a, b = own.run(text), theirs.run(text)
+    assert len(a.ids) >= 1000 and a.ids == b.ids and not a.long
+    assert np.abs(a.attentions - b.attentions).max() < 1e-5
+    assert np.abs(a.attention_outputs - b.attention_outputs).max() < 1e-4
+    session = session_from_dict(own.layer_parts(a, 1), "layer 1")
+    assert session.positions.angles == "float32"
+    assert np.abs(compute(session).weights - b.attentions[1]).max() < 1e-5

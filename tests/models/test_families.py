@@ -24,7 +24,8 @@ from attnexplorer.models.sources import ModelError
 TEXT = "The dog fetched the ball and she was happy"
 MASKED = "The dog fetched the<mask> and she was happy"
 FAMILIES = ["tiny_qwen2_lm", "tiny_mistral_lm", "tiny_roberta_mlm", "tiny_distilbert_mlm", "tiny_phi3_lm",
-            "tiny_neox_lm", "tiny_gemma_lm", "tiny_smollm3_lm"]
+            "tiny_neox_lm", "tiny_gemma_lm", "tiny_smollm3_lm", "tiny_qwen3_lm", "tiny_olmo2_lm", "tiny_gemma2_lm",
+            "tiny_gemma3_lm", "tiny_llama3_lm"]
 MASKS = {"tiny_roberta_mlm": MASKED, "tiny_distilbert_mlm": "The dog fetched the [MASK] and she was happy"}
 
 
@@ -172,7 +173,8 @@ def test_an_unsupported_family_is_refused_naming_the_families(tiny_mistral_lm, t
 
 
 @pytest.mark.parametrize("name", ["tiny_qwen2_lm", "tiny_mistral_lm", "tiny_phi3_lm", "tiny_neox_lm", "tiny_gemma_lm",
-                                  "tiny_smollm3_lm"])
+                                  "tiny_smollm3_lm", "tiny_qwen3_lm", "tiny_olmo2_lm", "tiny_gemma2_lm", "tiny_gemma3_lm",
+                                  "tiny_llama3_lm"])
 def test_generation_keeps_the_window_in_its_cache(name, request):
     """Greedy steps from the KV cache: transformers' generate's ids, and each step's attention
     row the last row of the whole text's weights (beyond the last layer's window, if it has one:

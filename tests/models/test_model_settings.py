@@ -14,21 +14,32 @@ TEXT = "The dog fetched the ball"
 
 
 ROPE_VARIANTS = {
-    # transformers 5 writes rope_parameters; older files say rope_scaling, with "type" or "rope_type"
+    "dynamic": ({"rope_parameters": None, "rope_scaling": {"type": "dynamic", "factor": 2.0}}, "dynamic"),
+    "longrope": ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 500.0, "short_factor": [1.0] * 4,
+                                      "long_factor": [2.0] * 4}}, "longrope"),
+    "yarn-mscale": ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 500.0, "factor": 4.0, "mscale": 1.0}},
+                    "mscale"),
+    "llama3-no-factor": ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 500.0, "low_freq_factor": 1.0,
+                                              "high_freq_factor": 4.0}}, "gives no factor"),
+    "partial-in-parameters": ({"rope_parameters": {"rope_type": "default", "rope_theta": 500.0,
+                                                   "partial_rotary_factor": 0.5}}, "partial_rotary_factor"),
+    "partial-top-level": ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"),
+    "theta-zero": ({"rope_parameters": {"rope_type": "default", "rope_theta": 0.0}}, "rope_theta"),
+}
+# The scalings the kernel reproduces (core.attention.rope_inv_freq): transformers 5 writes
+# rope_parameters; older files say rope_scaling, with "type" or "rope_type"
+SCALED_ROPES = {
     "linear": ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0}}, "linear"),
     "old-linear": ({"rope_parameters": None, "rope_scaling": {"type": "linear", "factor": 2.0}, "rope_theta": 500.0},
                    "linear"),
     "llama3": ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0,
                                     "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}, "llama3"),
-    "yarn": ({"rope_parameters": None, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}, "rope_theta": 500.0}, "yarn"),
-    "dynamic": ({"rope_parameters": None, "rope_scaling": {"type": "dynamic", "factor": 2.0}}, "dynamic"),
+    "yarn": ({"rope_parameters": None, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                                                        "original_max_position_embeddings": 16}, "rope_theta": 500.0},
+             "yarn"),
     # rope_parameters says default but rope_scaling scales: transformers runs the scaling
     "default-plus-scaling": ({"rope_parameters": {"rope_type": "default", "rope_theta": 500.0},
                               "rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "linear"),
-    "partial-in-parameters": ({"rope_parameters": {"rope_type": "default", "rope_theta": 500.0,
-                                                   "partial_rotary_factor": 0.5}}, "partial_rotary_factor"),
-    "partial-top-level": ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"),
-    "theta-zero": ({"rope_parameters": {"rope_type": "default", "rope_theta": 0.0}}, "rope_theta"),
 }
 
 
@@ -43,10 +54,32 @@ def test_a_rope_the_import_does_not_reproduce_is_refused_naming_it(tiny_llama, t
     assert not out.exists()
 
 
+@pytest.mark.parametrize("name", sorted(SCALED_ROPES))
+def test_a_scaled_rope_is_imported_as_the_model_turns_it(tiny_llama, tmp_path, name):
+    """Each scaling, wherever the config writes it, gives transformers' weights on both routes,
+    and the session carries it (with the model's float32 angles)."""
+    import numpy as np
+
+    from model_reference import reference
+
+    changes, kind = SCALED_ROPES[name]
+    folder = _variant(tiny_llama, tmp_path, name, **changes)
+    own, theirs = load_model(str(folder)), load_model(str(folder), engine="transformers")
+    a, b = own.run(TEXT), theirs.run(TEXT)
+    assert np.abs(a.attentions - b.attentions).max() < 1e-5
+    session = own.layer_session(a, 1)
+    assert session["positions"]["scaling"]["kind"] == kind and session["positions"]["angles"] == "float32"
+    assert session["version"] == 3
+    if kind != "yarn":   # the reference knows linear and llama3; yarn is the kernel's, checked against transformers
+        assert np.abs(reference(session)[0] - b.attentions[1]).max() < 1e-5
+    plain = dict(session, positions=dict(session["positions"], scaling=None))
+    assert np.abs(reference(plain)[0] - b.attentions[1]).max() > 1e-4   # the scaling does show
+
+
 @pytest.mark.slow
-def test_the_transformers_route_refuses_a_scaled_rope_too(tiny_llama, tmp_path):
-    folder = _variant(tiny_llama, tmp_path, "linear", **ROPE_VARIANTS["linear"][0])
-    with pytest.raises(ModelError, match="linear"):
+def test_the_transformers_route_refuses_an_unreproduced_rope_too(tiny_llama, tmp_path):
+    folder = _variant(tiny_llama, tmp_path, "dynamic", **ROPE_VARIANTS["dynamic"][0])
+    with pytest.raises(ModelError, match="dynamic"):
         load_model(str(folder), engine="transformers")
 
 
