@@ -225,13 +225,14 @@ def test_a_changed_softcap_is_refused_as_the_models_setting(tiny_gemma2_lm):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["tiny_llama3_lm", "tiny_gemma3_lm"])
+@pytest.mark.parametrize("name", ["tiny_mistral_lm", "tiny_llama3_lm", "tiny_gemma3_lm"])
 def test_a_thousand_tokens_keep_scaled_rope_and_windows_exact(name, request, tmp_path):
-    """Over 1,000 tokens, where Llama 3's scaling and Gemma 3's local window show: the own forward
+    """Over 1,000 tokens, where Mistral's window of 4 blocks nearly every cell and Llama 3's
+    scaling and Gemma 3's local window show: the own forward
     (RoPE angles in float32, as transformers makes them) against transformers' eager attention,
     and a late layer's session (angles float32) against the model's weights."""
-    from attnexplorer.io.session_file import session_from_dict
     from attnexplorer.core.engine import compute
+    from attnexplorer.io.session_file import session_from_dict
 
     folder = _with_config(request.getfixturevalue(name), tmp_path, "long", max_position_embeddings=2048)
     own, theirs = load_model(str(folder)), load_model(str(folder), engine="transformers")
@@ -243,3 +244,5 @@ def test_a_thousand_tokens_keep_scaled_rope_and_windows_exact(name, request, tmp
     session = session_from_dict(own.layer_parts(a, 1), "layer 1")
     assert session.positions.angles == "float32"
     assert np.abs(compute(session).weights - b.attentions[1]).max() < 1e-5
+    if name == "tiny_mistral_lm":
+        assert np.all(np.tril(a.attentions, -4) == 0)

@@ -48,7 +48,8 @@ def test_tiny_llama_shares_kv_heads_and_rotates(tiny_llama):
     s = loaded.layer_session(loaded.run(TEXT), 1)
     assert len(s["heads"]) == 4 and len(s["kv_heads"]) == 2
     assert set(s["heads"][0]) == {"W_q", "b_q"}
-    assert s["positions"] == {"kind": "rope", "theta": 500.0, "dims": 8, "layout": "half", "offset": 0}
+    assert s["positions"] == {"kind": "rope", "theta": 500.0, "dims": 8, "layout": "half", "offset": 0,
+                              "scaling": None, "angles": "float32"}   # the model's float32 angles
     assert s["norm"]["kind"] == "rms" and s["mask"] == "causal"
     # without the rotation the weights differ: RoPE is doing real work in the match above
     unrotated = dict(s, positions=None)
