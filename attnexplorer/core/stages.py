@@ -266,6 +266,44 @@ class RopeScaling:
             if f not in fields:
                 object.__setattr__(self, f, RopeScaling.__dataclass_fields__[f].default)
 
+    @classmethod
+    def from_rope_parameters(cls, params, max_position_embeddings: int | None = None) -> "RopeScaling | None":
+        """The scaling a transformers config's ``rope_parameters`` (or older ``rope_scaling``)
+        describes: None for ``default`` (no scaling), a ``RopeScaling`` for ``linear``,
+        ``llama3`` and ``yarn`` with every value transformers' ``ROPE_INIT_FUNCTIONS`` would
+        use (YaRN's attention factor worked out from ``mscale``/``mscale_all_dim`` when the
+        config gives them, its factor from the lengths when it gives none); SessionError
+        naming ``positions.scaling.kind`` for another kind (``dynamic``, ``longrope``: their
+        frequencies depend on the text's length)."""
+        if params is None:
+            return None
+        kind = params.get("rope_type", params.get("type", "default"))
+        if kind == "default":
+            return None
+        if kind not in SCALING_FIELDS:
+            raise SessionError(f"rope type {kind!r} is not supported; attnexplorer reads linear, llama3 and yarn",
+                               "positions.scaling.kind")
+        if kind == "linear":
+            return cls("linear", factor=params["factor"])
+        if kind == "llama3":
+            return cls("llama3", factor=params["factor"], low_freq_factor=params["low_freq_factor"],
+                       high_freq_factor=params["high_freq_factor"],
+                       original_max_position_embeddings=params["original_max_position_embeddings"])
+        original = params["original_max_position_embeddings"]
+        factor = params.get("factor")
+        if factor is None and max_position_embeddings is not None:
+            factor = max_position_embeddings / original
+        attention = params.get("attention_factor")
+        mscale, mscale_all_dim = params.get("mscale"), params.get("mscale_all_dim")
+        if attention is None and mscale and mscale_all_dim:
+            def m(scale, weight):
+                return 1.0 if scale <= 1 else 0.1 * weight * math.log(scale) + 1.0
+
+            attention = float(m(factor, mscale) / m(factor, mscale_all_dim))
+        return cls("yarn", factor=factor, original_max_position_embeddings=original,
+                   beta_fast=params.get("beta_fast") or 32.0, beta_slow=params.get("beta_slow") or 1.0,
+                   attention_factor=attention, truncate=params.get("truncate", True))
+
     @property
     def yarn_attention_factor(self) -> float:
         """What YaRN multiplies cos and sin by (1 for the other kinds)."""

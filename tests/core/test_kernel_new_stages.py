@@ -223,3 +223,30 @@ def test_bad_rope_scaling_is_refused_naming_the_field(fields, where):
     with pytest.raises(SessionError) as err:
         RopeScaling(**fields)
     assert err.value.where == where
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("rope", [
+    {"rope_type": "default", "rope_theta": 10000.0},
+    *[r for r, _ in SCALINGS],
+    {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0, "original_max_position_embeddings": 4096,
+     "mscale": 1.0, "mscale_all_dim": 0.707, "beta_fast": 32, "beta_slow": 1},   # DeepSeek's
+])
+def test_a_configs_rope_parameters_become_the_same_frequencies(rope):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    config = _config(dict(rope))
+    scaling = RopeScaling.from_rope_parameters(config.rope_parameters, config.max_position_embeddings)
+    if rope["rope_type"] == "default":
+        assert scaling is None
+        return
+    want, want_factor = ROPE_INIT_FUNCTIONS[rope["rope_type"]](config, "cpu")
+    got, got_factor = rope_inv_freq(32, rope["rope_theta"], scaling, float32=True)
+    assert torch.equal(got, want) and got_factor == pytest.approx(want_factor, rel=1e-15)
+
+
+def test_unsupported_rope_types_are_refused_naming_them():
+    for kind in ("dynamic", "longrope"):
+        with pytest.raises(SessionError, match=f"rope type '{kind}' is not supported") as err:
+            RopeScaling.from_rope_parameters({"rope_type": kind, "factor": 2.0})
+        assert err.value.where == "positions.scaling.kind"
