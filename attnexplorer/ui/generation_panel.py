@@ -174,7 +174,7 @@ class GenerationPanel(QWidget):
 
     def set_model(self, loaded) -> None:
         """A new run: the layer and head ranges, and nothing generated."""
-        decoder = loaded is not None and loaded.family.kind in ("gpt2", "llama")   # Qwen2, Mistral: "llama"
+        decoder = loaded is not None and loaded.family.kind in ("gpt2", "llama")   # every Llama-shaped family: "llama"
         for w in (self.step_button, self.run_button, self.back_button, self.stop_button, self.append_button,
                   self.follow_button):
             w.setEnabled(decoder)
@@ -189,7 +189,7 @@ class GenerationPanel(QWidget):
             view.show_matrix(np.zeros((0, 0)), None)
         self.next_tokens.set_bars([], [], [])
         self.state.setText("Step appends a token; Run appends several; Back takes the last away" if decoder else
-                           "only a decoder (GPT-2, Llama, Qwen2, Mistral) writes text token by token")
+                           "only a decoder (GPT-2, Llama, Qwen, Mistral, Gemma, Phi-3…) writes text token by token")
 
     def show_message(self, text: str) -> None:
         self.state.setText(text)
