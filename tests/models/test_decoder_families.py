@@ -4,6 +4,7 @@ transformers' eager attention, its logits and generation; here each family's dif
 Llama is checked to be read from the right place: a session built from a wrong reading would
 fail those, and these say which part."""
 
+import json
 import shutil
 
 import numpy as np
@@ -246,3 +247,21 @@ def test_a_thousand_tokens_keep_scaled_rope_and_windows_exact(name, request, tmp
     assert np.abs(compute(session).weights - b.attentions[1]).max() < 1e-5
     if name == "tiny_mistral_lm":
         assert np.all(np.tril(a.attentions, -4) == 0)
+
+
+@pytest.mark.parametrize("name", ["tiny_gemma3_lm", "tiny_olmo2_lm"])
+def test_import_model_writes_a_version_3_file_that_computes_the_models_weights(name, request, tmp_path):
+    """The CLI's path: the file it writes holds the new stages, loads by the session rules and
+    the engine computes the model's own weights from it."""
+    from attnexplorer import cli
+    from attnexplorer.core.engine import compute
+    from attnexplorer.io.session_file import load_session
+
+    folder = request.getfixturevalue(name)
+    out = tmp_path / "layer.json"
+    assert cli.main(["import-model", str(folder), "--text", TEXT, "--layer", "1", "--out", str(out)]) == 0
+    saved = json.loads(out.read_text())
+    assert saved["version"] == 3 and saved["qk_norm"] is not None
+    session = load_session(out)
+    run = load_model(str(folder)).run(TEXT)
+    assert np.abs(compute(session).weights - run.attentions[1]).max() < 1e-5
