@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .sources import ModelError
+from .errors import ModelError
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def _cap(config: Any, name: str) -> float | None:
 
 
 def recipe(config: Any) -> Recipe:
-    from .families import head_dim, layer_rope
+    from .model_config import head_dim, layer_rope
 
     kind = config.model_type
     neox = kind == "gpt_neox"
@@ -147,7 +147,7 @@ def _layer_of(name: str) -> tuple[str, str] | None:
 
 
 def _sizes(config: Any) -> tuple[int, int, int]:
-    from .families import head_dim, num_heads
+    from .model_config import head_dim, num_heads
 
     H = num_heads(config)
     return H, int(getattr(config, "num_key_value_heads", None) or H), head_dim(config)
