@@ -27,7 +27,11 @@ TEXTS = {"tiny_bert": "The dog fetched the ball and she was happy",
          "tiny_llama": "The dog fetched the ball and she was happy because life is short, eat dessert first"}
 # the families of issue 26: Qwen2's sliding layer and Mistral's window cut across the blocks
 TEXTS.update(tiny_qwen2_lm=TEXTS["tiny_llama"], tiny_mistral_lm=TEXTS["tiny_llama"], tiny_roberta_mlm=TEXTS["tiny_bert"],
-             tiny_distilbert_mlm=TEXTS["tiny_bert"])
+             tiny_distilbert_mlm=TEXTS["tiny_bert"],
+             # Gemma 2's soft-cap and alternating window, Gemma 3's QK-norm and two RoPEs, OLMo 2's
+             # QK-norm over the whole projection, GPT-NeoX's partial rotation
+             tiny_gemma2_lm=TEXTS["tiny_llama"], tiny_gemma3_lm=TEXTS["tiny_llama"],
+             tiny_olmo2_lm=TEXTS["tiny_llama"], tiny_neox_lm=TEXTS["tiny_llama"])
 
 
 @pytest.fixture
