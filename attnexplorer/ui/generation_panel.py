@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QGridLayout, QHBoxLayo
 from ..app.jobs import JobRunner
 from ..core.errors import AttnExplorerError
 from .gui_thread import GuiThread
+from .panels.theme import axis_values
 from .predictions import TokenBars
 
 NEW_ROW = (235, 130, 40)
@@ -59,8 +60,10 @@ class _Heatmap(pg.PlotWidget):
         self.marker = pg.LinearRegionItem(orientation="horizontal", movable=False, brush=pg.mkBrush(*NEW_ROW, 50),
                                           pen=pg.mkPen(NEW_ROW, width=2))
         self.addItem(self.marker)
+        axis_values(self, False)   # nothing generated yet
 
     def show_matrix(self, matrix: np.ndarray, marked: int | None, levels=None) -> None:
+        axis_values(self, matrix.size > 0)
         if matrix.size == 0:
             self.image.clear()
             self.marker.hide()

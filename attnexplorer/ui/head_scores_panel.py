@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QLabel
 
 from ..app.jobs import JobRunner
 from .gui_thread import GuiThread
+from .panels.theme import axis_values
 
 ATTRIBUTIONS = {"direct logit attribution": "dla", "zero-ablate each head": "zero", "mean-ablate each head": "mean",
                 "patch each head": "patch"}
@@ -124,6 +125,8 @@ class HeadScoresPanel(QWidget):
         self.plot.addItem(self.image)
         self.colour_bar = pg.ColorBarItem(colorMap=pg.colormap.get("viridis"), interactive=False, width=12)
         self.colour_bar.setImageItem(self.image, insert_in=self.plot)
+        axis_values(self.plot, False)   # no score shown yet
+        self.colour_bar.hide()
         self.shown: str | None = None
         layout = QVBoxLayout(self)
         layout.addLayout(probe_row)
@@ -278,6 +281,8 @@ class HeadScoresPanel(QWidget):
         """The heatmap of the score shown: head across, layer down."""
         self.shown = name
         self.plot.setTitle("" if name is None else name)
+        axis_values(self.plot, values is not None)
+        self.colour_bar.setVisible(values is not None)
         if values is None:
             self.image.clear()
             return

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 
-WIDTH = 58        # a column per band: "␣Mary" whole, longer tokens elided (the tooltip has them)
+WIDTH = 62        # a column per band: "␣Mary" and "<U+00A0>" whole, longer tokens shrunk or elided (the tooltip has them)
 MIN_CELL = 30     # with the strip, thumbnails may be this small: SmolLM2 keeps two bands in 1280 px
 TINT, CHANGED = (70, 110, 190), QColor(200, 90, 10)
 
@@ -44,6 +44,28 @@ def lens_cells(result: dict | None) -> list[LensCell]:
     return cells
 
 
+SMALLEST_PT = 6.5   # the strip's text shrinks no further: smaller is unreadable
+PADDING = 2         # px of tint left and right of the text
+
+
+def fitted_text(token: str, font: QFont, width: float) -> tuple[QFont, str]:
+    """``token`` as it fits ``width`` px: at ``font``'s size if it fits, else a smaller size
+    down to ``SMALLEST_PT``, else elided in the middle at that size. The middle, because a
+    shown code point ("<U+00A0>") and a word both read best by their two ends; the whole
+    token is in the cell's tooltip."""
+    room = max(int(width) - 2 * PADDING, 1)
+    size = font.pointSizeF()
+    while True:
+        trial = QFont(font)
+        trial.setPointSizeF(size)
+        metrics = QFontMetrics(trial)
+        if metrics.horizontalAdvance(token) <= room:
+            return trial, token
+        if size <= SMALLEST_PT:
+            return trial, metrics.elidedText(token, Qt.TextElideMode.ElideMiddle, room)
+        size = max(size - 0.5, SMALLEST_PT)
+
+
 def paint_cell(p: QPainter, rect: QRectF, cell: LensCell, text_colour: QColor) -> None:
     """The token on a tint as strong as its probability (white at 0, the unedited blue at 1)."""
     p.save()
@@ -53,8 +75,8 @@ def paint_cell(p: QPainter, rect: QRectF, cell: LensCell, text_colour: QColor) -
     p.drawRect(rect.adjusted(0.5, 0.5, -0.5, -0.5))
     p.setPen(QColor(255, 255, 255) if cell.prob > 0.55 else (CHANGED if cell.changed else text_colour))
     font = QFont(p.font())
-    font.setPointSizeF(font.pointSizeF() * 0.85)   # "<U+00A0>" whole in the column
+    font.setPointSizeF(font.pointSizeF() * 0.85)   # a size under the thumbnails' labels
+    font, text = fitted_text(cell.token, font, rect.width())
     p.setFont(font)
-    text = QFontMetrics(font).elidedText(cell.token, Qt.TextElideMode.ElideRight, int(rect.width()) - 6)
-    p.drawText(rect.adjusted(3, 0, -3, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
+    p.drawText(rect.adjusted(PADDING, 0, -PADDING, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
     p.restore()

@@ -86,6 +86,16 @@ def light_grid(plot, *, x: bool = False, y: bool = False) -> None:
             axis.setZValue(-1)
 
 
+def axis_values(plot, shown: bool) -> None:
+    """Tick values on ``plot``'s left and bottom axes, or none while it holds no data: an empty
+    plot's default range (−0.5 … 0.5) was written "×0.001" by pyqtgraph's SI prefix, "−400 …
+    400", which read as data. The axes count rows and columns, so they never take a prefix."""
+    for name in ("left", "bottom"):
+        axis = plot.getAxis(name)
+        axis.enableAutoSIPrefix(False)
+        axis.setStyle(showValues=shown)
+
+
 def monospace_font(point_size: int = 10) -> QFont:
     font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
     font.setPointSize(point_size)

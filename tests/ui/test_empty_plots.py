@@ -1,0 +1,55 @@
+"""Plots with nothing to show yet write no tick values: pyqtgraph's default range for an empty
+plot (−0.5 … 0.5) came out as "−400 … 400" with "(x0.001)" in the axis titles, which read as
+data (the Generate tab before its first step, the Heads tab before a score)."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtWidgets import QApplication
+
+from attnexplorer.ui.generation_panel import GenerationPanel
+from attnexplorer.ui.head_scores_panel import HeadScoresPanel
+
+
+def _axes(plot):
+    return [plot.getAxis(name) for name in ("left", "bottom")]
+
+
+def _written(plot) -> bool:
+    """Whether the plot's axes write tick values (and none carries an SI prefix)."""
+    axes = _axes(plot)
+    assert not any("x0.001" in axis.labelString() or axis.autoSIPrefix for axis in axes)
+    shown = {bool(axis.style["showValues"]) for axis in axes}
+    assert len(shown) == 1
+    return shown.pop()
+
+
+def test_the_generate_tabs_heatmaps_write_values_once_they_hold_a_matrix(qtbot):
+    panel = GenerationPanel()
+    qtbot.addWidget(panel)
+    panel.resize(420, 700)
+    panel.show()
+    QApplication.processEvents()
+    heatmaps = [panel.attention, panel.keys]
+    assert not any(_written(h) for h in heatmaps)
+    for heatmap in heatmaps:
+        heatmap.show_matrix(np.arange(12, dtype=float).reshape(3, 4), marked=2)
+    assert all(_written(h) for h in heatmaps)
+    panel.keys.show_matrix(np.zeros((0, 4)), marked=None)   # back to the prompt: empty again
+    assert not _written(panel.keys)
+
+
+def test_the_heads_tab_heatmap_and_colour_bar_wait_for_a_score(qtbot):
+    panel = HeadScoresPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    QApplication.processEvents()
+    assert not _written(panel.plot) and not panel.colour_bar.isVisible()
+    panel.set_scores({"previous-token": np.linspace(0, 1, 12).reshape(3, 4)})
+    assert not _written(panel.plot) and not panel.colour_bar.isVisible()   # "none" chosen
+    panel.colour_by("previous-token")
+    assert panel.shown == "previous-token"
+    assert _written(panel.plot) and panel.colour_bar.isVisible()
+    panel.colour_by("none")
+    assert not _written(panel.plot) and not panel.colour_bar.isVisible()
+    panel.shutdown()
