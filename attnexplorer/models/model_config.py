@@ -29,6 +29,8 @@ _SCALING_KEYS = {"linear": {"factor"},
                  "llama3": {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"},
                  "yarn": {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor",
                           "truncate"}}
+# YaRN's DeepSeek-style settings: they only choose its attention factor, which the session holds
+_YARN_MSCALE = {"mscale", "mscale_all_dim"}
 # The families whose RoPE rotates only the first partial_rotary_factor of each head (the others'
 # transformers code ignores the setting, so a config that sets it is refused there).
 _PARTIAL_ROTARY = ("phi3", "gpt_neox")
@@ -94,7 +96,7 @@ def rope_scaling(config: Any, layer: int = 0) -> dict | None:
         extra = ", ".join(f"{k} {v}" for k, v in values.items() if k not in _ROPE_KEYS)
         raise ModelError(f"this model scales RoPE ({name}: {kind}{', ' + extra if extra else ''}); attnexplorer "
                          "reproduces plain RoPE and the linear, llama3 and yarn scalings")
-    allowed = _ROPE_KEYS | _SCALING_KEYS.get(kind, set())
+    allowed = _ROPE_KEYS | _SCALING_KEYS.get(kind, set()) | (_YARN_MSCALE if kind == "yarn" else set())
     extra = sorted(set(values) - allowed)
     if extra:
         raise ModelError(f"the model's RoPE sets {', '.join(f'{name}.{k}' for k in extra)}, which attnexplorer "
@@ -114,6 +116,10 @@ def rope_scaling(config: Any, layer: int = 0) -> dict | None:
     from ..core.stages import RopeScaling
 
     try:
+        if kind == "yarn" and out.get("attention_factor") is None and _YARN_MSCALE & set(values):
+            # the factor transformers works out from mscale / mscale_all_dim, written out
+            worked_out = RopeScaling.from_rope_parameters({**values, **out, "rope_type": "yarn"})
+            out["attention_factor"] = worked_out.attention_factor
         RopeScaling(**out)
     except (SessionError, TypeError) as err:
         raise ModelError(f"the model's {kind} RoPE scaling ({name}) cannot be reproduced: {err}") from None

@@ -17,8 +17,8 @@ ROPE_VARIANTS = {
     "dynamic": ({"rope_parameters": None, "rope_scaling": {"type": "dynamic", "factor": 2.0}}, "dynamic"),
     "longrope": ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 500.0, "short_factor": [1.0] * 4,
                                       "long_factor": [2.0] * 4}}, "longrope"),
-    "yarn-mscale": ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 500.0, "factor": 4.0, "mscale": 1.0}},
-                    "mscale"),
+    "yarn-beta": ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 500.0, "factor": 4.0, "beta": 1.0}},
+                  "beta"),
     "llama3-no-factor": ({"rope_parameters": {"rope_type": "llama3", "rope_theta": 500.0, "low_freq_factor": 1.0,
                                               "high_freq_factor": 4.0}}, "gives no factor"),
     "partial-in-parameters": ({"rope_parameters": {"rope_type": "default", "rope_theta": 500.0,
@@ -37,6 +37,9 @@ SCALED_ROPES = {
     "yarn": ({"rope_parameters": None, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
                                                         "original_max_position_embeddings": 16}, "rope_theta": 500.0},
              "yarn"),
+    # DeepSeek-style: mscale and mscale_all_dim choose YaRN's attention factor
+    "yarn-mscale": ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 500.0, "factor": 4.0, "mscale": 0.8,
+                                         "mscale_all_dim": 0.5, "original_max_position_embeddings": 16}}, "yarn"),
     # rope_parameters says default but rope_scaling scales: transformers runs the scaling
     "default-plus-scaling": ({"rope_parameters": {"rope_type": "default", "rope_theta": 500.0},
                               "rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "linear"),
