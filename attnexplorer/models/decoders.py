@@ -1,5 +1,5 @@
-"""The Llama-shaped decoders beside Llama: Phi-3, GPT-NeoX / Pythia, Gemma and SmolLM3 (and
-Llama, Qwen2 and Mistral themselves), as one forward with a few switches.
+"""The Llama-shaped decoders beside Llama: Phi-3, GPT-NeoX / Pythia, Gemma 1–3, SmolLM3, Qwen3
+and OLMo 2 (and Llama, Llama 3, Qwen2 and Mistral themselves), as one forward with a few switches.
 
 Each of these families is a Llama block with something changed, so each is read into Llama's
 tensor names (``canonical``, the way DistilBERT is read under BERT's) and its differences
@@ -21,6 +21,16 @@ and the saving read:
   its MLP with the tanh GELU (a config's legacy ``gelu`` means that too).
 - **SmolLM3** skips RoPE on the layers ``no_rope_layers`` marks 0 (every fourth): their
   sessions have no positions.
+- **Gemma 2** is Gemma with four norms a layer (input; on the attention's output; before and
+  on the MLP's output), scores soft-capped (``attn_logit_softcapping``) and scaled by
+  ``query_pre_attn_scalar``^−½, local (sliding) layers alternating with global ones, and the
+  logits soft-capped (``final_logit_softcapping``); **Gemma 3** adds QK-norm per head (1 + w)
+  and turns its local and global layers by RoPEs of their own.
+- **Qwen3** normalises each query and key head (``q_norm``/``k_norm``) before RoPE; **OLMo 2**
+  normalises the whole q and k projections, has no norm before the attention or the MLP and
+  one on each one's output.
+- **Llama 3** (and any of them) may scale RoPE (``llama3``, ``linear``, ``yarn``): the
+  session's ``positions.scaling``, made by the kernel's ``rope_cos_sin``.
 """
 
 from __future__ import annotations
