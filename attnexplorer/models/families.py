@@ -383,11 +383,22 @@ FAMILIES = {
 }
 
 
+# Model types that are one of the families around something attnexplorer does not read.
+_NEAR = {"gemma3": "Gemma 3 with its vision tower, as a Gemma 3 GGUF reads; a text-only Gemma 3 says gemma3_text",
+         "qwen2_moe": "Qwen2 with mixture-of-experts layers", "qwen3_moe": "Qwen3 with mixture-of-experts layers"}
+
+
+def unsupported(kind: Any) -> str:
+    """Why ``model_type`` ``kind`` is refused, naming the families that open."""
+    near = f" ({_NEAR[kind]})" if kind in _NEAR else ""
+    return f"model type {kind!r} is not supported{near}: attnexplorer opens {SUPPORTED}"
+
+
 def family_for(config: Any) -> Family:
     """The family of a transformers config, or ModelError naming the supported ones."""
     kind = getattr(config, "model_type", None)
     if kind not in FAMILIES:
-        raise ModelError(f"model type {kind!r} is not supported: attnexplorer opens {SUPPORTED}")
+        raise ModelError(unsupported(kind))
     family = FAMILIES[kind]
     family.check(config)
     return family

@@ -107,14 +107,14 @@ def resolve(spec: str) -> ModelSource:
 
 def _check_model_type(config: Path, spec: str) -> None:
     """Refuse an unsupported family from config.json alone, before transformers parses it."""
-    from .families import FAMILIES, SUPPORTED
+    from .families import FAMILIES, unsupported
 
     try:
         kind = json.loads(config.read_text(encoding="utf-8")).get("model_type")
     except (OSError, ValueError, AttributeError) as err:
         raise ModelError(f"{spec}: config.json is not a JSON object: {err}") from None
     if kind not in FAMILIES:
-        raise ModelError(f"{spec}: model type {kind!r} is not supported: attnexplorer opens {SUPPORTED}")
+        raise ModelError(f"{spec}: {unsupported(kind)}")
 
 
 def _readable(path: Path, spec: str) -> None:

@@ -265,3 +265,10 @@ def test_import_model_writes_a_version_3_file_that_computes_the_models_weights(n
     session = load_session(out)
     run = load_model(str(folder)).run(TEXT)
     assert np.abs(compute(session).weights - run.attentions[1]).max() < 1e-5
+
+
+def test_a_gemma3_with_its_vision_tower_is_refused_pointing_at_the_text_model(tiny_gemma3_lm, tmp_path):
+    folder = _with_config(tiny_gemma3_lm, tmp_path, "gemma3-vision", model_type="gemma3")
+    with pytest.raises(ModelError, match=r"says gemma3_text\): attnexplorer opens .*gemma2, gemma3_text\)") as err:
+        load_model(str(folder))
+    assert "\n" not in str(err.value)
