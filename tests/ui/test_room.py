@@ -266,3 +266,25 @@ def test_outputs_on_one_row_take_the_panels_height(window_at, size):
     assert len(panel.views()) == 2
     for view in panel.views():
         assert view.sceneBoundingRect().bottom() >= bottom - 10, (view.sceneBoundingRect(), bottom)
+
+
+def test_tabbed_docks_write_their_titles_whole_at_1280x800(window_at):
+    # With QK-norm, soft-cap and sinks six panels share the middle column's tabs; Qt elided
+    # their titles to "Wei…", "Q · K…", "QK-n…", "Raw sc…", "Cap and s…", "Out…".
+    import numpy as np
+    from PySide6.QtWidgets import QTabBar
+
+    from attnexplorer.core.stages import QKNorm
+
+    window = window_at("pronoun", (1280, 800))
+    session = window.document.session
+    window.document.set_session(session.replace(qk_norm=QKNorm("rms"), softcap=2.0,
+                                                sinks=np.zeros(session.heads)))
+    assert window.document.compute.wait_idle(30)
+    QApplication.processEvents()
+    bars = [b for b in window.findChildren(QTabBar) if b.parent() is window and b.isVisible()]
+    titles = [b.tabText(i) for b in bars for i in range(b.count())]
+    assert "Cap and sinks" in titles and "QK-norm" in titles
+    for bar in bars:   # each tab as wide as its whole title asks (the bar scrolls instead)
+        for i in range(bar.count()):
+            assert bar.tabRect(i).width() >= bar.tabSizeHint(i).width(), bar.tabText(i)

@@ -8,8 +8,8 @@ behind the first main panel unless its kind is named in one of the rows below.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QDockWidget
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtWidgets import QDockWidget, QTabBar
 
 from ..input_widgets import scrolling
 from ..wheel_guard import guard_wheel
@@ -35,6 +35,18 @@ FIT_HEIGHT = 470
 INPUTS_WIDTH = (380, 440)
 
 
+class WholeTabTitles(QObject):
+    """The tab bars of tabbed docks write their titles whole and scroll when they do not fit:
+    Qt elides them by default, and a row of six at 1280 px read "Wei…", "Q · K…", "Raw sc…".
+    Installed on the main window, whose layout makes a tab bar whenever docks are tabbed."""
+
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() == QEvent.Type.ChildPolished and isinstance(event.child(), QTabBar):
+            event.child().setElideMode(Qt.TextElideMode.ElideNone)
+            event.child().setUsesScrollButtons(True)
+        return False
+
+
 class DockLayout:
     """The docks of ``window`` and their arrangement.
 
@@ -52,6 +64,8 @@ class DockLayout:
         self.sizes_pending = False
         self._auto_hidden: set[str] = set()
         self._started = False
+        self._whole_titles = WholeTabTitles(window)
+        window.installEventFilter(self._whole_titles)
         self._fronted: set[str] = set()  # FRONT_KINDS that applied at the last sync
         # Tables and sliders scroll rather than push the window past a 1280×800 screen (the
         # Inputs page by page, under its tabs); a wheel turn over them scrolls, it changes a
