@@ -390,6 +390,9 @@ def test_the_model_view_and_the_head_view_export_as_figures(win, qtbot, tiny_gpt
     qtbot.waitUntil(lambda: controller.window.run is not None or bool(win.errors), timeout=120000)
     window = controller.window
     window.head_scores.colour_by("first-token")
+    # The prediction is a job of its own: the dashboard holds its panel once it is drawn.
+    qtbot.waitUntil(lambda: window.predictions.export_item() is not None or bool(win.errors), timeout=60000)
+    assert not win.errors
     dialog = controller.behaviour.export_dialog()
     titles = [dialog.figure_box.itemText(i) for i in range(dialog.figure_box.count())]
     assert titles[0].endswith(": model view, rings by first-token") and titles[1] == "Head view: layer 1, head 0"
