@@ -78,3 +78,15 @@ def test_the_qk_norm_panel_draws_q_and_k_before_and_after(qtbot, doc):
     assert "RMSNorm over each head, before RoPE" in panel.heading.text
     panel.resize(1280, 800)
     panel.grab().save("/tmp/stages/qk_norm_panel.png")
+
+
+def test_the_identity_line_ends_inside_the_plot(qtbot, doc):
+    # An SVG export does not clip to the plot: the dashed s = s line, drawn to ±1.5c, ran past
+    # the axes' top and bottom in the SVG (the window and PDF clip it).
+    panel = show(qtbot, SoftmaxStagesPanel(doc))
+    staged(doc, softcap=2.0, sinks=np.zeros(doc.session.heads))
+    panel.refresh()
+    (x0, x1), (y0, y1) = panel.curve_plot.vb.viewRange()
+    xs, ys = panel.identity.getData()
+    assert len(xs) == 2
+    assert x0 <= xs.min() and xs.max() <= x1 and y0 <= ys.min() and ys.max() <= y1 + 1e-9

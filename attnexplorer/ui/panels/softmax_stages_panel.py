@@ -101,7 +101,9 @@ class SoftmaxStagesPanel(FigurePanel):
         reach = max(2.0 * cap, float(np.abs(s[visible]).max()) if visible.any() else 0.0) * 1.05
         x = np.linspace(-reach, reach, CURVE_POINTS)
         self.curve.setData(x, cap * np.tanh(x / cap))
-        self.identity.setData([-cap * 1.5, cap * 1.5], [-cap * 1.5, cap * 1.5])
+        # s = s up to the plot's top and bottom, no further: an SVG export does not clip to the
+        # plot (QSvgGenerator writes no clip), and ±1.5c ran past the axes there.
+        self.identity.setData([-cap * 1.15, cap * 1.15], [-cap * 1.15, cap * 1.15])
         self.points.setData(s[visible], capped[visible])
         if key is not None and 0 <= key < len(s) and visible[key]:
             self.selected_point.setData([s[key]], [capped[key]])
