@@ -161,26 +161,55 @@ class TokenAxis(pg.AxisItem):
 
 
 class ShrinkingLabel(pg.LabelItem):
-    """A title that shrinks its text (down to half size) rather than widen its layout.
+    """A title that shrinks its text (down to ``SMALLEST`` of its size), then wraps it onto more
+    lines, rather than widen its layout.
 
     A plain ``LabelItem`` makes its text width the layout's minimum width, so a long title
-    would push plots and colour bars out of a narrow dock.
+    would push plots and colour bars out of a narrow dock. Shrinking alone (it went down to
+    half size) left a long heading ("Attention weights (softmax with a sink per head; …)",
+    a long session's "… max-pooled, 15×19 cells a pixel") at 6 or 7 px, unreadable.
     """
 
+    SMALLEST = 0.8
+
+    def _natural(self):
+        """The text's size on one line at full size."""
+        self.item.setTextWidth(-1)
+        return self.item.boundingRect()
+
+    def _fit(self, width: float) -> None:
+        natural = self._natural().width()
+        room = width - 4
+        if natural <= 0 or room <= 0:
+            return
+        scale = min(1.0, room / natural)
+        if scale < self.SMALLEST:
+            scale = self.SMALLEST
+            self.item.setTextWidth(room / scale)   # wraps at the room it has, at the smallest size
+            option = self.item.document().defaultTextOption()
+            option.setAlignment({"left": Qt.AlignmentFlag.AlignLeft, "right": Qt.AlignmentFlag.AlignRight}.get(
+                self.opts.get("justify"), Qt.AlignmentFlag.AlignHCenter))
+            self.item.document().setDefaultTextOption(option)
+        self.item.setScale(scale)
+        height = self.item.boundingRect().height() * scale
+        if abs(self.minimumHeight() - height) > 0.5:
+            self.setMinimumHeight(height)
+            self.updateGeometry()
+
     def resizeEvent(self, ev):
-        natural = self.item.boundingRect().width()
-        width = self.rect().width()
-        scale = 1.0 if natural <= 0 or width <= 0 else max(0.5, min(1.0, (width - 4) / natural))
-        if abs(self.item.scale() - scale) > 1e-3:
-            self.item.setScale(scale)
+        if self.rect().width() > 0:
+            self._fit(self.rect().width())
         super().resizeEvent(ev)
 
     def updateMin(self):
-        natural = self.item.boundingRect()
+        natural = self._natural()
+        if self.rect().width() > 0:
+            self._fit(self.rect().width())
+        height = self.item.boundingRect().height() * self.item.scale()
         self.setMinimumWidth(natural.width() * 0.5)
-        self.setMinimumHeight(natural.height() * self.item.scale())
+        self.setMinimumHeight(height)
         self._sizeHint = {
-            Qt.SizeHint.MinimumSize: (natural.width() * 0.5, natural.height() * self.item.scale()),
+            Qt.SizeHint.MinimumSize: (natural.width() * 0.5, height),
             Qt.SizeHint.PreferredSize: (natural.width(), natural.height()),
             Qt.SizeHint.MaximumSize: (1e6, 1e6),
             Qt.SizeHint.MinimumDescent: (0, 0),
