@@ -1,12 +1,15 @@
-"""attnexplorer's own forward pass for the three supported families, in float32 torch.
+"""attnexplorer's own forward pass for every supported family, in float32 torch: BERT's encoder
+(RoBERTa, DistilBERT under its names), GPT-2's, and Llama's decoder, whose switches
+(``decoders.Recipe``) make it Qwen, Mistral, Phi-3, GPT-NeoX, Gemma 1–3, SmolLM3 and OLMo 2.
 
 It computes every layer's input (the residual stream entering it), every layer's attention
 weights, every attention module's output before the residual add, and the residual stream after
 the last layer, from which ``logits`` makes the prediction (the final norm and the LM head;
 BERT's masked-LM head). It follows transformers 5's eager code step by step (the same
 operations in the same order: ``q·kᵀ · scale``, softmax in float32, GPT-2's ``Conv1D`` as
-``x·W + b``, Llama's RMSNorm in float32 and RoPE with float32 angles), and the attention, the
-RMSNorm and RoPE are core/attention.py's (``attention_block``, ``normalise``, ``rotate``: one
+``x·W + b``, Llama's RMSNorm in float32 and RoPE with float32 angles), and the attention (with
+its soft-cap), the RMSNorm, QK-norm and RoPE (with its scaling) are core/attention.py's
+(``attention_block``, ``normalise``, ``normalise_heads``, ``rotate``, ``rope_cos_sin``: one
 kernel for the whole product; the grouped K/V heads are shared there, never copied), so its
 numbers agree with the model's ``output_attentions`` to float32 rounding;
 ``tests/models/test_own_forward.py`` checks that against transformers on every family, MiniLM

@@ -2,8 +2,8 @@
 
 Opening MiniLM through transformers cost about 3 s, most of it importing transformers' modeling
 code (which pulls in torch.distributed, torch._dynamo and sympy) before a single weight is
-read. The three supported families are small enough to run with attnexplorer's own forward
-(``forward.py``), so a folder that holds ``config.json``, ``*.safetensors`` and ``tokenizer.json``
+read. Every supported family is small enough to run with attnexplorer's own forward
+(``forward.py``; the Llama-shaped ones read under Llama's names, ``decoders.canonical``), so a folder that holds ``config.json``, ``*.safetensors`` and ``tokenizer.json``
 is read here directly: the config as plain attributes with transformers' defaults, the weights
 by transformers' own parameter names (memory-mapped, float32), the tokenizer with the
 ``tokenizers`` library set up the way transformers sets it up for that tokenizer class.
