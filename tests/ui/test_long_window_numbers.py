@@ -77,3 +77,19 @@ def test_a_short_session_keeps_weights_coloured_0_to_1(qtbot):
         assert not window.auto_weight_colors_action.isChecked() and weights.color_range == "unit"
     finally:
         close_window(document, window)
+
+
+def test_a_dense_session_of_thousands_of_keys_colours_weights_to_the_largest(qtbot):
+    # 4,096 tokens stay dense (under the budget) but a row's weights are all about 1/4,096:
+    # coloured 0 to 1 the whole heatmap was one purple square.
+    from attnexplorer.ui.window.main_window import MANY_KEYS
+
+    document, window = open_window(build_preset("random", {"n": 2 * MANY_KEYS}).session)
+    try:
+        assert document.compute.wait_idle(120)
+        assert not long_result.is_long(document.session, document.compute.dtype, document.compute.device)
+        weights = next(p for p in window.panels if p.kind == "weights")
+        assert window.auto_weight_colors_action.isChecked() and weights.color_range == "auto"
+        assert weights.view.levels[1] < 0.1
+    finally:
+        close_window(document, window)

@@ -34,6 +34,10 @@ from .docks import DockLayout
 from .status import STATUS_MESSAGE_MS, StatusLine
 
 
+# Above this many keys the weights are coloured up to the largest one by default (see
+# _follow_size_with_weight_colors).
+MANY_KEYS = 1024
+
 class MainWindow(QMainWindow):
     def __init__(self, document, settings: AppSettings | None = None, panels=None,
                  inputs=None, controls=None, data_dir: Path | None = None):
@@ -192,7 +196,9 @@ class MainWindow(QMainWindow):
             return
         from ..matrix_export import is_long_document
 
-        long = is_long_document(self.document)
+        # Not only a streamed session: above MANY_KEYS keys a row's weights average under
+        # 0.001, and 0 to 1 drew a dense 4,096-token session's weights as one purple square.
+        long = is_long_document(self.document) or self.document.session.n_keys > MANY_KEYS
         if self.auto_weight_colors_action.isChecked() != long:
             self.auto_weight_colors_action.setChecked(long)
 
