@@ -171,7 +171,20 @@ class TokensPage(QWidget):
                     self.d_spin.setValue(self.document.session.d)
 
     # -- following the document ---------------------------------------------------------------
+    def _keep_token_column_readable(self, n: int) -> None:
+        """The token table at least as wide as its row numbers (up to ``n``), the "token" title
+        and the mask column: beside a wide embedding table, a 4,096-token session's four-digit
+        row numbers squeezed the token column to "oke"."""
+        view = self.token_view
+        metrics = view.fontMetrics()
+        rows = metrics.horizontalAdvance(str(max(n - 1, 0))) + 16
+        token = metrics.horizontalAdvance("token") + 16
+        masked = view.horizontalHeader().sectionSizeHint(1) if self.token_model.columnCount() > 1 else 0
+        bar = view.verticalScrollBar().sizeHint().width()
+        view.setMinimumWidth(rows + token + masked + bar + 2 * view.frameWidth())
+
     def _on_session_changed(self, session) -> None:
+        self._keep_token_column_readable(session.n)
         if self.d_spin.value() != session.d:  # setting the same value again still repaints
             with QSignalBlocker(self.d_spin):
                 self.d_spin.setValue(session.d)
