@@ -154,8 +154,9 @@ class GenerationPanel(QWidget):
         self.state.setWordWrap(True)
         self.attention = _Heatmap("New tokens' attention", "new token", "key position")
         # the prediction the next step picks from (the interventions in force): click a row to append it
-        self.next_tokens = TokenBars("Next token (click one)", (("next token", NEW_ROW),), axis_label=False,
+        self.next_tokens = TokenBars("Next token (click)", (("next token", NEW_ROW),), axis_label=False,
                                      clickable=True, title_size=SMALL_TITLE)
+        self.next_tokens.setToolTip("Click a token's bar or its name to append it as the next token")
         self.keys = _Heatmap("Cached K", "position", "d_k")
         self.values = _Heatmap("Cached V", "position", "d_v")
         plots = QGridLayout()
