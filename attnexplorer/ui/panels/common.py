@@ -64,6 +64,15 @@ def clamp_selection(document, result):
 _AXIS_CACHE = QGraphicsItem.CacheMode.DeviceCoordinateCache
 
 
+def set_plot_title(plot: pg.PlotItem, text: str, size: str = "10pt") -> None:
+    """Give ``plot`` the title ``text`` unless it already has it: pyqtgraph's setTitle asks the
+    plot's whole layout to be laid out again even for the same text, and a redraw that set
+    an unchanged title each frame cost a layout pass of the panel per frame while a slider
+    was dragged."""
+    if plot.titleLabel.text != text:
+        plot.setTitle(text, size=size)
+
+
 def _axis_export_mode(original, export, opts=None) -> None:
     """An axis's ``setExportMode``: uncached while exported (an SVG or PDF gets real text)."""
     original.__self__.setCacheMode(QGraphicsItem.CacheMode.NoCache if export else _AXIS_CACHE)

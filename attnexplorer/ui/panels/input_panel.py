@@ -17,7 +17,7 @@ import numpy as np
 from ...core.stage_inputs import positions_array
 from ...core.stages import norm_statistics
 from . import theme
-from .common import FigurePanel, clamp_selection, feature_names
+from .common import FigurePanel, clamp_selection, feature_names, set_plot_title
 from .matrix_view import MatrixView
 
 NORM_NAMES = {"layer": "LayerNorm", "rms": "RMSNorm"}
@@ -117,19 +117,14 @@ class InputPanel(FigurePanel):
         self.e_view.set_matrix(parts["E"], row_labels=tokens, col_labels=dims, levels=levels)
         if parts["P"] is not None:
             kind = session.positions.kind
-            self._set_title(self.p_view, f"P ({kind})")
+            set_plot_title(self.p_view, f"P ({kind})")
             self.p_view.set_matrix(parts["P"], row_labels=tokens, col_labels=dims, levels=levels)
-        self._set_title(self.x_view, x_title(session))
+        set_plot_title(self.x_view, x_title(session))
         self.x_view.set_matrix(parts["X"], row_labels=tokens, col_labels=dims, levels=levels)
         if parts["norm"] is not None:
-            self._set_title(self.norm_view, NORM_NAMES[session.norm.kind])
+            set_plot_title(self.norm_view, NORM_NAMES[session.norm.kind])
             self.norm_view.set_matrix(parts["norm"]["values"], row_labels=tokens, col_labels=parts["norm"]["columns"])
         self.redraw_selection()
-
-    @staticmethod
-    def _set_title(view: MatrixView, text: str) -> None:
-        if view.titleLabel.text != text:  # a new title text costs a layout pass
-            view.setTitle(text, size="10pt")
 
     def redraw_selection(self) -> None:
         result = self.document.result

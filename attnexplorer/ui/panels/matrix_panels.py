@@ -10,7 +10,7 @@ import numpy as np
 
 from ...core.blocked_cells import MaskMatrix
 from . import theme
-from .common import FigurePanel, clamp_selection, feature_names
+from .common import FigurePanel, clamp_selection, feature_names, set_plot_title
 from .heatmaps import heatmap_for
 from .long_matrix import PartialMatrix
 from .matrix_view import MatrixView
@@ -264,8 +264,7 @@ class QKVPanel(FigurePanel):
         levels = (-bound, bound)
         tokens = result.tokens
         for view, text in zip(self.views(), projection_titles(result.session)):
-            if view.titleLabel.text != text:  # a new title text costs a layout pass
-                view.setTitle(text, size="10pt")
+            set_plot_title(view, text)
         self.q_view.set_matrix(q, row_labels=tokens, col_labels=feature_names("q", q.shape[1]), levels=levels)
         keys = result.key_tokens
         cross = result.source_tokens is not None
@@ -392,8 +391,7 @@ class OutputPanel(FigurePanel):
         d_v = result.head_outputs.shape[2]
         self.head_view.set_matrix(result.head_outputs[head], row_labels=tokens, col_labels=feature_names("v", d_v))
         title = f"head {head}: weights·V" if heads > 1 else "weights·V"
-        if self.head_view.titleLabel.text != title:  # a new title text costs a layout pass
-            self.head_view.setTitle(title, size="10pt")
+        set_plot_title(self.head_view, title)
         if self.concat_view in wanted:
             names = [f"h{h}v{j}" for h in range(heads) for j in range(d_v)]
             self.concat_view.set_matrix(result.concat, row_labels=tokens, col_labels=names)

@@ -16,7 +16,7 @@ import pyqtgraph as pg
 from ...core.stages import norm_statistics
 from . import theme
 from .bars import Bars
-from .common import FigurePanel, clamp_selection, feature_names
+from .common import FigurePanel, clamp_selection, feature_names, set_plot_title
 from .query_panel import set_nice_y_range
 from .token_axis import TokenAxis
 
@@ -48,7 +48,7 @@ class _PairChart(pg.PlotItem):
         self.axis.set_labels(labels)
         self.setXRange(0, max(len(before), 1), padding=0)
         self._y_range = set_nice_y_range(self, np.concatenate([before, after]), self._y_range)
-        self.setTitle(title, size="10pt")
+        set_plot_title(self, title)
         self.heights = (before, after)
 
     def clear_pair(self) -> None:

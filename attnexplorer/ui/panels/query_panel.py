@@ -16,7 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from . import theme
-from .common import FigurePanel, clamp_selection, feature_names, query_row
+from .common import FigurePanel, clamp_selection, feature_names, query_row, set_plot_title
 from .bars import Bars
 from .key_legend import KeyLegend
 from .token_axis import TokenAxis
@@ -229,7 +229,7 @@ class QueryPanel(FigurePanel):
         self.score_chart.set_bars(scores, keys, color=theme.QUERY_COLOR, blocked=blocked, selected=key)
         self.weight_chart.set_bars(weights, keys, color=theme.CATEGORY_COLORS[-1],
                                    highlight=list(colors.items()), selected=key)
-        self.weight_chart.setTitle(self._weights_title(result, head, query, weights), size="10pt")
+        set_plot_title(self.weight_chart, self._weights_title(result, head, query, weights))
         self._draw_sum(result, head, query, weights)
 
     def redraw_selection(self) -> None:

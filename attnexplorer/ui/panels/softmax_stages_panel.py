@@ -14,7 +14,7 @@ import numpy as np
 import pyqtgraph as pg
 
 from . import theme
-from .common import FigurePanel, clamp_selection
+from .common import FigurePanel, clamp_selection, set_plot_title
 from .query_panel import _BarChart
 
 CURVE_POINTS = 201
@@ -112,8 +112,7 @@ class SoftmaxStagesPanel(FigurePanel):
         self.curve_plot.setXRange(-reach, reach, padding=0.02)
         self.curve_plot.setYRange(-cap * 1.15, cap * 1.15, padding=0)
         token = result.tokens[query]
-        self.curve_plot.setTitle(f"s → c·tanh(s / c), c = {theme.format_value(cap, 4)}; dots: query {token!r}",
-                                 size="10pt")
+        set_plot_title(self.curve_plot, f"s → c·tanh(s / c), c = {theme.format_value(cap, 4)}; dots: query {token!r}")
         self._capped_points = (s[visible], capped[visible])
 
     def _draw_shares(self, result, head: int, query: int) -> None:
@@ -124,6 +123,5 @@ class SoftmaxStagesPanel(FigurePanel):
             return
         shares = np.asarray(result.sink_share[head], dtype=np.float64)
         self.share_chart.set_bars(shares, result.tokens, color=theme.CATEGORY_COLORS[-1], selected=query)
-        self.share_chart.setTitle(f"sink's share per query (sink logit {theme.format_value(float(sinks[head]), 4)})",
-                                  size="10pt")
+        set_plot_title(self.share_chart, f"sink's share per query (sink logit {theme.format_value(float(sinks[head]), 4)})")
         self._shares = shares
