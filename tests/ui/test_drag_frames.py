@@ -72,3 +72,29 @@ def test_a_frame_sets_only_what_it_changed(sine_drag):
     for k in range(3, 7):
         step(k)
     assert calls["output"] == 4 and calls["noisy"] == 0 and calls["clean"] == 0
+
+
+def test_a_frame_lays_no_plot_out_again(sine_drag):
+    # A redraw that changes only numbers leaves every title, heading and axis as wide as it was:
+    # the query panel set its unchanged weights title each frame, and pyqtgraph's setTitle
+    # asks the plot's whole layout to be laid out again even for the same text.
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QApplication, QGraphicsWidget
+
+    window, step, _ = sine_drag
+    laid_out = collections.Counter()
+
+    class Count(QObject):
+        def eventFilter(self, obj, event):
+            if event.type() == QEvent.Type.LayoutRequest and isinstance(obj, QGraphicsWidget):
+                laid_out.update([type(obj).__name__])
+            return False
+
+    counter = Count()
+    QApplication.instance().installEventFilter(counter)
+    try:
+        for k in range(3, 9):
+            step(k)
+    finally:
+        QApplication.instance().removeEventFilter(counter)
+    assert not laid_out, laid_out
