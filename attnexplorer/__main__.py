@@ -1,7 +1,5 @@
 """``python -m attnexplorer`` is the same as the ``attnexplorer`` command."""
 
-import sys
+from .cli import run
 
-from .cli import main
-
-sys.exit(main())
+run()

@@ -246,9 +246,37 @@ def test_export_without_figures_never_imports_qt(tmp_path, session_file):
             "'--matrices', 'npz,csv,tex,md,json,npy']); "
             # nor the model stack, nor torch.optim's torch._dynamo: the cold export is torch and numpy
             "assert rc == 0; assert not [m for m in sys.modules if m.startswith(('PySide6', 'pyqtgraph', "
-            "'transformers', 'tokenizers', 'safetensors', 'matplotlib', 'torch._dynamo'))]")
+            "'transformers', 'tokenizers', 'safetensors', 'matplotlib', 'torch._dynamo', 'attnexplorer.ui', "
+            "'attnexplorer.models', 'attnexplorer.app', 'attnexplorer.bench'))]")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_command_skips_the_interpreter_teardown_but_not_atexit_or_its_output(tmp_path, session_file):
+    # The `attnexplorer` command (cli.run) ends a command with os._exit: the teardown of an
+    # interpreter holding torch cost 0.5 s of CPU. What an ordinary exit does that matters still
+    # happens: atexit functions run, the output is flushed, the status is the command's.
+    code = ("import atexit, sys\n"
+            "class Teardown:\n"
+            "    def __del__(self): print('torn down', flush=True)\n"
+            "kept = Teardown()  # dropped only by the interpreter's teardown\n"
+            "atexit.register(print, 'atexit ran')\n"
+            f"sys.argv = ['attnexplorer', 'export', '--session', {str(session_file)!r}, '--out', "
+            f"{str(tmp_path / 'o')!r}, '--matrices', 'npz']\n"
+            "from attnexplorer.cli import run\n"
+            "run()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == [f"wrote 2 files to {tmp_path / 'o'}: attention.npz, session.json",
+                                             "atexit ran"]
+    assert "torn down" not in done.stdout
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["attention.npz", "session.json"]
+    # A refused command keeps its status 2 and its one line.
+    bad = subprocess.run([sys.executable, "-m", "attnexplorer", "export", "--session", str(tmp_path / "none.json"),
+                          "--out", str(tmp_path / "none")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "none.json" in bad.stderr
 
 
 def test_figures_are_written_headless_into_figures_folder(tmp_path):

@@ -76,7 +76,7 @@ def test_wheel_holds_every_package_and_resource(wheel):
         rel = path.relative_to(ROOT / "resources").as_posix()
         assert f"attnexplorer/resources/{rel}" in names, f"resources/{rel} is missing from the wheel"
     entry_points = zipfile.ZipFile(wheel).read("attnexplorer-0.1.0.dist-info/entry_points.txt").decode()
-    assert "attnexplorer = attnexplorer.cli:main" in entry_points
+    assert "attnexplorer = attnexplorer.cli:run" in entry_points
 
 
 def test_installed_wheel_finds_its_own_resources(installed, tmp_path):
