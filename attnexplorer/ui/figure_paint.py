@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import pyqtgraph as pg
-from PySide6.QtCore import QBuffer, QIODevice, QMarginsF, QPointF, QRectF, QSize, QSizeF, Qt
+from PySide6.QtCore import QBuffer, QEvent, QIODevice, QObject, QMarginsF, QPointF, QRectF, QSize, QSizeF, Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QImage, QPageSize, QPainter, QPdfWriter, QPen, QPicture
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsRectItem, QGraphicsView
@@ -191,6 +191,29 @@ def _can_relayout(item) -> bool:
     return item.parentItem() is None and hasattr(item, "setGeometry")
 
 
+def _settle(item) -> None:
+    """Draw the item once where nothing is kept, then apply the layout requests that drawing
+    made. A token axis picks its labels' size and turn while it is drawn and asks for another
+    height only then; without this the figure kept the window's height for it (upright labels
+    in a narrow dock left a tall empty band under the wider figure's flat labels)."""
+    scene = item.scene()
+    if scene is None:
+        return
+    source = item.sceneBoundingRect()
+    picture = QPicture()
+    painter = QPainter(picture)
+    try:
+        scene.render(painter, QRectF(QPointF(0, 0), source.size()), source)
+    finally:
+        painter.end()
+    # Only this figure's own layouts: the window's pending requests are left to the window.
+    for it in _tree(item):
+        if isinstance(it, QObject):
+            QApplication.sendPostedEvents(it, QEvent.Type.LayoutRequest.value)
+    if hasattr(scene, "prepareForPaint"):
+        scene.prepareForPaint()
+
+
 @contextlib.contextmanager
 def _laid_out(item, size: QSizeF | None):
     """Temporarily give a top-level item ``size``; the screen layout is restored after."""
@@ -200,6 +223,7 @@ def _laid_out(item, size: QSizeF | None):
     old = item.geometry()
     try:
         item.setGeometry(QRectF(old.topLeft(), size))
+        _settle(item)
         yield
     finally:
         item.setGeometry(old)

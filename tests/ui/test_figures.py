@@ -403,7 +403,19 @@ def test_real_weights_panel_figure_matches_its_screen(qtbot):
     document = SessionDocument(built.session)
     try:
         panel = shown(qtbot, WeightsPanel(document), size=(600, 460))
-        screen = as_array(panel.canvas.grab().toImage())
+        # The screen once its axes have settled (the first paint sizes the token axes, and
+        # they take that size on the next layout): two grabs in a row alike.
+        from PySide6.QtWidgets import QApplication
+
+        grabs = [as_array(panel.canvas.grab().toImage())]
+
+        def settled() -> bool:
+            QApplication.processEvents()   # the layout requests the last paint made
+            grabs.append(as_array(panel.canvas.grab().toImage()))
+            return np.array_equal(grabs[-1], grabs[-2])
+
+        qtbot.waitUntil(settled)
+        screen = grabs[-1]
         exported = as_array(figures.render_panel(panel))
         assert exported.shape == screen.shape
         assert np.abs(exported.astype(int) - screen.astype(int)).mean() < 3.0
@@ -459,5 +471,35 @@ def test_a_2x_png_scales_cell_numbers_and_lines_too(qtbot):
         assert orange(two) >= 3.0 * orange(one), (orange(two), orange(one))
         # and the screen keeps its own pens and numbers afterwards
         assert as_array(figures.render_panel(panel, scale=1, with_title=False)).tolist() == one.tolist()
+    finally:
+        document.shutdown()
+
+
+def test_a_figure_wider_than_its_panel_draws_flat_token_labels_on_a_flat_axis(qtbot, tmp_path):
+    # In a narrow dock the weights' key labels stand upright on a tall axis. A wider figure
+    # lays them flat; its axis must then be as short as flat labels need, not keep the
+    # window's height (an empty band of ~60 px between the labels and the axis title).
+    from attnexplorer.core.presets import build_preset
+    from attnexplorer.ui.panels import WeightsPanel
+
+    document = SessionDocument(build_preset("pronoun").session)
+    try:
+        wide = shown(qtbot, WeightsPanel(document), size=(900, 460))
+        narrow = shown(qtbot, WeightsPanel(document), size=(230, 460))
+        assert document.compute.wait_idle(30)
+        axis, flat = narrow.view.col_axis, wide.view.col_axis
+        qtbot.waitUntil(lambda: axis.plan.rotated and not flat.plan.rotated and axis.height() > flat.height() + 20)
+        flat_height = flat.height()
+        drawn = []
+        draw = axis.drawPicture
+
+        def recording(p, *args):
+            drawn.append((axis.plan.rotated, axis.height()))
+            return draw(p, *args)
+
+        axis.drawPicture = recording
+        figures.export_dashboard([narrow], tmp_path / "wide.svg")   # laid out in a 640 px cell
+        assert drawn and drawn[-1][0] is False
+        assert abs(drawn[-1][1] - flat_height) <= 2, (drawn, flat_height)
     finally:
         document.shutdown()
