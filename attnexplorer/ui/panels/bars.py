@@ -5,11 +5,10 @@ for that rect many times per frame: at 64 bars × a dozen items this cost more t
 drawing itself. ``Bars`` keeps the same ``setOpts(x=, height=, y0=, width=, brush=,
 brushes=, pen=)`` and ``opts`` (so callers and tests read what is drawn), builds its
 rectangles once per update, caches its bounding rect (re-padded only when the view's scale
-changes) and paints one path of every bar (one ``drawRect`` per bar with ``brushes``, which
-only the few highlighted bars use), without antialiasing: bars are axis-aligned, so they stay
-crisp. The path is made from numpy arrays in one call (``pg.arrayToQPath``): a list of a
-QRectF per bar cost several milliseconds per update at 512 keys, on the GUI thread, on every
-frame of a fit.
+changes) and paints every bar with one ``drawRects`` (one ``drawRect`` per bar with
+``brushes``, which only the few highlighted bars use), without antialiasing: bars are
+axis-aligned, so they stay crisp. More bars than pixels across are drawn one column per pixel.
+The rectangles are made once per update and scale, at the first paint, from numpy arrays.
 """
 
 from __future__ import annotations
@@ -17,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QPainter, QPainterPath, QPen
+from PySide6.QtGui import QPainter, QPen
 
 
-# Up to this many bars a path is made rectangle by rectangle, above it from numpy arrays.
+# Up to this many bars each is drawn as it is; above it bars may share a pixel column.
 _FEW_BARS = 64
 
 
@@ -30,7 +29,7 @@ class Bars(pg.GraphicsObject):
         self.opts: dict = {"x": np.zeros(0), "height": np.zeros(0), "y0": 0.0, "width": 0.8,
                            "brush": pg.mkBrush("k"), "brushes": None, "pen": None}
         self._corners = np.zeros((0, 3))  # left, top, height per bar
-        self._path: QPainterPath | None = None  # made at the first paint after an update
+        self._rects: list[QRectF] | None = None  # made at the first paint after an update
         self._data_rect = QRectF()
         self._bounds: QRectF | None = None
         self._pen = QPen(Qt.PenStyle.NoPen)
@@ -61,7 +60,7 @@ class Bars(pg.GraphicsObject):
         left = x - width / 2.0
         self._width = width
         self._corners = np.column_stack((left, top, size)) if count else np.zeros((0, 3))
-        self._path = None
+        self._rects = None
         if count:
             rect = QRectF(float(left.min()), float(top.min()), float(left.max() - left.min() + width),
                           float((top + size).max() - top.min()))
@@ -102,7 +101,7 @@ class Bars(pg.GraphicsObject):
         self.prepareGeometryChange()
         self._bounds = None
         if len(self._corners) > _FEW_BARS:
-            self._path = None
+            self._rects = None
 
     def boundingRect(self) -> QRectF:
         if self._bounds is None:
@@ -116,27 +115,20 @@ class Bars(pg.GraphicsObject):
             self._bounds = rect
         return self._bounds
 
-    def drawn_path(self) -> QPainterPath:
-        """Every bar as a closed rectangle of one path: what ``paint`` draws (read-only)."""
-        if self._path is None and len(self._corners) <= _FEW_BARS:
-            # A few bars (a teaching example's 8 keys): one rectangle each costs less than
-            # building numpy arrays for arrayToQPath.
-            path = QPainterPath()
-            for left, top, size in self._corners.tolist():
-                path.addRect(left, top, self._width, size)
-            self._path = path
-        if self._path is not None and len(self._corners) > _FEW_BARS and self._pixel_now() != self._pixel:
-            self._path = None  # made at another scale (or before the item had a view)
-        if self._path is None:
-            left, top, size = self._per_pixel(*self._corners.T)
-            width = self._width if len(left) == len(self._corners) else self._pixel
-            right, bottom = left + width, top + size
-            x = np.column_stack((left, right, right, left, left)).ravel()
-            y = np.column_stack((top, top, bottom, bottom, top)).ravel()
-            connect = np.ones((len(left), 5), dtype=np.int32)
-            connect[:, -1] = 0  # no line from one bar to the next
-            self._path = pg.arrayToQPath(x, y, connect.ravel())
-        return self._path
+    def drawn_rects(self) -> list[QRectF]:
+        """Every bar as the rectangle ``paint`` draws (read-only). More bars than pixels across
+        are one rectangle per pixel column (``_per_pixel``)."""
+        if self._rects is not None and len(self._corners) > _FEW_BARS and self._pixel_now() != self._pixel:
+            self._rects = None  # made at another scale (or before the item had a view)
+        if self._rects is None:
+            if len(self._corners) <= _FEW_BARS:
+                left, top, size = self._corners.T
+                width = self._width
+            else:
+                left, top, size = self._per_pixel(*self._corners.T)
+                width = self._width if len(left) == len(self._corners) else self._pixel
+            self._rects = [QRectF(x, y, width, h) for x, y, h in zip(left.tolist(), top.tolist(), size.tolist())]
+        return self._rects
 
     def _pixel_now(self) -> float:
         """Data units per pixel across, at the view's present scale (0 without a view)."""
@@ -170,4 +162,8 @@ class Bars(pg.GraphicsObject):
                 painter.drawRect(QRectF(left, top, self._width, size))
         else:
             painter.setBrush(self.opts["brush"] if self.opts["brush"] is not None else Qt.BrushStyle.NoBrush)
-            painter.drawPath(self.drawn_path())
+            # drawRects, not one path of every bar: Qt's raster engine fills a path of a
+            # few hundred rectangles through its general path rasteriser (3-5 ms for the
+            # 16,384-key charts' ~180 columns, ~70 ms for 512 bars in a 480-pixel test
+            # image), the same rectangles as rectangles in well under a millisecond.
+            painter.drawRects(self.drawn_rects())
