@@ -24,7 +24,7 @@ import html
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer
 from PySide6.QtWidgets import (QCheckBox, QDoubleSpinBox, QGridLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton,
                                QSpinBox, QTextEdit, QVBoxLayout, QWidget)
 
@@ -73,6 +73,15 @@ class _Heatmap(pg.PlotWidget):
         if marked is not None:
             self.marker.setRegion((marked, marked + 1))
         self.getViewBox().setRange(xRange=(0, matrix.shape[1]), yRange=(0, matrix.shape[0]), padding=0)
+        settle(self)
+
+
+def settle(plot: pg.PlotWidget) -> None:
+    """Bring the plot's view up to date now, not in its paint: pyqtgraph moves a changed range
+    into place as the paint begins, which marks the plot dirty again, so each step of a Run
+    painted every plot twice."""
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)   # new tick labels: the axis' width
+    plot.scene().prepareForPaint()
 
 
 def _levels(matrix: np.ndarray) -> tuple[float, float]:
@@ -157,6 +166,9 @@ class GenerationPanel(QWidget):
         self.next_tokens = TokenBars("Next token (click)", (("next token", NEW_ROW),), axis_label=False,
                                      clickable=True, title_size=SMALL_TITLE)
         self.next_tokens.setToolTip("Click a token's bar or its name to append it as the next token")
+        # The token names' column only widens: fitted to each step's five names, it changed width
+        # as the paint measured them, and the chart laid itself out and painted twice more a step.
+        self.next_tokens.plot.getAxis("left").setStyle(autoReduceTextSpace=False)
         self.keys = _Heatmap("Cached K", "position", "d_k")
         self.values = _Heatmap("Cached V", "position", "d_v")
         plots = QGridLayout()
@@ -220,6 +232,7 @@ class GenerationPanel(QWidget):
         self.values.show_matrix(snap["v"], snap["length"] - 1)
         top = snap["next"][:NEXT_SHOWN]
         self.next_tokens.set_bars([e["token"] for e in top], [e["id"] for e in top], [e["prob"] for e in top])
+        settle(self.next_tokens)
 
 
 def snapshot(generation, layer: int, head: int, ended: str | None = None) -> dict:
@@ -326,6 +339,15 @@ class GenerationControl(QObject):
         self.last: dict | None = None
         self.last_error: str | None = None
         self._generated = False   # a generation is kept: the layer and head choices redraw it
+        # A Run's steps are drawn at the pace the GUI thread keeps: a step's snapshot waits here
+        # for the next turn of the event loop, and a newer one replaces it (a loaded machine
+        # drew every queued snapshot in turn, painting each, and the window froze behind them).
+        self._pending: dict | None = None
+        self._draw_timer = QTimer(self)
+        self._draw_timer.setSingleShot(True)
+        self._draw_timer.setInterval(0)
+        self._draw_timer.timeout.connect(self._draw_pending)
+        self.drawn = 0   # snapshots drawn, for tests: a Run draws at most one per turn of the loop
         panel.step_button.clicked.connect(lambda: self.submit("step"))
         panel.run_button.clicked.connect(lambda: self.submit("run", panel.run_count.value()))
         panel.back_button.clicked.connect(lambda: self.submit("back"))
@@ -343,6 +365,7 @@ class GenerationControl(QObject):
     def start(self, loaded) -> None:
         """A new run was opened: what was generated on the old one goes."""
         self.jobs.cancel()
+        self._pending = None   # the old run's step is not drawn over the new one
         self.last, self._generated = None, False
         self.panel.set_model(loaded)
 
@@ -394,9 +417,23 @@ class GenerationControl(QObject):
             return snap
 
         self.panel.show_message("generating…" if action in ("step", "run", "append") else "…")
-        return self.jobs.submit(work, self._on_done, self._on_failed, self._on_done).generation
+        return self.jobs.submit(work, self._on_done, self._on_failed, self._on_step).generation
+
+    def _on_step(self, snap: dict) -> None:
+        """A Run's step: drawn at the next turn of the event loop, unless a newer one comes first."""
+        self._pending = snap
+        if not self._draw_timer.isActive():
+            self._draw_timer.start()
+
+    def _draw_pending(self) -> None:
+        snap, self._pending = self._pending, None
+        if snap is not None:
+            self._on_done(snap)
 
     def _on_done(self, snap: dict) -> None:
+        self._pending = None   # the answer is newer than any step still waiting
+        self._draw_timer.stop()
+        self.drawn += 1
         self.last, self.last_error, self._generated = snap, None, True
         self.panel.show_snapshot(snap)
         self.grown(snap)
@@ -405,5 +442,6 @@ class GenerationControl(QObject):
                 self.panel.follow_button.setChecked(False)
 
     def _on_failed(self, err: BaseException) -> None:
+        self._pending = None
         self.last_error = str(err) if isinstance(err, AttnExplorerError) else f"generation failed: {err}"
         self.panel.show_message(self.last_error)
