@@ -61,6 +61,10 @@ class _Heatmap(pg.PlotWidget):
                                           pen=pg.mkPen(NEW_ROW, width=2))
         self.addItem(self.marker)
         axis_values(self, False)   # nothing generated yet
+        # The axes' room for their numbers only grows: refitted to each step's numbers (8 → 12)
+        # it changed as the paint measured them, and the plot laid itself out and painted again.
+        for side in ("left", "bottom"):
+            self.getAxis(side).setStyle(autoReduceTextSpace=False)
 
     def show_matrix(self, matrix: np.ndarray, marked: int | None, levels=None) -> None:
         axis_values(self, matrix.size > 0)

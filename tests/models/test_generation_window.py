@@ -241,3 +241,56 @@ def test_the_model_view_grows_with_the_text(opened, qtbot):
     for steps in (2, 1, 0):
         _click_and_wait(qtbot, control, panel.back_button, lambda s, k=steps: s["steps"] == k)
     assert grid.generated is None and control.last["grown"] is None
+
+
+def test_a_run_draws_only_the_newest_snapshot_and_paints_each_plot_once(opened, qtbot):
+    """The GUI thread behind a Run: the snapshots that came meanwhile are drawn once, the newest;
+    drawing one makes no graphics item and paints each of the tab's plots once (a changed range
+    settled in the paint, or the names' column refitted, painted them twice or three times)."""
+    from PySide6.QtCore import QEvent, QObject
+
+    from attnexplorer.ui.generation_panel import snapshot
+
+    controller, control, reference = opened
+    mw, panel = controller.window, controller.window.generation
+    mw.side_tabs.setCurrentWidget(panel)
+    mw.show()
+    qtbot.waitExposed(mw)
+    _click_and_wait(qtbot, control, panel.step_button, lambda s: s["steps"] == 1)
+    generation = Generation(reference, stop=())
+    snaps = []
+    for _ in range(3):
+        generation.step()
+        snaps.append(snapshot(generation, 0, 0))
+    plots = (panel.attention, panel.next_tokens, panel.keys, panel.values)
+    items = [len(plot.scene().items()) for plot in plots]
+
+    class Paints(QObject):
+        def __init__(self):
+            super().__init__()
+            self.count = {plot: 0 for plot in plots}
+            for plot in plots:
+                plot.viewport().installEventFilter(self)
+
+        def eventFilter(self, watched, event):
+            if event.type() == QEvent.Type.Paint:
+                for plot in plots:
+                    if plot.viewport() is watched:
+                        self.count[plot] += 1
+            return False
+
+    paints = Paints()
+    for snap in snaps[::-1]:   # the axes and the names' column made as wide as these steps need
+        paints.count = dict.fromkeys(plots, 0)
+        control._on_step(snap)
+        qtbot.waitUntil(lambda: control.last is snap and all(paints.count.values()), timeout=10000)
+        qtbot.wait(300)
+    paints.count, drawn = dict.fromkeys(plots, 0), control.drawn
+    for snap in snaps:   # three steps came while the GUI thread was busy
+        control._on_step(snap)
+    qtbot.waitUntil(lambda: control.drawn > drawn and all(paints.count.values()), timeout=10000)
+    qtbot.wait(300)   # time for a second paint, were one coming
+    assert control.drawn == drawn + 1 and control.last is snaps[-1]
+    assert panel.keys.image.image.shape[0] == snaps[-1]["length"]
+    assert list(paints.count.values()) == [1, 1, 1, 1], [type(p).__name__ for p in plots]
+    assert [len(plot.scene().items()) for plot in plots] == items
