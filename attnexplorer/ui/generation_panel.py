@@ -351,6 +351,11 @@ class GenerationControl(QObject):
         self._draw_timer.setSingleShot(True)
         self._draw_timer.setInterval(0)
         self._draw_timer.timeout.connect(self._draw_pending)
+        self._growing: dict | None = None
+        self._grow_timer = QTimer(self)
+        self._grow_timer.setSingleShot(True)
+        self._grow_timer.setInterval(0)
+        self._grow_timer.timeout.connect(self._grow)
         self.drawn = 0   # snapshots drawn, for tests: a Run draws at most one per turn of the loop
         panel.step_button.clicked.connect(lambda: self.submit("step"))
         panel.run_button.clicked.connect(lambda: self.submit("run", panel.run_count.value()))
@@ -369,7 +374,7 @@ class GenerationControl(QObject):
     def start(self, loaded) -> None:
         """A new run was opened: what was generated on the old one goes."""
         self.jobs.cancel()
-        self._pending = None   # the old run's step is not drawn over the new one
+        self._pending = self._growing = None   # the old run's step is not drawn over the new one
         self.last, self._generated = None, False
         self.panel.set_model(loaded)
 
@@ -437,10 +442,20 @@ class GenerationControl(QObject):
     def _on_done(self, snap: dict) -> None:
         self._pending = None   # the answer is newer than any step still waiting
         self._draw_timer.stop()
-        self.drawn += 1
-        self.last, self.last_error, self._generated = snap, None, True
+        self.last_error, self._generated = None, True
         self.panel.show_snapshot(snap)
+        # The model view's 270 thumbnails at the next turn: the tab's plots are painted in
+        # between, not in one go with them (together a turn of the GUI thread took ~60 ms).
+        self._growing = snap
+        self._grow_timer.start()
+
+    def _grow(self) -> None:
+        snap, self._growing = self._growing, None
+        if snap is None:
+            return
         self.grown(snap)
+        self.drawn += 1
+        self.last = snap
         if snap.get("follow") is not None and self.panel.follow_button.isChecked():
             if self.follow(*snap["follow"]) is False:   # the user kept the tables' unsaved work
                 self.panel.follow_button.setChecked(False)
