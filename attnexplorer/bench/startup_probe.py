@@ -26,10 +26,11 @@ def first_paint(argv: list[str]) -> int:
     """Open the window for the command line ``argv``, print ``painted …`` after its first paint
     and ``drawn …`` after the first paint that shows a result, and quit; the exit status of
     ``attnexplorer ARGV`` for a bad start (then nothing is printed)."""
-    from PySide6.QtCore import QEvent, QObject, QTimer
-
+    # The app's modules first, in the order its own start imports them (ui before PySide6).
     from ..commands.arguments import build_parser
     from ..ui.app import open_window
+
+    from PySide6.QtCore import QEvent, QObject, QTimer
 
     opened = open_window(build_parser().parse_args(argv))
     if opened is None:

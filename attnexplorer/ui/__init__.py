@@ -10,6 +10,12 @@ minutes later (``cli.main`` prints it and exits with status 2).
 
 import sys
 
+# numpy before any of PySide6: once PySide6 is imported its import hook reads the source of
+# every module that imports anything afterwards (to see whether it uses PySide6's
+# ``__feature__`` switches), and numpy's hundred-odd modules then cost some 60 ms of CPU before
+# the window's first paint. Every window needs numpy anyway (its tables hold numpy arrays).
+import numpy  # noqa: F401
+
 from ..core.errors import AttnExplorerError
 
 BAD_PYSIDE6 = "6.12.0"
