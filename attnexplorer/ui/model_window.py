@@ -349,6 +349,7 @@ class ModelController(QObject):
         self.generation = GenerationControl(self, self.window.generation,
                                             lambda: (self.behaviour.behaviour, self.behaviour.interventions()),
                                             self._followed_layer, self._follow_text, self._on_generated)
+        document.session_changed.connect(self._on_session)
         document.result_changed.connect(self._on_result)
 
     @property
@@ -485,6 +486,16 @@ class ModelController(QObject):
             return False
         self.document.edit(session, f"Layer {layer} on the generated text ({len(session.tokens)} tokens)")
         return True
+
+    def _on_session(self, session) -> None:
+        """An edit of the tables' layer starts its prediction at once: the prediction needs the
+        session only, and waiting for the tables' own compute put that compute and the
+        panels' redraw (~20-25 ms of the GUI thread) in front of it. The result that follows
+        names the same session, which asks for nothing more."""
+        run = self.window.run
+        if run is None or self.tables_layer is None or tuple(session.tokens) != tuple(run.tokens):
+            return
+        self.behaviour.tables_edited(self.tables_layer, session)
 
     def _on_result(self, result) -> None:
         """The badge follows every compute of the tables; the head view draws the tables'

@@ -291,3 +291,29 @@ def test_the_predictions_dock_keeps_its_bars_legible_at_1280_by_800(opened, qtbo
     views = control.dock_panel.views
     views.setCurrentWidget(control.dock_panel.table)
     assert control.dock_panel.table.isVisible() and control.dock_panel.table_model.rowCount() == 10
+
+
+def test_an_edit_starts_one_prediction_before_the_tables_compute(opened, qtbot, monkeypatch):
+    # The prediction needs the edited session only: it is asked for as the edit lands, before
+    # the tables' own compute and the panels' redraw, and the result that follows asks for
+    # nothing more (one job per edit, not one superseded by another).
+    window, controller, control, _reference = opened
+    doc = window.document
+    _wait(qtbot, control, lambda res: res["intervened"] is None)
+    asked = []   # at each request: had the tables' result for the edited session come yet?
+    submit = control.jobs.submit
+
+    def submitting(*args, **kwargs):
+        result = doc.result
+        asked.append(result is not None and result.session is doc.session)
+        return submit(*args, **kwargs)
+
+    monkeypatch.setattr(control.jobs, "submit", submitting)
+    w = np.array(doc.session.w_query)
+    w[0, 0, :] += 1.0
+    control.last_result = None
+    doc.edit(doc.session.replace(w_query=w), "Edit W_q")
+    result = _wait(qtbot, control, lambda res: res["intervened"] is not None)
+    qtbot.waitUntil(lambda: doc.result is not None and doc.result.session is doc.session)
+    assert result["intervened"]["interventions"] == ["layer 1 edited"]
+    assert asked == [False], asked
