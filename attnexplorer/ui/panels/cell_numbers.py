@@ -1,7 +1,13 @@
-"""The numbers written in a heatmap's cells, painted by one item (``MatrixView``'s part)."""
+"""The numbers written in a heatmap's cells, painted by one item (``MatrixView``'s part).
+
+``CellNumbers`` decides which cells get a number (few enough whole cells in view, big
+enough to read), in which style (``core.display.NUMBER_FORMATS``) and colour, and paints
+them; the view tells it what is in view (``whole_cells``) and where to read the values.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -9,6 +15,7 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QStaticText, QTransform
 from PySide6.QtWidgets import QGraphicsItem
 
+from ...core import display
 from . import theme
 
 # Cell numbers are written only while at most this many cells are in view (16 × 16): more
@@ -42,6 +49,20 @@ class CellNumbers(QGraphicsItem):
         # Presenter mode draws the plots zoom times larger; text drawn in device pixels must
         # grow with them (ui/lesson/presenter.py sets it; 1 everywhere else).
         self.zoom = 1.0
+        self._number_format = display.DEFAULT_NUMBER_FORMAT
+
+    @property
+    def number_format(self) -> str:
+        return self._number_format
+
+    def set_number_format(self, number_format: str) -> bool:
+        """Write numbers in ``number_format`` (``core.display.NUMBER_FORMATS``: auto,
+        fixed2..4) from the next ``write`` on; True when that changes them."""
+        if number_format not in display.NUMBER_FORMATS:
+            raise ValueError(f"unknown number format {number_format!r}")
+        changed = number_format != self._number_format
+        self._number_format = number_format
+        return changed
 
     def set_zoom(self, zoom: float) -> None:
         """Draw the numbers ``zoom`` times their chosen size from the next ``set_block`` on."""
@@ -58,11 +79,12 @@ class CellNumbers(QGraphicsItem):
     def font_px(self) -> int:
         return self._font_px
 
-    def write(self, cells, visible, lut, levels, number_format: str) -> None:
+    def write(self, cells, visible, lut, levels) -> None:
         """Write the numbers of the cells in view when few enough are (``MAX_CELL_TEXTS``)
         and they are big enough to read; else none. ``visible``: (row0, row1, col0, col1,
-        cell width px, cell height px) or None; ``cells(r0, r1, c0, c1)`` gives their values
-        as drawn (NaN where blocked); ``lut``/``levels`` the colours, for black or white text."""
+        cell width px, cell height px) of the whole cells in view (``whole_cells``) or None;
+        ``cells(r0, r1, c0, c1)`` gives their values as drawn (NaN where blocked);
+        ``lut``/``levels`` the colours, for black or white text."""
         if visible is not None:
             r0, r1, c0, c1, cell_w, cell_h = visible
             if 0 < (r1 - r0) * (c1 - c0) <= MAX_CELL_TEXTS and cell_h >= 10 and cell_w >= 16:
@@ -70,7 +92,7 @@ class CellNumbers(QGraphicsItem):
                 # The most precise style, at the largest font (12 px down to 8 px) it fits.
                 fonts = list(range(int(min(12, cell_h * 0.45)), 7, -1))
                 chars = [int((cell_w - 2) / (px * 0.6)) for px in fonts]
-                found = theme.cell_texts(block, chars, number_format) if fonts else None
+                found = theme.cell_texts(block, chars, self._number_format) if fonts else None
                 if found is not None:
                     texts, index = found
                     self.set_block(r0, c0, c1 - c0, texts, theme.text_is_dark(block, lut, levels), fonts[index])
@@ -153,6 +175,21 @@ class CellNumbers(QGraphicsItem):
             for k, st in group:
                 painter.drawStaticText(left[k], top[k], st)
         painter.restore()
+
+
+def whole_cells(visible, view_range):
+    """``visible`` (a view's (row0, row1, col0, col1, cell width px, cell height px) of the
+    cells in view, or None) less the cells cut by the view's edges ``view_range``
+    (((x0, x1), (y0, y1)) in cells): a number written in a half-visible cell was clipped
+    (the first column's, zoomed in)."""
+    if visible is None:
+        return None
+    r0, r1, c0, c1, cell_w, cell_h = visible
+    (x0, x1), (y0, y1) = view_range
+    slack = 0.05  # of a cell: a view that ends a hair inside a cell still shows it whole
+    c0, c1 = max(c0, math.ceil(x0 - slack)), min(c1, math.floor(x1 + slack))
+    r0, r1 = max(r0, math.ceil(y0 - slack)), min(r1, math.floor(y1 + slack))
+    return (r0, r1, c0, c1, cell_w, cell_h) if c1 > c0 and r1 > r0 else None
 
 
 _BLACK = QColor("black")

@@ -5,7 +5,8 @@ size. Zoomed in past that, it is a region: the cells in view (and half a view mo
 side, so a little panning reuses it) at a power-of-two number of cells per pixel, down to
 every cell exactly. The heatmap (``heatmaps.DenseHeatmap`` or ``LongHeatmap``) makes the
 pictures; this decides which one is shown and keeps the region and the worker request of a
-long one (a newer request, or the view moving on, cancels it).
+long one (a newer request, or the view moving on, cancels it). It also keeps how a dense
+matrix is pooled into pixels, and shades the rows a long compute has not reached yet.
 """
 
 from __future__ import annotations
@@ -18,17 +19,23 @@ from PySide6.QtCore import QRectF
 
 from .downsample import factor_for
 from .heatmaps import region_worker
+from .overlays import place_pending_rows
 
 
 class ImageDetail:
-    """The overview and region shown by ``view``'s ``image`` item (see the module)."""
+    """The overview and region shown by ``view``'s ``image`` item (see the module);
+    ``pending_rows`` is the shade over the rows a long compute has not reached."""
 
-    def __init__(self, view, image):
+    def __init__(self, view, image, pending_rows):
         # A proxy, not the view itself: a view ↔ detail cycle would leave the view to the
         # garbage collector, which may free it after Qt has torn the scene down (a crash at exit).
         self.view = weakref.proxy(view)
         self.image = image
+        self.pending_rows = pending_rows
         self.heatmap = None
+        # How a zoomed-out dense matrix is pooled into pixels ("max" or "mean"; a long matrix's
+        # overview is pooled as its result was computed).
+        self.pool = "max"
         self.overview: np.ndarray | None = None
         self.overview_factor = (1, 1)
         self.region: tuple | None = None
@@ -56,6 +63,37 @@ class ImageDetail:
     def build_overview(self) -> None:
         """The whole matrix at about the view's pixel size, once per new matrix (or resize)."""
         self.overview, self.overview_factor = self.heatmap.overview(*self.overview_factor_wanted())
+        place_pending_rows(self.pending_rows, self.rows_done, self.view.matrix_shape)
+
+    @property
+    def rows_done(self) -> int | None:
+        """How many rows a long compute still running has reached (None: the matrix is whole)."""
+        return None if self.heatmap is None else self.heatmap.rows_done
+
+    @property
+    def pooled_by(self) -> str | None:
+        """How the picture now shown pools cells into pixels ("max", "mean"), or None when it
+        shows every cell."""
+        return None if self.image_factor == (1, 1) or self.heatmap is None else self.heatmap.pool
+
+    def set_pool(self, pool: str) -> None:
+        """Pool a zoomed-out dense matrix by ``pool`` ("max" or "mean")."""
+        if pool not in ("max", "mean"):
+            raise ValueError(f"unknown pooling {pool!r}; use 'max' or 'mean'")
+        if pool != self.pool:
+            self.pool = pool
+            # A long matrix's overview keeps the pool it was computed with.
+            if self.heatmap is not None and self.heatmap.set_pool(pool):
+                self.build_overview()
+                self.update(force=True)
+
+    def view_changed(self) -> None:
+        """The view was panned, zoomed or resized: show the picture that fits it now."""
+        if self.heatmap is not None and self.overview_factor_wanted() != self.overview_factor:
+            self.build_overview()  # resized: the overview is made for the pixels it has
+            self.update(force=True)
+        else:
+            self.update()
 
     def update(self, force: bool = False) -> None:
         """Show the overview, or, zoomed in past it, the visible region in finer detail.
@@ -158,6 +196,7 @@ class ImageDetail:
 
     def clear(self) -> None:
         """Show nothing."""
+        self.pending_rows.setVisible(False)
         self.image.clear()
         self.heatmap = self.overview = self.region = None
         self.cancel_zoom()

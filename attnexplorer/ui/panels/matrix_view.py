@@ -2,8 +2,16 @@
 
 ``MatrixView`` is a ``pg.PlotItem`` (so its title, tick labels and colour bar travel with it
 into an exported figure). It owns exactly one ``ImageItem`` and a fixed set of helper items
-(hatch, selection frames, pooled cell texts) that are reused on every redraw: a redraw is
-``setImage`` with fixed levels plus a few rectangle moves, whatever the size of the matrix.
+(``overlays``: hatch, selection frames, row notes; ``CellNumbers``) that are reused on every
+redraw: a redraw is ``setImage`` with fixed levels plus a few rectangle moves, whatever the
+size of the matrix. Its parts, each with its own contract:
+
+- ``heatmaps.DenseHeatmap`` / ``heatmaps.LongHeatmap``: the pictures of a matrix held whole,
+  or of a long session's matrix read in tiles;
+- ``image_detail.ImageDetail``: which picture the image shows at what detail (overview or a
+  finer region), and how a dense matrix is pooled;
+- ``cell_numbers.CellNumbers``: the numbers written in the cells, in the chosen format;
+- ``overlays``: what is drawn under and over the cells.
 
 Coordinates: cell (row i, column j) covers ``[j, j+1] × [i, i+1]`` in view coordinates, and
 the y axis is inverted so row 0 is at the top, as a matrix is written.
@@ -12,41 +20,20 @@ the y axis is inverted so row 0 is at the top, as a matrix is written.
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Callable, Sequence
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QImage, QPen
+from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsRectItem
 
-from ...core import display
 from . import theme
-from .cell_numbers import CellNumbers
+from .cell_numbers import CellNumbers, whole_cells
 from .heatmaps import heatmap_for
 from .image_detail import ImageDetail
-from .token_axis import ShrinkingLabel, TokenAxis
-
-# The "all keys blocked" notes on fully masked rows; beyond this the hover still says so.
-MAX_ROW_NOTES = 32
-
-
-class _Hatch(QGraphicsRectItem):
-    """A grey hatched rectangle behind the image: it shows through blocked (NaN) cells."""
-
-    def paint(self, painter, option, widget=None):
-        painter.save()
-        painter.setPen(Qt.PenStyle.NoPen)
-        painter.setBrush(theme.HATCH_BACKGROUND)
-        painter.drawRect(self.rect())
-        # The pattern is laid out in device pixels, so the hatch looks the same at any zoom.
-        brush = theme.HATCH_BRUSH
-        device_rect = painter.transform().mapRect(self.rect())
-        painter.resetTransform()
-        painter.setBrush(brush)
-        painter.drawRect(device_rect)
-        painter.restore()
+from .overlays import Hatch, RowNotes, SelectionFrames, overlay
+from .token_axis import TokenAxis, shrinking_title
 
 
 class _CellImage(pg.ImageItem):
@@ -105,21 +92,6 @@ class _CellImage(pg.ImageItem):
         on_drag(self._cell(ev.pos()), False, ev.isFinish())
 
 
-def _shrinking_title(plot: pg.PlotItem):
-    """Put a ``ShrinkingLabel`` in place of PlotItem's own title label, whose width would be
-    the plot's minimum width; return the old one. It is kept (hidden, zero-sized) rather than
-    deleted: a deleted item can linger in the scene's index and crash a later hover."""
-    plot.layout.removeItem(plot.titleLabel)
-    plain = plot.titleLabel
-    plain.setVisible(False)
-    plain.setMaximumSize(0, 0)
-    plot.titleLabel = ShrinkingLabel("", size="10pt", parent=plot)
-    # Across the whole plot (axis, cells, colour bar), not the cells' column alone: over a
-    # narrow heatmap of a few columns the title shrank to half size, past reading.
-    plot.layout.addItem(plot.titleLabel, 0, 0, 1, 6)
-    return plain
-
-
 def _colour_bar(plot: pg.PlotItem, signed: bool) -> pg.ColorBarItem:
     """A colour bar inside ``plot``'s own layout (as ColorBarItem's insert_in does), so an
     export of the plot carries it."""
@@ -133,32 +105,6 @@ def _colour_bar(plot: pg.PlotItem, signed: bool) -> pg.ColorBarItem:
     plot.layout.setColumnFixedWidth(4, 5)
     return bar
 
-
-class RowNotes:
-    """The notes written across fully blocked rows ("all keys blocked"), reused text items
-    (at most ``MAX_ROW_NOTES``; beyond them the hover still says so)."""
-
-    def __init__(self, plot: pg.PlotItem):
-        self.plot = weakref.proxy(plot)  # no plot ↔ notes cycle (see ImageDetail)
-        self.items: list[pg.TextItem] = []
-
-    def place(self, blocked_rows: np.ndarray | None, cols: int, note: str) -> None:
-        rows = [] if blocked_rows is None else np.flatnonzero(blocked_rows)[:MAX_ROW_NOTES]
-        while len(self.items) < len(rows):
-            item = pg.TextItem(anchor=(0.5, 0.5), color="k", fill=pg.mkBrush(255, 255, 255, 220))
-            item.setZValue(15)
-            self.plot.addItem(item, ignoreBounds=True)
-            self.items.append(item)
-        for k, item in enumerate(self.items):
-            if k < len(rows):
-                item.setText(note)
-                item.setPos(cols / 2.0, rows[k] + 0.5)
-                item.setVisible(True)
-            else:
-                item.setVisible(False)
-
-    def texts(self) -> list[str]:
-        return [t.toPlainText() for t in self.items if t.isVisible()]
 
 
 class MatrixView(pg.PlotItem):
@@ -184,7 +130,7 @@ class MatrixView(pg.PlotItem):
         self.col_axis = TokenAxis("bottom")
         # No context menus: ours is the panel's; pyqtgraph's would only be built to be hidden.
         super().__init__(axisItems={"left": self.row_axis, "bottom": self.col_axis}, enableMenu=False)
-        self._plain_title = _shrinking_title(self)
+        self._plain_title = shrinking_title(self)
         self.setTitle(title, size="10pt")
         self.signed = signed
         self.row_name = row_name
@@ -199,16 +145,15 @@ class MatrixView(pg.PlotItem):
         self.hideButtons()
         self.vb.setDefaultPadding(0.0)
 
-        self.hatch = self._overlay(_Hatch(), -10)
+        self.hatch = overlay(self, Hatch(), -10)
 
         self.image = _CellImage(self)
         self.image.setLookupTable(self.lut)
         self.image.setAutoDownsample(True)
         self.addItem(self.image)
 
-        self.row_frame = self._overlay(QGraphicsRectItem(), 20, theme.cosmetic_pen(theme.SELECTION_COLOR, 2.0))
-        self.col_frame = self._overlay(QGraphicsRectItem(), 20, theme.cosmetic_pen(theme.SELECTED_KEY_COLOR, 1.5,
-                                                                                    Qt.PenStyle.DashLine))
+        self.selection = SelectionFrames(self)
+        self.row_frame, self.col_frame = self.selection.row, self.selection.col
         self.colorbar = _colour_bar(self, signed) if colorbar else None
 
         self.numbers = CellNumbers()
@@ -228,16 +173,11 @@ class MatrixView(pg.PlotItem):
         self._shape = (0, 0)
         self._row_labels: tuple[str, ...] = ()
         self._col_labels: tuple[str, ...] = ()
-        self._selection: tuple[int | None, int | None] = (None, None)
-        self._number_format = display.DEFAULT_NUMBER_FORMAT
-        # How a zoomed-out dense matrix is pooled into pixels ("max" or "mean"; a long matrix's
-        # overview is pooled as its result was computed).
-        self.pool = "max"
-        # Which picture the image shows, at what detail.
-        self.detail = ImageDetail(self, self.image)
         # Over the rows a long compute has not reached yet.
-        self.pending_rows = self._overlay(QGraphicsRectItem(), 5)
+        self.pending_rows = overlay(self, QGraphicsRectItem(), 5)
         self.pending_rows.setBrush(theme.PENDING_BRUSH)
+        # Which picture the image shows, at what detail, pooled how.
+        self.detail = ImageDetail(self, self.image, self.pending_rows)
         self.vb.sigRangeChanged.connect(self._on_view_changed)
         self.vb.sigResized.connect(self._on_view_changed)
 
@@ -246,15 +186,7 @@ class MatrixView(pg.PlotItem):
         """The ``heatmaps.DenseHeatmap`` or ``LongHeatmap`` drawing the matrix (None: none)."""
         return self.detail.heatmap
 
-    def _overlay(self, item, z: float, pen=None):
-        """``item`` added over the cells, hidden until placed, outside the view's bounds."""
-        item.setPen(QPen(Qt.PenStyle.NoPen) if pen is None else pen)
-        item.setZValue(z)
-        item.setVisible(False)
-        self.addItem(item, ignoreBounds=True)
-        return item
-
-    # -- reading (tests, exporters, read-outs) --------------------------------------------
+    # -- reading (exporters, read-outs, panels' headings) -------------------------------------
     @property
     def levels(self) -> tuple[float, float]:
         return self._levels
@@ -305,7 +237,7 @@ class MatrixView(pg.PlotItem):
         """
         # A long session's matrix (core/long) is read in exact tiles and a pooled overview.
         any_blocked = blocked is not None and bool(blocked.any())
-        heatmap = heatmap_for(data, blocked if any_blocked else None, self.signed, self.pool)
+        heatmap = heatmap_for(data, blocked if any_blocked else None, self.signed, self.detail.pool)
         data = heatmap.data
         if data.ndim != 2:
             raise ValueError(f"MatrixView needs a 2-D matrix, got shape {data.shape}")
@@ -319,8 +251,8 @@ class MatrixView(pg.PlotItem):
             self.hatch.setRect(QRectF(0, 0, cols, rows))
             self.vb.setLimits(xMin=0, xMax=cols, yMin=0, yMax=rows)
             self.vb.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
-            self._place_selection()
-        self._build_overview()
+            self.selection.place(shape)
+        self.detail.build_overview()
         if levels is None:
             # From the overview: its extremes are the matrix's (blocked cells left out).
             levels = theme.symmetric_levels(self.detail.overview) if self.signed else (0.0, 1.0)
@@ -374,47 +306,38 @@ class MatrixView(pg.PlotItem):
     def pooled_by(self) -> str | None:
         """How the picture now shown pools cells into pixels ("max", "mean"), or None when it
         shows every cell."""
-        if self.detail.image_factor == (1, 1):
-            return None
-        return self._heatmap.pool
+        return self.detail.pooled_by
 
     @property
     def rows_done(self) -> int | None:
         """How many rows a long compute still running has reached (None: the matrix is whole)."""
-        return None if self._heatmap is None else self._heatmap.rows_done
+        return self.detail.rows_done
 
     def set_pool(self, pool: str) -> None:
         """Pool a zoomed-out dense matrix by ``pool`` ("max" or "mean")."""
-        if pool not in ("max", "mean"):
-            raise ValueError(f"unknown pooling {pool!r}; use 'max' or 'mean'")
-        if pool != self.pool:
-            self.pool = pool
-            # A long matrix's overview keeps the pool it was computed with.
-            if self._heatmap is not None and self._heatmap.set_pool(pool):
-                self._build_overview()
-                self.detail.update(force=True)
+        self.detail.set_pool(pool)
 
-    def _place_pending_rows(self) -> None:
-        done = self.rows_done
-        rows, cols = self._shape
-        if done is None or done >= rows:
-            self.pending_rows.setVisible(False)
-            return
-        self.pending_rows.setRect(QRectF(0, done, cols, rows - done))
-        self.pending_rows.setVisible(True)
-
+    # -- the numbers in the cells (CellNumbers) -------------------------------------------------
     @property
     def number_format(self) -> str:
-        return self._number_format
+        return self.numbers.number_format
 
     def set_number_format(self, number_format: str) -> None:
         """How cells write their numbers: ``core.display.NUMBER_FORMATS`` (auto, fixed2..4)."""
-        if number_format not in display.NUMBER_FORMATS:
-            raise ValueError(f"unknown number format {number_format!r}")
-        if number_format != self._number_format:
-            self._number_format = number_format
+        if self.numbers.set_number_format(number_format):
             self._update_cell_texts()
 
+    def _update_cell_texts(self) -> None:
+        """Numbers in the whole cells in view, when few enough are and they are big enough
+        (none while a long compute is still running)."""
+        heatmap = self._heatmap
+        if heatmap is None or heatmap.rows_done is not None:
+            self.numbers.write(None, None, self.lut, self._levels)
+            return
+        self.numbers.write(heatmap.cells, whole_cells(self.visible_cells(), self.vb.viewRange()), self.lut,
+                           self._levels)
+
+    # -- the frame ------------------------------------------------------------------------------
     def set_colorbar_levels(self, levels: tuple[float, float]) -> None:
         """For a shared colour bar: show ``levels`` on this view's bar."""
         if self.colorbar is not None:
@@ -424,18 +347,15 @@ class MatrixView(pg.PlotItem):
         """Show nothing (the intermediate was not computed)."""
         self._blocked = self._blocked_rows = None
         self.detail.clear()
-        self.pending_rows.setVisible(False)
         self._shape = (0, 0)
         self.hatch.setVisible(False)
         self.numbers.clear()
         self.notes.place(None, 0, "")
-        self.row_frame.setVisible(False)
-        self.col_frame.setVisible(False)
+        self.selection.hide()
 
     def set_selection(self, row: int | None, col: int | None) -> None:
         """Frame the selected row (solid orange) and column (dashed black); None hides one."""
-        self._selection = (row, col)
-        self._place_selection()
+        self.selection.select(row, col, self._shape)
         self.row_axis.set_marked(row)
         self.col_axis.set_marked(col)
 
@@ -443,31 +363,6 @@ class MatrixView(pg.PlotItem):
         rows, cols = self._shape
         if rows and cols:
             self.vb.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
-
-    # -- internals ----------------------------------------------------------------------------
-    def _place_selection(self) -> None:
-        rows, cols = self._shape
-        row, col = self._selection
-        show_row = row is not None and 0 <= row < rows
-        show_col = col is not None and 0 <= col < cols
-        if show_row:
-            self.row_frame.setRect(QRectF(0, row, cols, 1))
-        if show_col:
-            self.col_frame.setRect(QRectF(col, 0, 1, rows))
-        self.row_frame.setVisible(show_row)
-        self.col_frame.setVisible(show_col)
-
-    def _build_overview(self) -> None:
-        self.detail.build_overview()
-        self._place_pending_rows()
-
-    def _on_view_changed(self, *args) -> None:
-        if self._heatmap is not None and self.detail.overview_factor_wanted() != self.detail.overview_factor:
-            self._build_overview()  # resized: the overview is made for the pixels it has
-            self.detail.update(force=True)
-        else:
-            self.detail.update()
-        self._update_cell_texts()
 
     def visible_cells(self):
         """(row0, row1, col0, col1, cell width px, cell height px) of the cells in view."""
@@ -480,26 +375,9 @@ class MatrixView(pg.PlotItem):
         r0, r1 = max(0, math.floor(y0)), min(rows, math.ceil(y1))
         return r0, r1, c0, c1, width / (x1 - x0), height / (y1 - y0)
 
-    def whole_cells(self):
-        """``visible_cells`` less the cells cut by the view's edges: a number written in a
-        half-visible cell was clipped (the first column's, zoomed in)."""
-        visible = self.visible_cells()
-        if visible is None:
-            return None
-        r0, r1, c0, c1, cell_w, cell_h = visible
-        (x0, x1), (y0, y1) = self.vb.viewRange()
-        slack = 0.05  # of a cell: a view that ends a hair inside a cell still shows it whole
-        c0, c1 = max(c0, math.ceil(x0 - slack)), min(c1, math.floor(x1 + slack))
-        r0, r1 = max(r0, math.ceil(y0 - slack)), min(r1, math.floor(y1 + slack))
-        return (r0, r1, c0, c1, cell_w, cell_h) if c1 > c0 and r1 > r0 else None
-
-    def _update_cell_texts(self) -> None:
-        """Numbers in the cells in view, when few enough are and they are big enough (none
-        while a long compute is still running)."""
-        ready = self._heatmap is not None and self._heatmap.rows_done is None
-        visible = self.whole_cells() if ready else None
-        self.numbers.write(None if visible is None else self._heatmap.cells, visible, self.lut, self._levels,
-                           self._number_format)
+    def _on_view_changed(self, *args) -> None:
+        self.detail.view_changed()
+        self._update_cell_texts()
 
     def _hovered(self, cell) -> None:
         if self.on_hover is not None:

@@ -215,3 +215,18 @@ class ShrinkingLabel(pg.LabelItem):
             Qt.SizeHint.MinimumDescent: (0, 0),
         }
         self.updateGeometry()
+
+
+def shrinking_title(plot: pg.PlotItem):
+    """Put a ``ShrinkingLabel`` in place of PlotItem's own title label, whose width would be
+    the plot's minimum width; return the old one. It is kept (hidden, zero-sized) rather than
+    deleted: a deleted item can linger in the scene's index and crash a later hover."""
+    plot.layout.removeItem(plot.titleLabel)
+    plain = plot.titleLabel
+    plain.setVisible(False)
+    plain.setMaximumSize(0, 0)
+    plot.titleLabel = ShrinkingLabel("", size="10pt", parent=plot)
+    # Across the whole plot (axis, cells, colour bar), not the cells' column alone: over a
+    # narrow heatmap of a few columns the title shrank to half size, past reading.
+    plot.layout.addItem(plot.titleLabel, 0, 0, 1, 6)
+    return plain
