@@ -239,7 +239,7 @@ def model_in_window(qtbot, isolated):
     from attnexplorer.core.presets import build_preset
     from attnexplorer.ui.document import SessionDocument
     from attnexplorer.ui.main_window import MainWindow
-    from attnexplorer.ui.model_window import ModelController
+    from attnexplorer.ui.model_controller import ModelController
     from attnexplorer.ui.settings import AppSettings
 
     opened = []

@@ -159,7 +159,7 @@ def test_figures_export_and_the_edited_model_saves(opened, qtbot, tmp_path):
 
 
 def test_an_encoder_without_a_head_says_why_and_compares_embeddings(qtbot, tmp_path, monkeypatch, tiny_bert):
-    from attnexplorer.ui.model_window import ModelController
+    from attnexplorer.ui.model_controller import ModelController
 
     monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
     doc = SessionDocument(build_preset("pronoun").session)

@@ -13,7 +13,7 @@ from attnexplorer.core.presets import build_preset
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.main_window import MainWindow
 from attnexplorer.ui.model_views import HeadView, ModelGrid
-from attnexplorer.ui.model_window import OpenModelDialog
+from attnexplorer.ui.open_model_dialog import OpenModelDialog
 from attnexplorer.ui.settings import AppSettings
 
 TEXT = "The dog fetched the ball"
@@ -129,7 +129,7 @@ def test_dialog_refuses_an_empty_text_and_a_missing_model(qtbot, tmp_path):
 
 def test_open_model_fills_the_views_and_the_tables(win, qtbot, tiny_gpt2):
     assert win.open_model_action.text() == "Open &model…"
-    from attnexplorer.ui.model_window import ModelController
+    from attnexplorer.ui.model_controller import ModelController
 
     win.model_controller = controller = ModelController(win, win.document, win.actions)
     controller.start(str(tiny_gpt2), TEXT, 1)
@@ -164,7 +164,7 @@ def test_open_model_fills_the_views_and_the_tables(win, qtbot, tiny_gpt2):
 
 
 def test_a_bad_model_is_a_message_and_changes_nothing(win, qtbot, tmp_path):
-    from attnexplorer.ui.model_window import ModelController
+    from attnexplorer.ui.model_controller import ModelController
 
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF\x03\x00\x00\x00")
@@ -177,7 +177,7 @@ def test_a_bad_model_is_a_message_and_changes_nothing(win, qtbot, tmp_path):
 
 
 def test_cancel_drops_the_load(win, qtbot, tiny_bert):
-    from attnexplorer.ui.model_window import ModelController
+    from attnexplorer.ui.model_controller import ModelController
 
     before = win.document.session
     win.model_controller = controller = ModelController(win, win.document, win.actions)
@@ -190,9 +190,9 @@ def test_cancel_drops_the_load(win, qtbot, tiny_bert):
 
 
 def test_without_the_extra_open_model_says_what_to_install(win, monkeypatch):
-    from attnexplorer.ui import model_window
+    from attnexplorer.ui import model_controller
 
-    monkeypatch.setattr(model_window, "missing_dependencies",
+    monkeypatch.setattr(model_controller, "missing_dependencies",
                         lambda: 'opening a model needs gguf: python3 -m pip install "attnexplorer[models]"')
     before = win.document.session
     win.open_model()
@@ -205,7 +205,7 @@ def test_a_long_text_opens_with_progress_pooled_thumbnails_and_a_streamed_layer(
     progress dialog follows the layers, the head view is off, the badge checks the outputs."""
     from attnexplorer.core.long import result as long_result
     from attnexplorer.models import forward as own_forward, loading
-    from attnexplorer.ui.model_window import ModelController
+    from attnexplorer.ui.model_controller import ModelController
 
     monkeypatch.setattr(loading, "DENSE_RUN_BYTES", 0)
     monkeypatch.setattr(own_forward, "THUMBNAIL_CELLS", 4)
@@ -248,7 +248,7 @@ def test_the_dialog_reads_a_long_text_from_a_file(qtbot, tmp_path):
 
 def test_the_heads_tab_colours_the_model_view_and_ranks_the_heads(win, qtbot, tiny_gpt2, tmp_path):
     from attnexplorer.models.head_scores import HeadScores, parse_scores
-    from attnexplorer.ui.model_window import ModelController
+    from attnexplorer.ui.model_controller import ModelController
 
     win.model_controller = controller = ModelController(win, win.document, win.actions)
     controller.start(str(tiny_gpt2), TEXT, 0)
@@ -294,7 +294,7 @@ def test_the_heads_tab_colours_the_model_view_and_ranks_the_heads(win, qtbot, ti
 
 def test_the_heads_tab_attributes_a_token_on_a_job(win, qtbot, tiny_gpt2_lm):
     from attnexplorer.models.head_attribution import ablation_sweep, direct_logit_attribution, pick
-    from attnexplorer.ui.model_window import ModelController
+    from attnexplorer.ui.model_controller import ModelController
 
     win.model_controller = controller = ModelController(win, win.document, win.actions)
     controller.start(str(tiny_gpt2_lm), TEXT, 0)
@@ -329,7 +329,7 @@ def test_the_heads_tab_attributes_a_token_on_a_job(win, qtbot, tiny_gpt2_lm):
 
 def test_a_probe_opens_as_the_documents_text_with_its_induction_score(win, qtbot, tiny_gpt2_lm):
     from attnexplorer.models.head_scores import HeadScores, make_probe, parse_scores
-    from attnexplorer.ui.model_window import ModelController
+    from attnexplorer.ui.model_controller import ModelController
 
     win.model_controller = controller = ModelController(win, win.document, win.actions)
     controller.start(str(tiny_gpt2_lm), TEXT, 1)
@@ -383,7 +383,7 @@ def test_the_model_view_and_the_head_view_export_as_figures(win, qtbot, tiny_gpt
     import cairosvg
     from PySide6.QtGui import QImage
 
-    from attnexplorer.ui.model_window import ModelController
+    from attnexplorer.ui.model_controller import ModelController
 
     win.model_controller = controller = ModelController(win, win.document, win.actions)
     controller.start(str(tiny_gpt2), TEXT, 1)
