@@ -216,7 +216,7 @@ class MainWindow(QMainWindow):
     def open_model(self) -> None:
         """File ▸ Open model…: a real model's attention in a window of its own, a layer in the tables."""
         if self.model_controller is None:
-            from ..model_window import ModelController
+            from ..model_controller import ModelController
 
             self.model_controller = ModelController(self, self.document, self.actions)
         self.model_controller.open_dialog()
