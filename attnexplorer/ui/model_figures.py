@@ -17,7 +17,8 @@ from PySide6.QtCore import QPoint, QSizeF
 from PySide6.QtGui import QFont, QFontMetrics, QRegion
 from PySide6.QtWidgets import QApplication, QGraphicsScene, QGraphicsWidget
 
-from .model_views import HeadView, ModelGrid
+from .head_view import HeadView
+from .model_views import ModelGrid
 
 # At a figure's print size (its on-screen size at 96 px per inch) the views' labels are drawn in
 # this point size: the screen's 9 pt reads small on paper.
@@ -98,11 +99,10 @@ class ModelViewFigure(_ViewFigure):
 
     def export_item(self):
         grid = self.grid
-        if not grid._images:
+        if grid.is_empty:
             return None
         twin = self.twin
-        twin._images, twin.ablations, twin._selected = grid._images, dict(grid.ablations), grid._selected
-        twin.colouring = grid.colouring
+        twin.copy_from(grid)
         self.title = f"{self.heading}, rings by {grid.colouring[0]}" if grid.colouring else self.heading
         # folded as the view folds a window of FIGURE_ROOM (not the screen's room: a figure's
         # shape should not depend on the window), then trimmed to the thumbnails
@@ -127,10 +127,10 @@ class HeadViewFigure(_ViewFigure):
 
     def export_item(self):
         view = self.view
-        if not view._tokens or not view._weights.size:
+        if view.is_empty:
             return None
         twin = self.twin
-        twin._tokens, twin._weights, twin._head, twin._hover = view._tokens, view._weights, view._head, view._hover
+        twin.copy_from(view)
         which = "all heads" if view.head is None else f"head {view.head}"
         self.title = f"Head view: layer {self.layer}, {which}" if self.layer is not None else f"Head view: {which}"
         self._place(max(view.width(), 360), max(view.height(), 240))

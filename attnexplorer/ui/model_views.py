@@ -1,4 +1,5 @@
-"""The two pictures of a real model's attention on one text.
+"""The model view of a real model's attention on one text (the model window's other picture,
+the head view, is ``head_view``).
 
 - ``ModelGrid``: every layer × head attention pattern as a thumbnail (queries down, keys
   across, viridis 0…1), layers down the side, heads along the top; a tall model is folded into
@@ -10,21 +11,22 @@
   with the interventions where there are any. One widget
   paints all of them (30 × 9 thumbnails for SmolLM2 would be 270 child widgets otherwise);
   each thumbnail is a QImage made once per run.
-- ``HeadView``: the tokens in two columns (queries left, keys right) joined by lines whose
-  opacity is the weight, for one head or all heads in their colours; hovering a token keeps only
-  its lines. The line list comes from ``models.views.head_lines`` (tested without Qt).
+  Where each thumbnail goes is ``thumbnail_places``.
+- ``head_view.HeadView``: the tokens in two columns (queries left, keys right) joined by lines
+  whose opacity is the weight, for one head or all heads in their colours.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPen
 from PySide6.QtWidgets import QMenu, QSizePolicy, QToolTip, QWidget
 
-from ..models.views import grid_layout, head_colours, head_lines
+from ..models.views import grid_layout
 from . import lens_strip
+from .thumbnail_places import ThumbnailPlaces, grid_size
 
 _LUT = pg.colormap.get("viridis").getLookupTable(0.0, 1.0, 256, alpha=False).astype(np.uint8)
 
@@ -69,6 +71,7 @@ class ModelGrid(QWidget):
         self.generated: tuple[int, int] | None = None   # (prompt length, tokens) while generation grows the text
         self.CELL = self.MIN_CELL
         self.bands = 1
+        self._places: ThumbnailPlaces | None = None
         self.setMouseTracking(True)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
 
@@ -81,6 +84,18 @@ class ModelGrid(QWidget):
         self.generated = None
         self._fit()
         self.updateGeometry()
+        self.update()
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether there are no thumbnails (no run shown yet)."""
+        return not self._images
+
+    def copy_from(self, grid: "ModelGrid") -> None:
+        """Show what ``grid`` shows (its thumbnails, ablation marks, selected head and
+        colouring): a figure's twin follows the view on screen without being clicked."""
+        self._images, self.ablations, self._selected = grid._images, dict(grid.ablations), grid._selected
+        self.colouring = grid.colouring
         self.update()
 
     def set_generated(self, rgb: np.ndarray, prompt_length: int | None) -> None:
@@ -116,8 +131,7 @@ class ModelGrid(QWidget):
 
     def lens_rect(self, layer: int) -> QRectF:
         """Where layer ``layer``'s lens token is drawn: right of its row of thumbnails."""
-        r = self.cell_rect(layer, self._counts()[1] - 1)
-        return QRectF(r.right() + self.GAP, r.top(), lens_strip.WIDTH - self.GAP, r.height())
+        return self.places().lens_rect(layer)
 
     def lens_at(self, x: float, y: float) -> int | None:
         for layer in range(len(self.lens)):
@@ -134,13 +148,10 @@ class ModelGrid(QWidget):
 
     def ring_colour(self, layer: int, head: int) -> QColor:
         name, values = self.colouring
-        if name.startswith(("dla ", "ablate:")):
-            values = np.abs(values)   # an attribution matters by its size, either sign
-            layer_value = values[layer, head]
-            high = float(np.nanmax(values))
-            share = 0.0 if high <= 0 else float(layer_value) / high
-            return QColor(255, 110, 0, int(round(255 * min(max(share, 0.0), 1.0))))
-        low, high = float(np.nanmin(values)), float(np.nanmax(values))
+        attribution = name.startswith(("dla ", "ablate:"))
+        if attribution:
+            values = np.abs(values)   # an attribution matters by its size, either sign: 0 is the least
+        low, high = 0.0 if attribution else float(np.nanmin(values)), float(np.nanmax(values))
         share = 0.0 if high <= low else (float(values[layer, head]) - low) / (high - low)
         return QColor(255, 110, 0, int(round(255 * min(max(share, 0.0), 1.0))))
 
@@ -156,22 +167,10 @@ class ModelGrid(QWidget):
             self._margins_for, self._margins_are = QFont(font), (fm.horizontalAdvance("L00 ") + 8, fm.height() + 8)
         return self._margins_are
 
-    def _counts(self) -> tuple[int, int, int]:
-        layers = len(self._images)
-        heads = len(self._images[0]) if layers else 0
-        return layers, heads, -(-layers // self.bands) if layers else 0
-
-    def _band_width(self) -> int:
-        left, _top = self._margins()
-        return left + self._counts()[1] * (self.CELL + self.GAP) + self._lens_width()
-
     def _size_for(self, cell: int, bands: int) -> QSize:
-        left, top = self._margins()
         layers = len(self._images)
-        heads = len(self._images[0]) if layers else 0
-        rows = -(-layers // bands) if layers else 0
-        step = cell + self.GAP
-        return QSize(bands * (left + heads * step + self._lens_width()) + self.GAP, top + rows * step + self.GAP)
+        return grid_size(layers, len(self._images[0]) if layers else 0, cell, bands, self._margins(),
+                         self._lens_width(), self.GAP)
 
     def sizeHint(self) -> QSize:
         return self._size_for(self.CELL, self.bands)
@@ -204,61 +203,33 @@ class ModelGrid(QWidget):
                                                 left + self._lens_width(), top, self.GAP, self._min_cell(),
                                                 self.MAX_CELL)
 
+    def places(self) -> ThumbnailPlaces:
+        """Where everything goes in the layout now (made again when the layout changes)."""
+        layers = len(self._images)
+        key = (layers, len(self._images[0]) if layers else 0, self.CELL, self.bands, self._margins(),
+               self._lens_width(), self.GAP)
+        if self._places is None or self._places.key != key:
+            self._places = ThumbnailPlaces(*key)
+        return self._places
+
     def cell_at(self, x: float, y: float) -> tuple[int, int] | None:
         """(layer, head) under a point, or None between and around the thumbnails."""
-        if not self._images:
-            return None
-        left, top = self._margins()
-        layers, heads, rows = self._counts()
-        band_w = self._band_width()
-        band = int(x // band_w)
-        bx = x - band * band_w
-        step = self.CELL + self.GAP
-        if bx < left or y < top or not 0 <= band < self.bands:
-            return None
-        col, row = int((bx - left) // step), int((y - top) // step)
-        layer = band * rows + row
-        if row >= rows or col >= heads or layer >= layers:
-            return None
-        if (bx - left) - col * step > self.CELL or (y - top) - row * step > self.CELL:
-            return None
-        return layer, col
-
-    def _cell_rects(self) -> list[list[QRectF]]:
-        """Every thumbnail's place, worked out once per layout: a step of a Run repaints all 270
-        of SmolLM2's, and working each place out anew took the GUI thread ~15 ms a paint."""
-        left, top = self._margins()
-        layers, heads, rows = self._counts()
-        key = (left, top, layers, heads, rows, self.CELL, self.bands, self._lens_width())
-        if getattr(self, "_rects_for", None) != key:
-            self._rects_for = key
-            self._rects = [[self._place(layer, head) for head in range(heads)] for layer in range(layers)]
-        return self._rects
+        return self.places().cell_at(x, y)
 
     def cell_rect(self, layer: int, head: int) -> QRectF:
-        rects = self._cell_rects()
-        if 0 <= layer < len(rects) and 0 <= head < len(rects[layer]):
-            return QRectF(rects[layer][head])   # a copy: the caller may change it
-        return self._place(layer, head)
-
-    def _place(self, layer: int, head: int) -> QRectF:
-        left, top = self._margins()
-        rows = self._counts()[2]
-        band, row = divmod(layer, rows) if rows else (0, layer)
-        step = self.CELL + self.GAP
-        return QRectF(band * self._band_width() + left + head * step, top + row * step, self.CELL, self.CELL)
+        return self.places().cell_rect(layer, head)
 
     def paintEvent(self, _event) -> None:
         p = QPainter(self)
         p.fillRect(self.rect(), self.palette().base())
         p.setPen(self.palette().text().color())
-        left, top = self._margins()
-        layers, heads, rows = self._counts()
-        for band in range(self.bands if layers else 0):
-            for h in range(heads):
-                r = self.cell_rect(band * rows, h)
+        places = self.places()
+        left, top = places.left, places.top
+        for band in range(self.bands if places.layers else 0):
+            for h in range(places.heads):
+                r = places.cell_rect(band * places.rows, h)
                 p.drawText(QRectF(r.left(), 2, r.width(), top - 4), Qt.AlignmentFlag.AlignCenter, f"H{h}")
-        rects = self._cell_rects()
+        rects = places.rects
         for l, row in enumerate(self._images):
             r = rects[l][0]
             p.drawText(QRectF(r.left() - left + 2, r.top(), left - 8, r.height()),
@@ -281,15 +252,15 @@ class ModelGrid(QWidget):
             return
         prompt, total = self.generated
         orange = QColor(235, 130, 40)
-        for places in self._cell_rects():
-            for r in places:
+        for row_places in self.places().rects:
+            for r in row_places:
                 row = r.height() / total
                 p.fillRect(QRectF(r.left() - 3, r.top() + prompt * row, 2, (total - prompt) * row), orange)
 
     def _paint_lens(self, p: QPainter, top: int) -> None:
         if not self.lens:
             return
-        rows = self._counts()[2]
+        rows = self.places().rows
         text = self.palette().text().color()
         for band in range(self.bands):
             if band * rows < len(self.lens):
@@ -302,7 +273,7 @@ class ModelGrid(QWidget):
     def _paint_colouring(self, p: QPainter) -> None:
         if self.colouring is None:
             return
-        layers, heads, _rows = self._counts()
+        layers, heads = self.places().layers, self.places().heads
         values = self.colouring[1]
         if values.shape != (layers, heads):
             return
@@ -314,7 +285,7 @@ class ModelGrid(QWidget):
                 p.drawRect(self.cell_rect(layer, head).adjusted(-1, -1, 1, 1))
 
     def _paint_ablations(self, p: QPainter) -> None:
-        layers, heads, _rows = self._counts()
+        layers, heads = self.places().layers, self.places().heads
         bold = QFont(self.font())
         bold.setBold(True)
         p.setFont(bold)
@@ -384,122 +355,3 @@ class ModelGrid(QWidget):
         cell = self.cell_at(event.pos().x(), event.pos().y())
         if cell:
             self.menu_for(*cell).exec(event.globalPos())
-
-
-class HeadView(QWidget):
-    """Two token columns joined by weight-opacity lines; ``set_head(None)`` shows all heads."""
-
-    def __init__(self, parent=None):
-        super().__init__(parent)
-        self._tokens: tuple[str, ...] = ()
-        self._weights = np.zeros((0, 0, 0))
-        self._head: int | None = 0
-        self._hover: tuple[str, int] | None = None
-        self.setMouseTracking(True)
-        self.setMinimumSize(360, 240)
-
-    def set_layer(self, tokens, weights: np.ndarray) -> None:
-        """weights: (heads, n, n) of one layer."""
-        self._tokens = tuple(tokens)
-        self._weights = np.asarray(weights)
-        if self._head is not None and self._head >= self._weights.shape[0]:
-            self._head = 0
-        self._hover = None
-        self.update()
-
-    def set_head(self, head: int | None) -> None:
-        self._head = head
-        self.update()
-
-    @property
-    def head(self) -> int | None:
-        return self._head
-
-    @property
-    def hover(self) -> tuple[str, int] | None:
-        return self._hover
-
-    def _geometry(self):
-        n = max(len(self._tokens), 1)
-        fm = QFontMetrics(self.font())
-        bold = QFont(self.font())
-        bold.setBold(True)
-        title = QFontMetrics(bold).horizontalAdvance("queries")   # the column's bold heading fits too
-        label = max([fm.horizontalAdvance(t) for t in self._tokens] + [title + 4, 40]) + 12
-        top, bottom = 24, 8
-        row = (self.height() - top - bottom) / n
-        return label, top, row
-
-    def token_rect(self, side: str, index: int) -> QRectF:
-        """Where token ``index``'s label is drawn on the ``side`` ("query": left, "key": right)."""
-        label, top, row = self._geometry()
-        return QRectF(0 if side == "query" else self.width() - label, top + index * row, label, row)
-
-    def token_at(self, x: float, y: float) -> tuple[str, int] | None:
-        label, top, row = self._geometry()
-        i = int((y - top) // row) if row > 0 else -1
-        if not 0 <= i < len(self._tokens):
-            return None
-        if x <= label:
-            return ("query", i)
-        if x >= self.width() - label:
-            return ("key", i)
-        return None
-
-    def paintEvent(self, _event) -> None:
-        p = QPainter(self)
-        p.setRenderHint(QPainter.RenderHint.Antialiasing)
-        p.fillRect(self.rect(), self.palette().base())
-        label, top, row = self._geometry()
-        text = self.palette().text().color()
-        p.setPen(text)
-        bold = QFont(self.font())
-        bold.setBold(True)
-        p.setFont(bold)
-        p.drawText(QRectF(0, 2, label, top - 4), Qt.AlignmentFlag.AlignRight, "queries")
-        p.drawText(QRectF(self.width() - label, 2, label, top - 4), Qt.AlignmentFlag.AlignLeft, "keys")
-        p.setFont(self.font())
-        if self._weights.size and self._head is None:
-            self._paint_legend(p, label, top)
-        if self._weights.size:
-            colours = head_colours(self._weights.shape[0])
-            x0, x1 = label + 4, self.width() - label - 4
-            for h, q, k, a in head_lines(self._weights, self._head, self._hover):
-                r, g, b = colours[int(h)] if self._head is None else (40, 90, 200)
-                p.setPen(QPen(QColor(r, g, b, int(round(255 * min(a, 1.0)))), 2))
-                p.drawLine(QPointF(x0, top + (q + 0.5) * row), QPointF(x1, top + (k + 0.5) * row))
-        for i, token in enumerate(self._tokens):
-            y = top + i * row
-            for side, rect, align in (("query", QRectF(0, y, label - 4, row), Qt.AlignmentFlag.AlignRight),
-                                      ("key", QRectF(self.width() - label + 4, y, label - 4, row),
-                                       Qt.AlignmentFlag.AlignLeft)):
-                faded = self._hover is not None and self._hover != (side, i)
-                colour = QColor(text)
-                if faded:
-                    colour.setAlpha(110)
-                p.setPen(colour)
-                p.drawText(rect, align | Qt.AlignmentFlag.AlignVCenter, token)
-        p.end()
-
-    def _paint_legend(self, p: QPainter, label: float, top: float) -> None:
-        """Which colour is which head, across the top between the two column titles."""
-        fm = QFontMetrics(self.font())
-        colours = head_colours(self._weights.shape[0])
-        x = label + 12
-        for h, (r, g, b) in enumerate(colours):
-            text = f"H{h}"
-            p.fillRect(QRectF(x, top / 2 - 4, 14, 8), QColor(r, g, b))
-            p.setPen(self.palette().text().color())
-            p.drawText(QPointF(x + 17, top / 2 + fm.ascent() / 2 - 1), text)
-            x += 17 + fm.horizontalAdvance(text) + 10
-
-    def mouseMoveEvent(self, event) -> None:
-        hover = self.token_at(event.position().x(), event.position().y())
-        if hover != self._hover:
-            self._hover = hover
-            self.update()
-
-    def leaveEvent(self, _event) -> None:
-        if self._hover is not None:
-            self._hover = None
-            self.update()

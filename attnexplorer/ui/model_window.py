@@ -17,7 +17,8 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QScrollArea, QSpl
                                QWidget)
 
 from ..models.views import badge_text, long_badge_text, long_differences, max_difference
-from .model_views import HeadView, ModelGrid
+from .head_view import HeadView
+from .model_views import ModelGrid
 
 # How much of a text the window title and the header quote: a 4,096-token text is a book page.
 QUOTED_CHARS, QUOTED_TOKENS = 60, 48

@@ -12,7 +12,8 @@ from PySide6.QtCore import Qt
 from attnexplorer.core.presets import build_preset
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.main_window import MainWindow
-from attnexplorer.ui.model_views import HeadView, ModelGrid
+from attnexplorer.ui.head_view import HeadView
+from attnexplorer.ui.model_views import ModelGrid
 from attnexplorer.ui.open_model_dialog import OpenModelDialog
 from attnexplorer.ui.settings import AppSettings
 
