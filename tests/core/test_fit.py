@@ -210,14 +210,17 @@ def test_bad_heads_are_refused():
         Fitter(s, {})
 
 
-def test_a_session_the_fit_would_compute_differently_from_the_engine_is_refused(monkeypatch):
-    # Stands in for an engine stage the fit's inputs do not carry: here the mask is dropped.
-    import dataclasses
-
-    from attnexplorer.core.fit import trainer
-
-    real = trainer.Fitter._inputs
-    monkeypatch.setattr(trainer.Fitter, "_inputs", lambda self: dataclasses.replace(real(self), mask=None, blocked_rows=None))
+def test_a_session_the_fit_would_compute_differently_from_the_engine_is_refused():
+    # The window passes the weights it shows (shown_weights); weights that the fit's inputs
+    # do not reproduce stand for an engine stage the fit does not carry (here: the weights
+    # of the same session without its causal mask). The first step refuses the session.
     s = random_session()
+    unmasked = compute(random_session(mask="none")).weights
+    fit = Fitter(s, {0: target_for(s, "previous-token")}, shown_weights=unmasked)
     with pytest.raises(FitError, match="differ from what the window shows"):
-        Fitter(s, {0: target_for(s, "previous-token")})
+        fit.step()
+    # the weights the window really shows pass the same check, and the fit steps
+    progress = Fitter(s, {0: target_for(s, "previous-token")}, shown_weights=compute(s).weights).step()
+    assert progress.step == 1
+
+
