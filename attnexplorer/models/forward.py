@@ -191,6 +191,12 @@ class _Layers:
             return context
         return self._blocks(layer, q, k, v, scaling, causal, window, softcap)
 
+    def linear(self, x: torch.Tensor, w: Mapping[str, torch.Tensor], name: str) -> torch.Tensor:
+        """``x·Wᵀ + b`` for the linear module ``name`` of the layer's tensors ``w`` (Llama's
+        projections): ``F.linear``, as transformers runs it. A generation step overrides it
+        (``generation._Cached``) to read its single row against weights laid out for one row."""
+        return F.linear(x, w[name + ".weight"], w.get(name + ".bias"))
+
     def heads(self, layer: int, context: torch.Tensor) -> torch.Tensor:
         """The heads' concatenated outputs as the output projection will read them: an
         intervention's change applied, and kept when the layer is captured."""
@@ -275,6 +281,16 @@ class _Family:
     def cap(self, logits: torch.Tensor) -> torch.Tensor:
         """The logits as the model finally gives them (Gemma 2 soft-caps them)."""
         return logits
+
+    def unembed(self, residual: torch.Tensor, linear=F.linear) -> torch.Tensor:
+        """The logits of residual-stream rows: the final norm, the LM head (``linear(x, W, b)``:
+        a generation step's reads a weight laid out for one row) and the model's cap."""
+        head = self.lm_head()
+        if isinstance(head, str):
+            from .sources import ModelError
+
+            raise ModelError(head)
+        return self.cap(linear(self.final_norm(residual), *head))
 
     def _decoder_head(self, norm: str, embeddings: str, tied_by_default: bool):
         """A decoder's head: ``lm_head.weight``, else the embeddings when the config ties them."""
@@ -450,7 +466,7 @@ class _Llama(_Family):
         w, p, H, Hkv, hd = self.tensors(run, layer), f"layers.{layer}.", self.H, self.Hkv, self.hd
 
         def lin(x, name):
-            return F.linear(x, w[name + ".weight"], w.get(name + ".bias"))
+            return run.linear(x, w, name)
 
         from ..core.attention import rotate
 
@@ -583,12 +599,5 @@ def logits(kind: str, config: Any, weights: Mapping[str, torch.Tensor], residual
     """The model's logits (rows × vocabulary) for residual-stream rows (… × d): the final norm
     (BERT: its masked-LM transform) and the unembedding, as the task model applies them.
     A residual after an earlier layer gives that layer's logit lens."""
-    model = family(kind, config, weights)
-    head = model.lm_head()
-    if isinstance(head, str):
-        from .sources import ModelError
-
-        raise ModelError(head)
-    unembed, bias = head
     with torch.no_grad():
-        return model.cap(F.linear(model.final_norm(residual), unembed, bias))
+        return family(kind, config, weights).unembed(residual)

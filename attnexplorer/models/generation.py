@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from .forward import _Layers, family, threads_for
 from .interventions import Behaviour, Interventions, Scores
@@ -145,14 +146,51 @@ class KVCache:
         return k[kv_head, :self.length].numpy().copy(), v[kv_head, :self.length].numpy().copy()
 
 
+# A step reads every weight matrix once for one row (a matrix-vector product: memory-bound).
+# Stored as the model stores them, output × input, torch's product on this CPU streamed them at
+# ~10 GB per CPU second; the same product over the transpose laid out input × output, at ~16
+# (SmolLM2's 538 MB of matrices: ~52 → ~33 ms a step). The transposes are copies, so a model
+# whose matrices exceed this many bytes keeps the model's layout (no second copy of its weights).
+ROW_LAYOUT_BYTES = 1024**3
+
+
+class RowLayout:
+    """The weight matrices a step reads, each transposed once into a contiguous input × output
+    copy (``linear``: ``x·Wᵀ + b`` as ``addmm(b, x, Wᵀ)``, for one row only; several rows, as
+    a prefill's, take ``F.linear`` as the model does). A copy is made the first time its matrix
+    is read and kept for the matrix it was made from (an edited layer's weights get their own);
+    ``copied`` counts the copies made: a step after the first makes none. Shared by the
+    generations of one model (``Generation(layout=…)``: a replay under other interventions)."""
+
+    def __init__(self, weights):
+        matrices = sum(t.numel() * t.element_size() for t in weights.values() if t.dim() == 2)
+        self.enabled = matrices <= ROW_LAYOUT_BYTES
+        self.weights = weights
+        self._transposed: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.copied = 0
+
+    def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        if x.shape[0] != 1 or not self.enabled:
+            return F.linear(x, weight, bias)
+        found = self._transposed.get(id(weight))
+        if found is None or found[0] is not weight:   # the id of a matrix since freed: made again
+            found = (weight, weight.t().contiguous())
+            self._transposed[id(weight)] = found
+            self.copied += 1
+        return torch.mm(x, found[1]) if bias is None else torch.addmm(bias, x, found[1])
+
+
 class _Cached(_Layers):
     """A run of new rows at ``position`` over the cache: ``attend`` appends their k and v and
     reads every cached key (causal among the new rows), keeping the last row's weights."""
 
-    def __init__(self, layers: int, cache: KVCache, position: int, changes):
+    def __init__(self, layers: int, cache: KVCache, position: int, changes, layout: RowLayout):
         super().__init__(layers, False, changes=changes, record=False)
-        self.cache, self.position = cache, position
+        self.cache, self.position, self.layout = cache, position, layout
         self.last_rows: list[torch.Tensor] = []
+
+    def linear(self, x, w, name):
+        return self.layout.linear(x, w[name + ".weight"], w.get(name + ".bias"))
 
     def attend(self, layer, q, k, v, scaling, causal, window=None, softcap=None):
         from ..core.attention import attention_block
@@ -189,6 +227,7 @@ class Generation:
     sampling: Sampling = Sampling()
     stop: tuple[int, ...] | None = None          # None: the model's own (``stop_ids``)
     steps: list = field(default_factory=list)
+    layout: RowLayout | None = None              # None: a new one (another generation's: its copies reused)
 
     def __post_init__(self):
         b = self.behaviour
@@ -218,6 +257,8 @@ class Generation:
         self._held: dict = {}
         self.changes = b.changes(interventions, self._held)
         self.model = family(b.kind, self.loaded.config, self.loaded.weights)
+        if self.layout is None or self.layout.weights is not self.loaded.weights:
+            self.layout = RowLayout(self.loaded.weights)
         self.ids = list(b.run.ids)
         self.prompt_length = len(self.ids)
         self.cache = KVCache(self.model.layers)
@@ -230,7 +271,7 @@ class Generation:
         """Rows ``start…`` of the text through every layer over the cache: (the last row's
         logits, the last row's weights (layers, H, keys))."""
         with threads_for(len(ids)), torch.no_grad():
-            run = _Cached(self.model.layers, self.cache, start, self.changes)
+            run = _Cached(self.model.layers, self.cache, start, self.changes, self.layout)
             x = self.model.embed(torch.tensor(ids, dtype=torch.long), start=start)
             for layer in range(self.model.layers):
                 change = self.changes.get(layer)
@@ -238,7 +279,9 @@ class Generation:
                     x = change.residual   # an edited layer input: the prompt's rows
                 x = self.model.layer(layer, x, run)
             self.cache.length = start + len(ids)
-            return self.behaviour.logits(x[-1:])[0], torch.stack(run.last_rows)
+            # the prompt's prediction as the Predictions tab makes it; a step's over its row layout
+            logits = self.model.unembed(x[-1:], F.linear if prefill else self.layout.linear)
+            return logits[0], torch.stack(run.last_rows)
 
     # ---- what the user does ----------------------------------------------------------------
 
