@@ -14,7 +14,8 @@ still in a step that cannot stop early, such as torch's import, is joined before
   or cancelled job's answer is dropped; a stopped one still answers (a fit stopped part way
   keeps the weights reached);
 - **throttled progress**: ``job.progress(...)`` from the worker reaches ``on_progress`` at most
-  every ``progress_s`` (a few times a second, never once per block of rows);
+  every ``progress_s`` (a few times a second, never once per block of rows); ``job.progress_due()``
+  says beforehand whether a report would go, so a costly one is made only when it does;
 - **done/failed on the app's thread**: answers are handed to ``post`` (a thread-safe "run this
   on the app's thread at its next turn"); ``ui/gui_thread.py`` posts into the Qt event loop,
   and ``CallQueue`` below is the Qt-free one (tests, scripts);
@@ -101,6 +102,13 @@ class Job:
         """True once a newer job was submitted, ``cancel()`` was called or the runner stops."""
         shared = self._shared
         return self._cancel.is_set() or shared.stopping or shared.newest != self.generation
+
+    def progress_due(self) -> bool:
+        """Whether a report made now would reach ``on_progress`` (not dropped by the throttle):
+        a worker whose report is costly to make asks first and makes only the ones that go."""
+        if not self._reports_progress:
+            return False
+        return self._last_progress is None or time.monotonic() - self._last_progress >= self._shared.progress_s
 
     def progress(self, *args: Any) -> None:
         """Report progress (from the worker): ``on_progress(*args)`` on the app's thread, at

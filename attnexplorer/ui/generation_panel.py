@@ -14,13 +14,14 @@
   they changed, the text generated so far is replayed under them (the same tokens, their
   attention and cache recomputed). A newer action supersedes a Run in progress at its next step.
   Each answer also carries every layer × head's attention on the grown text, coloured for the
-  model view's thumbnails (``grown_attention``, up to ``GROWN_LIMIT`` tokens), and, with Tables
+  model view's thumbnails (``GrownThumbnails``, up to ``GROWN_LIMIT`` tokens), and, with Tables
   follow the text, the tables' layer on it as a session.
 """
 
 from __future__ import annotations
 
 import html
+import threading
 
 import numpy as np
 import pyqtgraph as pg
@@ -239,8 +240,9 @@ class GenerationPanel(QWidget):
         settle(self.next_tokens)
 
 
-def snapshot(generation, layer: int, head: int, ended: str | None = None) -> dict:
-    """What the panel draws, copied on the worker (the generation keeps changing there)."""
+def snapshot(generation, layer: int, head: int, ended: str | None = None, thumbnails=None) -> dict:
+    """What the panel draws, copied on the worker (the generation keeps changing there);
+    ``thumbnails``: the runner's ``GrownThumbnails`` (None: coloured afresh)."""
     loaded = generation.loaded
     group = loaded.num_heads // loaded.num_kv_heads
     kv_head = head // group
@@ -252,41 +254,58 @@ def snapshot(generation, layer: int, head: int, ended: str | None = None) -> dic
     k, v = generation.cache.layer(layer, kv_head)
     numbers, size = generation.cache_size()
     upcoming = generation.upcoming(10)
+    grown = (thumbnails or GrownThumbnails()).update(generation)
     return {"prompt": generation.behaviour.run.text, "generated": generation.generated_text(), "steps": len(steps),
             "length": keys, "layers": loaded.num_layers, "kv_heads": loaded.num_kv_heads, "d_k": loaded.head_dim,
             "numbers": numbers, "bytes": size, "layer": layer, "head": head, "kv_head": kv_head,
             "reading_heads": list(range(kv_head * group, (kv_head + 1) * group)), "rows": rows, "k": k, "v": v,
             "last": steps[-1].token if steps else None, "last_prob": steps[-1].prob if steps else None,
             "ids": list(generation.ids), "ended": ended, "next": upcoming, "prompt_length": generation.prompt_length,
-            "grown": _coloured(grown_attention(generation))}
+            "grown": grown}
 
 
 GROWN_LIMIT = 128   # past this many tokens the model view keeps the prompt's thumbnails (layers × H × n × n)
 
 
-def grown_attention(generation) -> np.ndarray | None:
-    """Every layer × head's attention on the text as it has grown, for the model view's
-    thumbnails: the prompt's weights (the unedited run's) and below them each generated token's
-    row (with the interventions in force). None for a long prompt, a text past ``GROWN_LIMIT``
-    or nothing generated: nothing layers × heads × n × n is made then."""
-    run, steps = generation.behaviour.run, list(generation.steps)
-    n, total = len(run.ids), generation.length
-    if not steps or run.long or run.attentions is None or total > GROWN_LIMIT:
-        return None
-    layers, heads = run.attentions.shape[:2]
-    out = np.zeros((layers, heads, total, total), dtype=np.float32)
-    out[:, :, :n, :n] = run.attentions
-    for i, step in enumerate(steps):
-        out[:, :, n + i, :step.attention.shape[-1]] = step.attention
-    return out
+class GrownThumbnails:
+    """Every layer × head's attention on the text as it has grown, as the model view's
+    thumbnails (``model_views.thumbnail_rgb``'s viridis bytes): the prompt's weights (the
+    unedited run's) and below them each generated token's row over every key (with the
+    interventions in force), 0 past a row's keys. Coloured on the worker a row at a time and
+    kept between snapshots in the runner's state: a snapshot colours only the rows of the steps
+    taken since the last (all 270 of SmolLM2's thumbnails coloured afresh took the worker ~50 ms
+    a step at 90 tokens; a row, well under 1). ``update`` gives (layers, H, N, N, 3) uint8, or
+    None for a long prompt, a text past ``GROWN_LIMIT`` or nothing generated: nothing layers ×
+    heads × n × n is made then."""
 
+    def __init__(self):
+        self._run = None
+        self._rgb: np.ndarray | None = None   # (layers, H, GROWN_LIMIT, GROWN_LIMIT, 3)
+        self._rows: list = []                 # the Step each generated row was coloured from
+        self.coloured = 0                     # rows coloured, for tests: a step's snapshot colours one
 
-def _coloured(weights):
-    """The model view's thumbnails coloured here, on the worker: at 78 tokens colouring SmolLM2's
-    270 took the GUI thread 70-120 ms a step."""
-    from .model_views import thumbnail_rgb
+    def update(self, generation) -> np.ndarray | None:
+        from .model_views import thumbnail_rgb
 
-    return None if weights is None else thumbnail_rgb(weights)
+        run, steps = generation.behaviour.run, list(generation.steps)
+        n, total = len(run.ids), generation.length
+        if not steps or run.long or run.attentions is None or total > GROWN_LIMIT:
+            return None
+        if self._run is not run:
+            layers, heads = run.attentions.shape[:2]
+            self._rgb = np.empty((layers, heads, GROWN_LIMIT, GROWN_LIMIT, 3), dtype=np.uint8)
+            self._rgb[...] = thumbnail_rgb(np.zeros(1, dtype=np.float32))[0]   # a weight 0's colour
+            self._rgb[:, :, :n, :n] = thumbnail_rgb(np.asarray(run.attentions))
+            self._run, self._rows = run, []
+        del self._rows[len(steps):]   # taken back
+        for i, step in enumerate(steps):
+            if i < len(self._rows) and self._rows[i] is step:
+                continue
+            keys = step.attention.shape[-1]   # n + i + 1: the cells past it keep a weight 0's colour
+            self._rgb[:, :, n + i, :keys] = thumbnail_rgb(step.attention)
+            self._rows[i:i + 1] = [step]
+            self.coloured += 1
+        return self._rgb[:, :, :total, :total].copy()   # the worker goes on writing rows
 
 
 def _key(behaviour, interventions) -> tuple:
@@ -303,7 +322,8 @@ def current_generation(state: dict, behaviour, interventions, sampling):
     key = _key(behaviour, interventions)
     old = state.get("generation")
     if old is None or state.get("key") != key:
-        new = Generation(behaviour, interventions, sampling)
+        new = Generation(behaviour, interventions, sampling,
+                         layout=None if old is None else old.layout)   # the step's weight copies kept
         if old is not None and old.behaviour is behaviour:
             for token in old.ids[old.prompt_length:]:
                 new.step(token)
@@ -357,6 +377,12 @@ class GenerationControl(QObject):
         self._grow_timer.setInterval(0)
         self._grow_timer.timeout.connect(self._grow)
         self.drawn = 0   # snapshots drawn, for tests: a Run draws at most one per turn of the loop
+        # A Run's worker makes a step's snapshot (copies, the thumbnails' new rows) only when the
+        # GUI thread has drawn the last one (set here) and the throttle would pass it on: one
+        # the GUI would skip is never made. Made for every step, they took the worker as long
+        # as the steps themselves, holding the GIL the GUI thread waits on for much of it.
+        self.wanted = threading.Event()
+        self.wanted.set()
         panel.step_button.clicked.connect(lambda: self.submit("step"))
         panel.run_button.clicked.connect(lambda: self.submit("run", panel.run_count.value()))
         panel.back_button.clicked.connect(lambda: self.submit("back"))
@@ -375,6 +401,7 @@ class GenerationControl(QObject):
         """A new run was opened: what was generated on the old one goes."""
         self.jobs.cancel()
         self._pending = self._growing = None   # the old run's step is not drawn over the new one
+        self.wanted.set()
         self.last, self._generated = None, False
         self.panel.set_model(loaded)
 
@@ -399,8 +426,12 @@ class GenerationControl(QObject):
         sampling = self.sampling()
         follow = self.follow_layer() if self.panel.follow_button.isChecked() and action != "show" else None
 
+        wanted = self.wanted
+        wanted.set()
+
         def work(job):
             generation = current_generation(state, behaviour, interventions, sampling)
+            thumbnails = state.setdefault("thumbnails", GrownThumbnails())
             ended = None
             if action == "step":
                 generation.step()
@@ -419,8 +450,10 @@ class GenerationControl(QObject):
                     if generation.step().stop:
                         ended = "a stop token ended the run"
                         break
-                    job.progress(snapshot(generation, layer, head))
-            snap = snapshot(generation, layer, head, ended)
+                    if wanted.is_set() and job.progress_due():
+                        wanted.clear()
+                        job.progress(snapshot(generation, layer, head, thumbnails=thumbnails))
+            snap = snapshot(generation, layer, head, ended, thumbnails)
             if follow is not None:
                 snap["follow"] = (follow, layer_on_text(generation, follow))
             return snap
@@ -456,11 +489,13 @@ class GenerationControl(QObject):
         self.grown(snap)
         self.drawn += 1
         self.last = snap
+        self.wanted.set()   # drawn: the worker may make the next
         if snap.get("follow") is not None and self.panel.follow_button.isChecked():
             if self.follow(*snap["follow"]) is False:   # the user kept the tables' unsaved work
                 self.panel.follow_button.setChecked(False)
 
     def _on_failed(self, err: BaseException) -> None:
         self._pending = None
+        self.wanted.set()
         self.last_error = str(err) if isinstance(err, AttnExplorerError) else f"generation failed: {err}"
         self.panel.show_message(self.last_error)

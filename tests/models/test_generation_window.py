@@ -212,8 +212,20 @@ def test_following_asks_about_unsaved_work_and_stops_when_it_is_kept(opened, qtb
     assert tuple(doc.session.tokens) == reference.run.tokens
 
 
+def grown_attention(generation) -> np.ndarray:
+    """The thumbnails' weights made afresh: the prompt's weights, then each generated token's
+    row over every key (0 past its keys)."""
+    run, steps = generation.behaviour.run, generation.steps
+    n, total = len(run.ids), generation.length
+    out = np.zeros(run.attentions.shape[:2] + (total, total), dtype=np.float32)
+    out[:, :, :n, :n] = run.attentions
+    for i, step in enumerate(steps):
+        out[:, :, n + i, :step.attention.shape[-1]] = step.attention
+    return out
+
+
 def test_the_model_view_grows_with_the_text(opened, qtbot):
-    from attnexplorer.ui.generation_panel import grown_attention
+    from attnexplorer.ui.model_views import thumbnail_rgb
 
     controller, control, reference = opened
     mw, panel, grid = controller.window, controller.window.generation, controller.window.grid
@@ -231,7 +243,8 @@ def test_the_model_view_grows_with_the_text(opened, qtbot):
     assert np.array_equal(grown[:, :, :n, :n], reference.run.attentions)
     assert np.allclose(grown[1, 2, n + 2, :], expected.steps[2].attention[1, 2], atol=1e-6)
     assert np.allclose(grown_attention(control.jobs.state["generation"]), grown, atol=1e-6)
-    assert control.last["grown"].shape == grown.shape + (3,)   # coloured on the worker
+    # coloured on the worker
+    assert np.array_equal(control.last["grown"], thumbnail_rgb(grown_attention(control.jobs.state["generation"])))
     # the generated rows are marked beside each thumbnail, in orange
     r = grid.cell_rect(1, 2)
     pixel = grid.grab().toImage().pixelColor(int(r.left()) - 2, int(r.bottom()) - 1)
@@ -294,3 +307,46 @@ def test_a_run_draws_only_the_newest_snapshot_and_paints_each_plot_once(opened, 
     assert panel.keys.image.image.shape[0] == snaps[-1]["length"]
     assert list(paints.count.values()) == [1, 1, 1, 1], [type(p).__name__ for p in plots]
     assert [len(plot.scene().items()) for plot in plots] == items
+
+
+def test_the_thumbnails_colour_only_the_new_rows(opened):
+    """The worker's thumbnails of the grown text are coloured a row per step: after steps, a
+    Back and another token in its place, they are the whole grown text's coloured afresh."""
+    from attnexplorer.ui.generation_panel import GrownThumbnails
+    from attnexplorer.ui.model_views import thumbnail_rgb
+
+    _controller, _control, reference = opened
+    generation, thumbnails = Generation(reference, stop=()), GrownThumbnails()
+    assert thumbnails.update(generation) is None   # nothing generated: the prompt's own
+    generation.run(3)
+    assert np.array_equal(thumbnails.update(generation), thumbnail_rgb(grown_attention(generation)))
+    assert thumbnails.coloured == 3
+    generation.step()
+    assert np.array_equal(thumbnails.update(generation), thumbnail_rgb(grown_attention(generation)))
+    assert thumbnails.coloured == 4   # one row more, the others kept
+    taken = generation.back()
+    generation.back()
+    generation.step((taken.token_id + 1) % generation.logits.shape[0])   # another token where one was
+    assert np.array_equal(thumbnails.update(generation), thumbnail_rgb(grown_attention(generation)))
+    assert thumbnails.coloured == 5
+
+
+def test_a_run_makes_no_snapshot_the_window_skips(opened, qtbot, monkeypatch):
+    """A Run's worker makes a step's snapshot only when the window has drawn the last: every one
+    made is drawn, but for one the run's final answer may replace."""
+    from attnexplorer.ui import generation_panel
+
+    controller, control, _reference = opened
+    mw, panel = controller.window, controller.window.generation
+    mw.side_tabs.setCurrentWidget(panel)
+    mw.show()
+    qtbot.waitExposed(mw)
+    made = []
+    real = generation_panel.snapshot
+    monkeypatch.setattr(generation_panel, "snapshot", lambda *a, **k: made.append(1) or real(*a, **k))
+    control.jobs.progress_s = 0.0   # no throttle: the steps of the tiny model come far faster than draws
+    drawn = control.drawn
+    panel.run_count.setValue(24)
+    _click_and_wait(qtbot, control, panel.run_button, lambda s: s["steps"] == 24 or s["ended"] is not None)
+    assert control.last["steps"] == 24
+    assert len(made) <= control.drawn - drawn + 1, (len(made), control.drawn - drawn)
