@@ -62,13 +62,16 @@ class _Heatmap(pg.PlotWidget):
                                           pen=pg.mkPen(NEW_ROW, width=2))
         self.addItem(self.marker)
         axis_values(self, False)   # nothing generated yet
+        self._values_shown = False
         # The axes' room for their numbers only grows: refitted to each step's numbers (8 → 12)
         # it changed as the paint measured them, and the plot laid itself out and painted again.
         for side in ("left", "bottom"):
             self.getAxis(side).setStyle(autoReduceTextSpace=False)
 
     def show_matrix(self, matrix: np.ndarray, marked: int | None, levels=None) -> None:
-        axis_values(self, matrix.size > 0)
+        if self._values_shown != (matrix.size > 0):   # set at each step, it remade both axes in every paint
+            self._values_shown = matrix.size > 0
+            axis_values(self, self._values_shown)
         if matrix.size == 0:
             self.image.clear()
             self.marker.hide()
@@ -77,8 +80,17 @@ class _Heatmap(pg.PlotWidget):
         self.marker.setVisible(marked is not None)
         if marked is not None:
             self.marker.setRegion((marked, marked + 1))
-        self.getViewBox().setRange(xRange=(0, matrix.shape[1]), yRange=(0, matrix.shape[0]), padding=0)
+        self.getViewBox().setRange(xRange=(0, room(matrix.shape[1])), yRange=(0, room(matrix.shape[0])), padding=0)
         settle(self)
+
+
+def room(n: int) -> int:
+    """The extent a heatmap's axis shows for n rows (or columns) that grow a step at a time: n
+    rounded up to a multiple of about n/4 (at most a quarter of the plot to grow into, empty).
+    An axis whose range changed remakes its ticks and labels in the paint (a third of a
+    heatmap's paint); so during a Run it does so every few steps, not at every one."""
+    quantum = max(1, (1 << (max(n, 1).bit_length() - 1)) // 4)
+    return -(-n // quantum) * quantum
 
 
 def settle(plot: pg.PlotWidget) -> None:
@@ -216,6 +228,16 @@ class GenerationPanel(QWidget):
         self.state.setText(text)
 
     def show_snapshot(self, snap: dict) -> None:
+        """All of a step at once (``GenerationControl`` draws it in ``PARTS``, a turn each)."""
+        for part in self.PARTS:
+            getattr(self, part)(snap)
+
+    # A step's drawing in parts, each painted on a turn of the GUI thread's event loop of its
+    # own: together with the model view's thumbnails they kept it busy ~35-45 ms on this CPU.
+    PARTS = ("show_text", "show_rows", "show_cache")
+
+    def show_text(self, snap: dict) -> None:
+        """The text, the state line and the next-token bars."""
         self.text.setHtml(f"{html.escape(snap['prompt'])}<b style='color:rgb{NEW_ROW}'>"
                           f"{html.escape(snap['generated'])}</b>")
         self.text.verticalScrollBar().setValue(self.text.verticalScrollBar().maximum())
@@ -229,15 +251,21 @@ class GenerationPanel(QWidget):
             f"{heads[0]}–{heads[-1]}" + (f"; {snap['ended']}" if snap.get("ended") else "")
             + (f". The model view shows the prompt's thumbnails past {GROWN_LIMIT} tokens"
                if snap["length"] > GROWN_LIMIT and snap["steps"] else ""))
+        top = snap["next"][:NEXT_SHOWN]
+        self.next_tokens.set_bars([e["token"] for e in top], [e["id"] for e in top], [e["prob"] for e in top])
+        settle(self.next_tokens)
+
+    def show_rows(self, snap: dict) -> None:
+        """The new tokens' attention rows."""
         rows = snap["rows"]
         # Back to the prompt leaves no generated row (0 × keys): nothing drawn, no max of nothing
         self.attention.show_matrix(rows, rows.shape[0] - 1 if rows.size else None,
                                    levels=(0.0, float(rows.max() or 1)) if rows.size else None)
+
+    def show_cache(self, snap: dict) -> None:
+        """The cached K and V of the chosen layer's K/V head."""
         self.keys.show_matrix(snap["k"], snap["length"] - 1)
         self.values.show_matrix(snap["v"], snap["length"] - 1)
-        top = snap["next"][:NEXT_SHOWN]
-        self.next_tokens.set_bars([e["token"] for e in top], [e["id"] for e in top], [e["prob"] for e in top])
-        settle(self.next_tokens)
 
 
 def snapshot(generation, layer: int, head: int, ended: str | None = None, thumbnails=None) -> dict:
@@ -371,11 +399,14 @@ class GenerationControl(QObject):
         self._draw_timer.setSingleShot(True)
         self._draw_timer.setInterval(0)
         self._draw_timer.timeout.connect(self._draw_pending)
-        self._growing: dict | None = None
-        self._grow_timer = QTimer(self)
-        self._grow_timer.setSingleShot(True)
-        self._grow_timer.setInterval(0)
-        self._grow_timer.timeout.connect(self._grow)
+        # The snapshot being drawn and its parts still to draw (the panel's PARTS, then the
+        # model view's thumbnails), one a turn: the event loop paints each before the next.
+        self._drawing: dict | None = None
+        self._parts: list[str] = []
+        self._part_timer = QTimer(self)
+        self._part_timer.setSingleShot(True)
+        self._part_timer.setInterval(0)
+        self._part_timer.timeout.connect(self._draw_part)
         self.drawn = 0   # snapshots drawn, for tests: a Run draws at most one per turn of the loop
         # A Run's worker makes a step's snapshot (copies, the thumbnails' new rows) only when the
         # GUI thread has drawn the last one (set here) and the throttle would pass it on: one
@@ -400,7 +431,8 @@ class GenerationControl(QObject):
     def start(self, loaded) -> None:
         """A new run was opened: what was generated on the old one goes."""
         self.jobs.cancel()
-        self._pending = self._growing = None   # the old run's step is not drawn over the new one
+        self._pending = self._drawing = None   # the old run's step is not drawn over the new one
+        self._parts = []
         self.wanted.set()
         self.last, self._generated = None, False
         self.panel.set_model(loaded)
@@ -476,16 +508,21 @@ class GenerationControl(QObject):
         self._pending = None   # the answer is newer than any step still waiting
         self._draw_timer.stop()
         self.last_error, self._generated = None, True
-        self.panel.show_snapshot(snap)
-        # The model view's 270 thumbnails at the next turn: the tab's plots are painted in
-        # between, not in one go with them (together a turn of the GUI thread took ~60 ms).
-        self._growing = snap
-        self._grow_timer.start()
+        # a newer snapshot takes the place of one still being drawn, from its first part
+        self._drawing, self._parts = snap, [*self.panel.PARTS, "thumbnails"]
+        self._draw_part()
 
-    def _grow(self) -> None:
-        snap, self._growing = self._growing, None
-        if snap is None:
+    def _draw_part(self) -> None:
+        snap = self._drawing
+        if snap is None or not self._parts:
             return
+        part = self._parts.pop(0)
+        if part != "thumbnails":
+            getattr(self.panel, part)(snap)
+            self._part_timer.start()
+            return
+        # the model view's 270 thumbnails last, on a turn of their own
+        self._drawing = None
         self.grown(snap)
         self.drawn += 1
         self.last = snap
