@@ -197,6 +197,11 @@ class _Layers:
         (``generation._Cached``) to read its single row against weights laid out for one row."""
         return F.linear(x, w[name + ".weight"], w.get(name + ".bias"))
 
+    def linears(self, x: torch.Tensor, w: Mapping[str, torch.Tensor], names) -> tuple[torch.Tensor, ...]:
+        """``linear`` of several modules reading the same x (q, k and v; gate and up): each its
+        own ``F.linear`` here; a generation step's reads them as one product (``_Cached``)."""
+        return tuple(self.linear(x, w, name) for name in names)
+
     def heads(self, layer: int, context: torch.Tensor) -> torch.Tensor:
         """The heads' concatenated outputs as the output projection will read them: an
         intervention's change applied, and kept when the layer is captured."""
@@ -473,9 +478,8 @@ class _Llama(_Family):
         r = self.recipe
         rope = self.rope(layer, x.shape[0], run.position)
         h = x if r.input_norm is None else self.norm(x, w, p + r.input_norm)
-        q = _heads(lin(h, p + "self_attn.q_proj"), H, hd)
-        k = _heads(lin(h, p + "self_attn.k_proj"), Hkv, hd)
-        v = _heads(lin(h, p + "self_attn.v_proj"), Hkv, hd)
+        q, k, v = run.linears(h, w, (p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"))
+        q, k, v = _heads(q, H, hd), _heads(k, Hkv, hd), _heads(v, Hkv, hd)
         if r.qk_norm is not None:   # the kernel's QK-norm, before RoPE
             from ..core.attention import normalise_heads
 
@@ -491,7 +495,8 @@ class _Llama(_Family):
 
         def mlp(h):
             if r.gated:
-                h = lin(self.act(lin(h, p + "mlp.gate_proj")) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
+                gate, up = run.linears(h, w, (p + "mlp.gate_proj", p + "mlp.up_proj"))
+                h = lin(self.act(gate) * up, p + "mlp.down_proj")
             else:
                 h = lin(self.act(lin(h, p + "mlp.up_proj")), p + "mlp.down_proj")
             return h if r.mlp_out_norm is None else self.norm(h, w, p + r.mlp_out_norm)

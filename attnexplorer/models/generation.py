@@ -179,6 +179,27 @@ class RowLayout:
             self.copied += 1
         return torch.mm(x, found[1]) if bias is None else torch.addmm(bias, x, found[1])
 
+    def linears(self, x: torch.Tensor, pairs) -> tuple[torch.Tensor, ...]:
+        """``linear`` of several (weight, bias) pairs reading the same row, as one product over
+        their transposes side by side (q, k and v; gate and up): one pass over the memory, one
+        call instead of three, the same columns."""
+        if x.shape[0] != 1 or not self.enabled:
+            return tuple(F.linear(x, weight, bias) for weight, bias in pairs)
+        sources = tuple(t for pair in pairs for t in pair)
+        key = tuple(id(t) for t in sources)
+        found = self._transposed.get(key)
+        if found is None or any(a is not b for a, b in zip(found[0], sources)):
+            weights = [w for w, _ in pairs]
+            bias = None if all(b is None for _, b in pairs) else torch.cat(
+                [torch.zeros(w.shape[0], dtype=w.dtype) if b is None else b for w, b in pairs])
+            found = (sources, torch.cat([w.t() for w in weights], dim=1).contiguous(), bias,
+                     [w.shape[0] for w in weights])
+            self._transposed[key] = found
+            self.copied += 1
+        _, joined, bias, widths = found
+        out = torch.mm(x, joined) if bias is None else torch.addmm(bias, x, joined)
+        return out.split(widths, dim=1)
+
 
 class _Cached(_Layers):
     """A run of new rows at ``position`` over the cache: ``attend`` appends their k and v and
@@ -191,6 +212,9 @@ class _Cached(_Layers):
 
     def linear(self, x, w, name):
         return self.layout.linear(x, w[name + ".weight"], w.get(name + ".bias"))
+
+    def linears(self, x, w, names):
+        return self.layout.linears(x, [(w[name + ".weight"], w.get(name + ".bias")) for name in names])
 
     def attend(self, layer, q, k, v, scaling, causal, window=None, softcap=None):
         from ..core.attention import attention_block

@@ -196,3 +196,29 @@ def test_smollm2_greedy_equals_transformers(smollm2, model_cache):
                                       pad_token_id=0)[0].tolist()
     assert generation.ids == expected
     assert torch.max(torch.abs(generation.logits - _full_logits(behaviour, generation.ids))) < TOL
+
+
+def test_a_step_copies_no_weight_and_no_cache(decoder, monkeypatch):
+    """A step reads each weight matrix from the copy laid out for one row, made at the first
+    step and never again; it writes its k and v into the cache's buffers in place (they grow by
+    doubling, not at every step). Without the layout (a model past ROW_LAYOUT_BYTES) the
+    numbers are the same to rounding."""
+    from attnexplorer.models import generation as gen
+
+    _folder, loaded, behaviour = decoder
+    generation = Generation(behaviour, stop=())
+    generation.step()
+    copied = generation.layout.copied
+    assert copied > 0
+    buffers = [(k.data_ptr(), v.data_ptr()) for k, v in zip(generation.cache.keys, generation.cache.values)]
+    capacity = generation.cache.keys[0].shape[1]
+    while generation.length < capacity:
+        generation.step()
+    assert generation.layout.copied == copied
+    assert [(k.data_ptr(), v.data_ptr()) for k, v in zip(generation.cache.keys, generation.cache.values)] == buffers
+    monkeypatch.setattr(gen, "ROW_LAYOUT_BYTES", 0)
+    plain = Generation(behaviour, stop=())
+    for token in generation.ids[plain.length:]:
+        plain.step(token)
+    assert plain.layout.copied == 0 and not plain.layout.enabled
+    assert torch.max(torch.abs(plain.logits - generation.logits)) < TOL
