@@ -67,12 +67,14 @@ class _Heatmap(pg.PlotWidget):
         # it changed as the paint measured them, and the plot laid itself out and painted again.
         for side in ("left", "bottom"):
             self.getAxis(side).setStyle(autoReduceTextSpace=False)
+        # the bottom axis' "0" sits on the plot's left edge, its label half past it: drawn
+        self.getAxis("bottom").setStyle(hideOverlappingLabels=False)
 
     def show_matrix(self, matrix: np.ndarray, marked: int | None, levels=None) -> None:
-        if self._values_shown != (matrix.size > 0):   # set at each step, it remade both axes in every paint
-            self._values_shown = matrix.size > 0
-            axis_values(self, self._values_shown)
         if matrix.size == 0:
+            if self._values_shown:
+                axis_values(self, False)
+                self._values_shown = False
             self.image.clear()
             self.marker.hide()
             return
@@ -81,6 +83,12 @@ class _Heatmap(pg.PlotWidget):
         if marked is not None:
             self.marker.setRegion((marked, marked + 1))
         self.getViewBox().setRange(xRange=(0, room(matrix.shape[1])), yRange=(0, room(matrix.shape[0])), padding=0)
+        # The values only as they appear (set at each step, they remade both axes in every
+        # paint), and after the range: pyqtgraph reckons the axis' SI scale from the range it
+        # has then, and the empty plot's −0.5 … 0.5 wrote the first rows ×1000.
+        if not self._values_shown:
+            axis_values(self, True)
+            self._values_shown = True
         settle(self)
 
 

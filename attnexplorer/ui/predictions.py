@@ -169,7 +169,9 @@ class TokenBars(pg.GraphicsLayoutWidget):
         if self.legend is not None:
             self.legend.setVisible(bool(self.tokens))
         self.plot.getAxis("left").setTicks([[(float(i), t) for i, t in enumerate(self.tokens)]])
-        self.plot.setXRange(0, 1, padding=0.02)
+        # Room beside 0 and 1 for their labels: at the axis' very ends (padding 0.02) they reached
+        # past the plot and pyqtgraph hid them, so the origin went unlabelled.
+        self.plot.setXRange(0, 1, padding=0.07)
         self.plot.setYRange(-0.6, max(len(self.tokens), 1) - 0.4, padding=0)
 
     def row_at(self, scene_pos) -> int | None:

@@ -350,3 +350,34 @@ def test_a_run_makes_no_snapshot_the_window_skips(opened, qtbot, monkeypatch):
     _click_and_wait(qtbot, control, panel.run_button, lambda s: s["steps"] == 24 or s["ended"] is not None)
     assert control.last["steps"] == 24
     assert len(made) <= control.drawn - drawn + 1, (len(made), control.drawn - drawn)
+
+
+def _axis_labels(plot_item, side: str) -> list[str]:
+    """The tick labels an axis draws (those pyqtgraph hides past the plot's edge left out)."""
+    from PySide6.QtGui import QImage, QPainter
+
+    image = QImage(10, 10, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        specs = plot_item.getAxis(side).generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [] if specs is None else [text for _rect, _flags, text in specs[2]]
+
+
+def test_the_charts_label_their_origin_and_count_rows(opened, qtbot):
+    """The Next token chart's probability axis reads from a labelled 0; the heatmaps' axes
+    count rows and keys from 0, unscaled (the first rows were once written ×1000)."""
+    controller, control, reference = opened
+    panel = controller.window.generation
+    controller.window.resize(1280, 800)
+    controller.window.side_tabs.setCurrentWidget(panel)
+    controller.window.show()
+    qtbot.waitExposed(controller.window)
+    panel.run_count.setValue(3)
+    snap = _click_and_wait(qtbot, control, panel.run_button, lambda s: s["steps"] == 3)
+    assert "0" in _axis_labels(panel.next_tokens.plot, "bottom")
+    for heatmap, rows in ((panel.attention, 3), (panel.keys, snap["length"])):
+        plot = heatmap.getPlotItem()
+        assert "0" in _axis_labels(plot, "bottom")
+        assert max(float(t) for t in _axis_labels(plot, "left")) <= rows
