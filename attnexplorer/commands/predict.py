@@ -176,7 +176,7 @@ def readable(result: dict, model: str) -> str:
             row += f"   {e['token']:<14.14} {e['prob']:7.4f} {e['logit']:9.3f} {e['delta_logit']:+8.3f} {e['delta_rank']:+6d}"
         lines.append(row)
     if result["target"] is not None:
-        from ..models.interventions import target_lines
+        from ..models.prediction import target_lines
 
         lines += target_lines(result["target"])
     if result["logit_lens"] is not None:

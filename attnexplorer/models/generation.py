@@ -35,7 +35,8 @@ import torch
 import torch.nn.functional as F
 
 from .forward import _Layers, family, threads_for
-from .interventions import Behaviour, Interventions, Scores
+from .interventions import Behaviour, Interventions
+from .prediction import Scores
 from .sources import ModelError
 
 TOP = 5
@@ -331,7 +332,7 @@ class Generation:
     def upcoming(self, k: int = TOP) -> list[dict]:
         """The prediction the next step picks from (the top ``k``, as ``Step.top``): the Generate
         tab's next-token bars."""
-        return self.behaviour._top(self.scores(), k)
+        return self.behaviour.top_tokens(self.scores(), k)
 
     def cache_size(self) -> tuple[int, int]:
         """(numbers, bytes) the KV cache holds: layers × 2 × K/V heads × n × d_k, float32."""
@@ -351,7 +352,7 @@ class Generation:
             raise ModelError(f"token {token_id} is not in the vocabulary (ids 0..{vocabulary - 1})")
         token_id = int(token_id)
         scores = self.scores()
-        top = self.behaviour._top(scores, TOP)
+        top = self.behaviour.top_tokens(scores, TOP)
         logits, rows = self._forward([token_id], n)
         self.ids.append(token_id)
         self._logits.append(logits)

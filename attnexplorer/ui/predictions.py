@@ -339,7 +339,7 @@ def _target_text(result: dict) -> str:
         return result["target_error"]
     if result.get("target") is None:
         return ""   # the hint is the boxes' tooltip: two lines here squeezed the bars in the dock
-    from ..models.interventions import target_lines
+    from ..models.prediction import target_lines
 
     return "\n".join(target_lines(result["target"]))
 

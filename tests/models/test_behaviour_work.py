@@ -11,7 +11,8 @@ from attnexplorer.io.session_file import session_from_dict
 from attnexplorer.models import forward as forward_module
 from attnexplorer.models import layer_edits, load_model
 from attnexplorer.models.generation import Generation
-from attnexplorer.models.interventions import Behaviour, Interventions, Scores
+from attnexplorer.models.interventions import Behaviour, Interventions
+from attnexplorer.models.prediction import Scores
 
 TEXT = "The dog fetched the ball and she was happy"
 
