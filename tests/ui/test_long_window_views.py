@@ -3,6 +3,7 @@ runs, pool by max or mean as View ▸ Zoomed-out heatmaps says, and a zoomed reg
 for exact cells is pooled from exact tiles on a worker. Every session here is forced down the
 streamed path at a size the dense engine can check."""
 
+import threading
 import warnings
 
 import numpy as np
@@ -58,15 +59,32 @@ def test_the_heatmap_fills_in_while_the_pass_runs(long_window, qtbot, monkeypatc
     monkeypatch.setattr(runner_module, "INLINE_CELLS", 0)
     monkeypatch.setattr(runner_module, "PROGRESS_S", 0.0)
     seen = []
+    draw = weights.draw_partial
+    shown = threading.Event()
 
-    def look(session, _overviews):
-        # The panel heard the same signal first: what it draws now is the partial overview.
+    def look():
+        # Each heatmap draws the newest report at a turn of the event loop of its own: what
+        # it shows right after is the partial overview.
+        draw()
         view = weights.view
         if view.rows_done is not None:
-            seen.append((session, view.rows_done, np.array(view.image.image), weights.heading.text,
+            seen.append((document.session, view.rows_done, np.array(view.image.image), weights.heading.text,
                          view.pending_rows.isVisible(), view.pending_rows.rect().top()))
+            shown.set()
 
-    document.compute.overview_progress.connect(look)
+    real = runner_module.compute_any
+
+    def after_a_partial_is_shown(*args, progress, **kwargs):
+        # A partial overview drawn after its result came is not drawn at all: the pass waits
+        # at its first report until the heatmap has drawn one.
+        def report(*values):
+            progress(*values)
+            shown.wait(10)
+
+        return real(*args, progress=report, **kwargs)
+
+    monkeypatch.setattr(runner_module, "compute_any", after_a_partial_is_shown)
+    monkeypatch.setattr(weights, "draw_partial", look)
     edited = document.session.replace(embeddings=document.session.embeddings * 1.5)
     document.edit(edited, "scale")
     assert document.compute.wait_idle(30)
@@ -140,3 +158,54 @@ def test_a_dense_heatmap_pools_by_mean_too():
     np.testing.assert_allclose(block_reduce(m, 4, 5, signed=False, blocked=blocked, pool="mean"),
                                _pooled(shown, 4, 5, "mean"), atol=1e-12)
     np.testing.assert_allclose(block_reduce(m, 4, 5, signed=False, blocked=blocked), _pooled(shown, 4, 5, "max"))
+
+
+def test_a_progress_report_draws_one_heatmap_a_turn_of_the_event_loop(long_window, qtbot, monkeypatch):
+    # Drawn all at once, the heatmaps' partial overviews and their paint were one long block
+    # of the GUI thread at 16,384 tokens; each now draws at a turn of its own, the newest
+    # report only.
+    import attnexplorer.app.compute as runner_module
+    from attnexplorer.core.long.pooling import Pooled
+
+    document, window, _weights = long_window
+    for kind in ("scores", "scaled_scores"):
+        window.docks[kind].show()
+        window.docks[kind].raise_()
+    overviews = {}
+    for name, pooled in document.result.streamed.overviews.items():
+        data = np.array(pooled.data)
+        data[:, 4:] = np.nan
+        overviews[name] = Pooled(pooled.what, pooled.pool, pooled.fy, pooled.fx, pooled.n, data, 4 * pooled.fy)
+    heatmaps = [p for p in window.panels if hasattr(p, "draw_partial") and p.is_on_screen and p.field in overviews]
+    assert len(heatmaps) >= 2
+    release = threading.Event()
+    real = runner_module.compute_any
+
+    def held(*args, **kwargs):
+        release.wait(30)  # the edit's compute waits while the reports are drawn
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner_module, "compute_any", held)
+    monkeypatch.setattr(runner_module, "INLINE_CELLS", 0)
+    drawn = []
+    for panel in heatmaps:
+        draw = panel.draw_partial
+        monkeypatch.setattr(panel, "draw_partial", lambda draw=draw, panel=panel: (drawn.append(panel), draw()))
+    try:
+        document.edit(document.session.replace(embeddings=document.session.embeddings * 1.5), "scale")
+        for _ in range(3):  # three reports before any turn: each heatmap draws once, the newest
+            document.compute.overview_progress.emit(document.session, overviews)
+        assert drawn == [] and all(p.view.rows_done is None for p in heatmaps)
+        waiting = long_matrix.partial_draws()
+        assert waiting.waiting == len(heatmaps)
+        seen = []
+        while waiting.waiting:
+            qtbot.waitUntil(lambda: len(drawn) > len(seen), timeout=5000)
+            seen.append(sum(p.view.rows_done is not None for p in heatmaps))
+        qtbot.wait(20)
+        assert seen == list(range(1, len(heatmaps) + 1)) and drawn == heatmaps
+        assert all(p.view.rows_done == 4 * overviews[p.field].fy for p in heatmaps)
+    finally:
+        release.set()
+    assert document.compute.wait_idle(30)
+    qtbot.waitUntil(lambda: all(p.view.rows_done is None for p in heatmaps))

@@ -18,7 +18,7 @@ import threading
 from typing import Callable
 
 import numpy as np
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from ...core.long.pooling import POOLED, Pooled
 from ...core.long.tiled import TiledMatrix
@@ -138,7 +138,62 @@ class RegionWorker(QObject):
             self.done.emit(key, token, image)
 
 
+class PartialDraws:
+    """The heatmaps waiting to draw a long pass's partial overview, drawn one per turn of the
+    event loop, in the order they asked.
+
+    Each progress report of the streamed pass reaches every visible heatmap at once. Drawn
+    there and then, the three heatmaps' overviews and the paint of all three made one stretch
+    of the GUI thread: 26-53 ms of its own processor time at 16,384 tokens (the longest GUI
+    block of ``bench/long_window.py``). One a turn, with the paint of the one drawn between,
+    the longest stretch is one heatmap's. A heatmap asked again before its turn is drawn once,
+    with the newest report (each keeps only the newest)."""
+
+    def __init__(self):
+        self._waiting: list = []
+        self._timer = QTimer()
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(0)
+        self._timer.timeout.connect(self._next)
+
+    def ask(self, panel) -> None:
+        """Call ``panel.draw_partial()`` at a turn of its own (once, however often asked)."""
+        if panel not in self._waiting:
+            self._waiting.append(panel)
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def forget(self, panel) -> None:
+        """Drop ``panel``'s turn (it was disposed, or drew a result meanwhile)."""
+        if panel in self._waiting:
+            self._waiting.remove(panel)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def _next(self) -> None:
+        if not self._waiting:
+            return
+        panel = self._waiting.pop(0)
+        if self._waiting:
+            self._timer.start()  # the next one after this one's paint
+        try:
+            panel.draw_partial()
+        except RuntimeError:  # its widgets were deleted with their window
+            pass
+
+
 _worker: RegionWorker | None = None
+_partial_draws: PartialDraws | None = None
+
+
+def partial_draws() -> PartialDraws:
+    """The one queue every long heatmap shares (made on first use, on the GUI thread)."""
+    global _partial_draws
+    if _partial_draws is None:
+        _partial_draws = PartialDraws()
+    return _partial_draws
 
 
 def region_worker() -> RegionWorker:

@@ -12,7 +12,7 @@ from ...core.blocked_cells import MaskMatrix
 from . import theme
 from .common import FigurePanel, clamp_selection, feature_names, set_plot_title
 from .heatmaps import heatmap_for
-from .long_matrix import PartialMatrix
+from .long_matrix import PartialMatrix, partial_draws
 from .matrix_view import MatrixView
 
 
@@ -37,6 +37,7 @@ class _SingleMatrixPanel(FigurePanel):
         self.figure.addItem(self.view, row=1, col=0)
         self.figure.layout.setRowStretchFactor(1, 1)
         self._heading_base = ""
+        self._partial = None  # the newest partial overview not yet drawn: (session, Pooled)
         compute = getattr(document, "compute", None)  # a fixed ResultSource (figures) computes nothing
         if compute is not None:
             compute.overview_progress.connect(self._on_overview_progress)
@@ -73,10 +74,24 @@ class _SingleMatrixPanel(FigurePanel):
 
     def _on_overview_progress(self, session, overviews) -> None:
         pooled = overviews.get(self.field)
-        result = self.document.result
-        if (pooled is None or session is not self.document.session or not self._should_draw()
-                or (result is not None and result.session is session)):
+        if pooled is None or not self._partial_wanted(session):
             return
+        # Drawn at a turn of its own (``PartialDraws``), from the newest report by then.
+        self._partial = (session, pooled)
+        partial_draws().ask(self)
+
+    def _partial_wanted(self, session) -> bool:
+        result = self.document.result
+        return (session is self.document.session and self._should_draw()
+                and not (result is not None and result.session is session))
+
+    def draw_partial(self) -> None:
+        """Draw the newest partial overview reported (``_on_overview_progress``), unless its
+        session was edited again or its result came meanwhile."""
+        partial, self._partial = self._partial, None
+        if partial is None or getattr(self, "_disposed", False) or not self._partial_wanted(partial[0]):
+            return
+        session, pooled = partial
         head = min(self.document.selection.current.head, session.heads - 1)
         dtype = pooled.data.dtype
         matrix = PartialMatrix(pooled, head, session.n_keys, dtype)
@@ -87,6 +102,11 @@ class _SingleMatrixPanel(FigurePanel):
         self._heading_base = self.title if session.heads == 1 else f"{self.title} — head {head}"
         self._update_heading()
         self._stale = True  # the result, when it comes, is drawn whatever this panel showed
+
+    def dispose(self) -> None:
+        partial_draws().forget(self)
+        self._partial = None
+        super().dispose()
 
     def _update_heading(self) -> None:
         heading = self._heading_base
