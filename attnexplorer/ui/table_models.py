@@ -224,7 +224,7 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
     262,144 cells of a 512 × 512 head is needed."""
     if a is b:
         return True
-    return (a.base is not None and a.base is b.base and not a.base.flags.writeable
+    return (isinstance(a.base, np.ndarray) and a.base is b.base and not a.base.flags.writeable
             and a.shape == b.shape and a.strides == b.strides
             and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
 
@@ -245,8 +245,10 @@ def _changed_cells(new: np.ndarray, old: np.ndarray):
     when ``new`` shows the same cells as ``old`` of an array that an edit made from ``old``'s
     (``core.session.derived_from``: a one-cell edit of W_q tells which of its 4 million
     numbers it changed); None when that is not known (then the caller compares the two)."""
-    new_base = new if new.base is None else new.base  # a table that is a whole session array
-    old_base = old if old.base is None else old.base
+    # A table that is a whole session array is its own base (a copy-on-write copy's ``base`` is
+    # its memory mapping, not an array).
+    new_base = new.base if isinstance(new.base, np.ndarray) else new
+    old_base = old.base if isinstance(old.base, np.ndarray) else old
     if new.shape != old.shape or new.strides != old.strides:
         return None
     known = derived_from(new_base)

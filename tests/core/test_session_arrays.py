@@ -1,0 +1,107 @@
+"""The copies an edit makes of a session's arrays: a one-cell edit of large weights copies
+about one page, not the whole array, and every session keeps its own numbers."""
+
+import os
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from attnexplorer.core import edits, session_arrays
+from attnexplorer.core.session import Session
+from attnexplorer.core.session_arrays import copy_on_write, derived_from
+from attnexplorer.core.session_change import SessionChange
+
+needs_memfd = pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="copy-on-write copies need memfd_create (Linux)")
+
+HEADS, D = 16, 512  # the bench's W_q edit: 32 MB a weight array, 2 MB a head
+
+
+@pytest.fixture(scope="module")
+def big():
+    rng = np.random.default_rng(0)
+    return Session(tokens=("a", "b", "c"), embeddings=rng.normal(size=(3, D)),
+                   w_query=rng.normal(size=(HEADS, D, D)), w_key=rng.normal(size=(HEADS, D, D)),
+                   w_value=rng.normal(size=(HEADS, D, D)))
+
+
+@needs_memfd
+def test_a_w_q_cell_edit_copies_at_most_one_heads_matrix(big):
+    first = edits.set_cell(big, "W_q", 0, 0, 1.0, head=0)  # starts the chain: one whole copy
+    assert copy_on_write(first.w_query)
+    one_head = big.w_query[0].nbytes
+    tracemalloc.start()  # numpy reports its arrays' memory to tracemalloc
+    try:
+        s = first
+        for k in range(10):
+            s = edits.set_cell(s, "W_q", 5 * k, 7 * k + 1, 0.5 + k, head=k % HEADS)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < one_head / 8, f"{peak} bytes allocated for 10 cell edits"
+    assert copy_on_write(s.w_query)
+    # ... and resident: a 4 KB page each, not 32 MB (the memory file is shared by the chain).
+    assert s.w_query[9 % HEADS, 45, 64] == 9.5
+
+
+@needs_memfd
+def test_every_session_of_a_chain_keeps_its_own_numbers(big):
+    expected = np.array(big.w_query)
+    sessions, truths = [big], [expected.copy()]
+    rng = np.random.default_rng(1)
+    s = big
+    for k in range(40):  # one-cell edits, blocks, and the same cell twice
+        h, r, c = int(rng.integers(HEADS)), int(rng.integers(D - 4)), int(rng.integers(D - 4))
+        if k % 5 == 4:
+            block = rng.normal(size=(3, 4))
+            s = edits.set_block(s, "W_q", r, c, block, head=h)
+            expected[h, r:r + 3, c:c + 4] = block
+        else:
+            s = edits.set_cell(s, "W_q", r, c, float(k), head=h)
+            expected[h, r, c] = float(k)
+        sessions.append(s)
+        truths.append(expected.copy())
+    for session, truth in zip(sessions, truths):
+        np.testing.assert_array_equal(session.w_query, truth)
+        assert not session.w_query.flags.writeable
+        with pytest.raises(ValueError):
+            session.w_query[0, 0, 0] = 7.0
+    # Each edit still says which cells it changed, for the engine's device copies and undo.
+    base, flat = derived_from(sessions[-1].w_query)
+    assert base is sessions[-2].w_query
+    differ = np.flatnonzero(sessions[-1].w_query.reshape(-1) != sessions[-2].w_query.reshape(-1))
+    assert set(differ) <= set(flat.tolist())
+
+
+@needs_memfd
+def test_undo_and_redo_along_a_copy_on_write_chain(big, monkeypatch):
+    # A small page budget makes the chain start new memory files along the way.
+    monkeypatch.setattr(session_arrays, "_COW_MAX_PAGES", 3)
+    s, changes, states = big, [], [np.array(big.w_query)]
+    for k in range(8):
+        t = edits.set_cell(s, "W_q", 64 * k, 3, -float(k), head=k)
+        changes.append(SessionChange(s, t))
+        s = t
+        states.append(np.array(s.w_query))
+    for change, before in zip(reversed(changes), reversed(states[:-1])):
+        s = change.undo(s)
+        np.testing.assert_array_equal(s.w_query, before)
+    for change, after in zip(changes, states[1:]):
+        s = change.redo(s)
+        np.testing.assert_array_equal(s.w_query, after)
+    assert s == Session(tokens=big.tokens, embeddings=big.embeddings, w_query=states[-1], w_key=big.w_key,
+                        w_value=big.w_value)
+
+
+def test_small_arrays_and_large_edits_are_plain_copies(big):
+    small = Session(tokens=("a",), embeddings=np.ones((1, 4)), w_query=np.ones((1, 4, 4)),
+                    w_key=np.ones((1, 4, 4)), w_value=np.ones((1, 4, 4)))
+    edited = edits.set_cell(small, "W_q", 0, 0, 2.0)
+    assert not copy_on_write(edited.w_query) and edited.w_query[0, 0, 0] == 2.0
+    # One head pasted whole is still about one head's pages; three heads are a whole copy.
+    pasted = edits.set_block(big, "W_q", 0, 0, np.zeros((D, D)), head=2)
+    assert copy_on_write(pasted.w_query)
+    assert not pasted.w_query[2].any() and np.array_equal(pasted.w_query[3], big.w_query[3])
+    whole = session_arrays.with_values(big.w_query, (slice(0, 3),), 0.0)
+    assert not copy_on_write(whole)
+    assert not whole[:3].any() and np.array_equal(whole[3:], big.w_query[3:])
