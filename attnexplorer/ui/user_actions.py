@@ -383,7 +383,7 @@ def set_preset_param(document, name: str, value, label: str, merge_key=None) -> 
     params = dict(ref.params)
     params[name] = value
     key = None if merge_key is None else (*merge_key, ref.name)
-    return apply(document, lambda s: build_preset(ref.name, params).session, f"{label} = {value:g}",
+    return apply(document, lambda s: edits.keeping_unchanged(s, build_preset(ref.name, params).session), f"{label} = {value:g}",
                  merge_key=key, refusal=f"{label} not changed")
 
 

@@ -179,3 +179,18 @@ def test_mask_and_scale_setters():
     assert edits.set_scale(s, Scale("temperature", 0.5)).scale.temperature == 0.5
     with pytest.raises(SessionError, match="padding position 5"):
         edits.set_mask(s, Mask("padding", padding=(5,)))
+
+
+def test_keeping_unchanged_shares_what_a_rebuild_made_equal():
+    from attnexplorer.core.presets import build_preset
+
+    old = build_preset("sine", {"N": 64, "tau": 0.004}).session
+    rebuilt = build_preset("sine", {"N": 64, "tau": 0.01}).session
+    kept = edits.keeping_unchanged(old, rebuilt)
+    assert kept == rebuilt and kept.scale.temperature == 0.01 and kept.preset == rebuilt.preset
+    for name in ("tokens", "embeddings", "w_query", "w_key", "w_value", "mask"):
+        assert getattr(kept, name) is getattr(old, name), name
+    # A rebuild whose numbers changed takes the new arrays; one that changed nothing is ``old``.
+    noisier = edits.keeping_unchanged(old, build_preset("sine", {"N": 64, "tau": 0.004, "sigma": 0.5}).session)
+    assert noisier.embeddings is not old.embeddings and not np.array_equal(noisier.embeddings, old.embeddings)
+    assert edits.keeping_unchanged(old, build_preset("sine", {"N": 64, "tau": 0.004}).session) is old

@@ -98,3 +98,28 @@ def test_a_frame_lays_no_plot_out_again(sine_drag):
     finally:
         QApplication.instance().removeEventFilter(counter)
     assert not laid_out, laid_out
+
+
+def test_a_frame_shares_every_input_it_did_not_change(sine_drag):
+    # τ is the scale alone: the rebuilt preset's embeddings and weights are the same numbers,
+    # and the session keeps the very arrays it had, so no table is read again, no input is
+    # converted for the engine again, and the panels that draw only inputs keep their picture.
+    from PySide6.QtCore import QAbstractItemModel
+
+    window, step, _ = sine_drag
+    document = window.document
+    before = document.session
+    models = window.findChildren(QAbstractItemModel)
+    assert models
+    changed = collections.Counter()
+    for model in models:
+        model.dataChanged.connect(lambda *a, _m=model: changed.update([type(_m).__name__]))
+        model.modelReset.connect(lambda _m=model: changed.update([type(_m).__name__]))
+    for k in range(3, 7):
+        step(k)
+    after = document.session
+    assert after.scale != before.scale
+    for name in ("embeddings", "w_query", "w_key", "w_value"):
+        assert getattr(after, name) is getattr(before, name), name
+    assert after.tokens is before.tokens
+    assert not changed, changed
