@@ -26,7 +26,7 @@ HEATMAP_FIELDS = {"n", "pyqtgraph_ms", "pyqtgraph_first_ms", "matplotlib_ms", "s
 LARGE_FIELDS = {"n", "heads", "first_window_ms", "edit_to_drawn_ms", "compute_ms",
                 "max_block_while_computing_ms", "max_block_ms", "peak_mb", "met"}
 EDIT_COST_FIELDS = {"heads", "d", "n", "edits", "undo_steps", "median_ms", "gui_cpu_ms", "compute_ms", "paint_ms",
-                    "growth_mb", "peak", "target_ms", "target_mb", "met", "load_average"}
+                    "growth_mb", "memory_files_mb", "peak", "target_ms", "target_mb", "met", "load_average"}
 STARTUP_FIELDS = {"baseline_s", "first_paint_s", "drawn_s", "torch_at_first_paint", "target_paint_s", "target_drawn_s",
                   "paint_met", "drawn_met", "met"}
 FIT_STEPS_FIELDS = {"n", "d", "steps", "steps_per_s", "target_per_s", "met"}

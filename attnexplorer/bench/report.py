@@ -61,7 +61,9 @@ def format_report(r: dict) -> str:
                        f"{e['gui_cpu_ms']:.1f} ms (less than the wall time when other work shares the machine"
                        + (f"; load average {e['load_average']:.1f}" if e.get("load_average") is not None else "") + ")")
         out.append(f"  {e['edits']} edits of different cells ({e['undo_steps']} undo steps) raised "
-                   f"{'peak' if e.get('peak') else 'resident'} memory by {growth} (target < {e['target_mb']:.0f})"
+                   f"{'peak' if e.get('peak') else 'resident'} memory by {growth}"
+                   + (f", {e['memory_files_mb']:.1f} MB of it copy-on-write memory files" if e.get("memory_files_mb") else "")
+                   + f" (target < {e['target_mb']:.0f})"
                    f"{mark(None if e['growth_mb'] is None else e['growth_mb'] < e['target_mb'])}")
     if "heatmap" in r:
         out += ["", "Heatmap redraw vs matplotlib imshow + canvas.draw(), 600×500 px (target ≥ 10×)"]

@@ -125,6 +125,9 @@ _PAGE = mmap.PAGESIZE
 # id(array) → (weak reference to it, its root, the flat positions written since the root, their
 # values): the chain an array made by ``_cow_copy`` belongs to.
 _COW: dict[int, tuple] = {}
+# Every memory file alive: what they hold is memory of this process that its resident size
+# does not show until a page is read (``memory_file_bytes``).
+_ROOTS: "weakref.WeakSet[_CowRoot]" = weakref.WeakSet()
 
 
 class _CowRoot:
@@ -141,6 +144,7 @@ class _CowRoot:
         done = 0
         while done < self.nbytes:  # pwrite may write less than asked (2 GB at most on Linux)
             done += os.pwrite(fd, data[done:], done)
+        _ROOTS.add(self)
 
     def array(self) -> np.ndarray:
         """A new, writable array holding the root's numbers, sharing its unwritten pages."""
@@ -194,3 +198,10 @@ def copy_on_write(a: np.ndarray) -> bool:
     """Whether ``a`` was made as a copy-on-write copy (it shares unwritten pages with others)."""
     entry = _COW.get(id(a))
     return entry is not None and entry[0]() is a
+
+
+def memory_file_bytes() -> int:
+    """The bytes held by the memory files of copy-on-write copies alive now. The process's
+    resident size counts a file's pages only once read through a mapping, so a measure of
+    memory adds these."""
+    return sum(root.nbytes for root in list(_ROOTS))
