@@ -123,3 +123,15 @@ def test_a_frame_shares_every_input_it_did_not_change(sine_drag):
         assert getattr(after, name) is getattr(before, name), name
     assert after.tokens is before.tokens
     assert not changed, changed
+
+
+def test_a_frame_makes_no_brush(sine_drag, monkeypatch):
+    # The query panel sets its bars' colours on every frame, always the same few theme
+    # colours: made into brushes once, not parsed again for each of its 19 bar items.
+    window, step, _ = sine_drag
+    made = collections.Counter()
+    real = pg.mkBrush
+    monkeypatch.setattr(pg, "mkBrush", lambda *a, **k: (made.update(["brush"]), real(*a, **k))[1])
+    for k in range(3, 7):
+        step(k)
+    assert not made, made

@@ -16,11 +16,33 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QPainter, QPen
+from PySide6.QtGui import QColor, QPainter, QPen
 
 
 # Up to this many bars each is drawn as it is; above it bars may share a pixel column.
 _FEW_BARS = 64
+
+
+# Brushes by colour: a redraw passes the same few theme colours every time, and mkBrush makes
+# the colour again on each call (a third of ``setOpts``'s time when the query panel set its 19
+# items a frame).
+_BRUSHES: dict = {}
+
+
+def _brush(spec):
+    """The brush for ``spec``: made once per colour (a QColor or a colour name)."""
+    if isinstance(spec, QColor):
+        key = spec.rgba()
+    elif isinstance(spec, str):
+        key = spec
+    else:
+        return pg.mkBrush(spec)
+    hit = _BRUSHES.get(key)
+    if hit is None:
+        if len(_BRUSHES) > 256:  # colours made up by a caller: keep the cache small
+            _BRUSHES.clear()
+        hit = _BRUSHES[key] = pg.mkBrush(spec)
+    return hit
 
 
 class Bars(pg.GraphicsObject):
@@ -41,9 +63,9 @@ class Bars(pg.GraphicsObject):
             self.opts.update(opts)  # no bars before or after (the blocked keys of an unmasked
             return                  # head): nothing to lay out or repaint
         if "brush" in opts and opts["brush"] is not None:
-            opts["brush"] = pg.mkBrush(opts["brush"])
+            opts["brush"] = _brush(opts["brush"])
         if "brushes" in opts and opts["brushes"] is not None:
-            opts["brushes"] = [pg.mkBrush(b) for b in opts["brushes"]]
+            opts["brushes"] = [_brush(b) for b in opts["brushes"]]
         if "pen" in opts:
             pen = opts["pen"]
             self._pen = QPen(Qt.PenStyle.NoPen) if pen is None else pg.mkPen(pen)
@@ -52,19 +74,24 @@ class Bars(pg.GraphicsObject):
         x = np.asarray(self.opts["x"], dtype=float).ravel()
         height = np.asarray(self.opts["height"], dtype=float).ravel()
         count = min(len(x), len(height))
-        x, height = x[:count], height[:count]
-        y0 = np.broadcast_to(np.asarray(self.opts["y0"], dtype=float), (count,)) if count else np.zeros(0)
         width = float(self.opts["width"])
-        top = np.minimum(y0, y0 + height)
-        size = np.abs(height)
-        left = x - width / 2.0
         self._width = width
-        self._corners = np.column_stack((left, top, size)) if count else np.zeros((0, 3))
         self._rects = None
         if count:
-            rect = QRectF(float(left.min()), float(top.min()), float(left.max() - left.min() + width),
-                          float((top + size).max() - top.min()))
+            x, height = x[:count], height[:count]
+            y0 = np.asarray(self.opts["y0"], dtype=float)
+            y0 = y0.ravel() if y0.ndim else y0  # one base for every bar, or one per bar
+            end = y0 + height  # (broadcasting, as np.broadcast_to did, refuses other lengths)
+            corners = np.empty((count, 3))
+            left = np.subtract(x, width / 2.0, out=corners[:, 0])
+            top = np.minimum(y0, end, out=corners[:, 1])
+            np.abs(height, out=corners[:, 2])
+            low, high = float(top.min()), float(np.maximum(y0, end).max())
+            first, last = float(left.min()), float(left.max())
+            self._corners = corners
+            rect = QRectF(first, low, last - first + width, high - low)
         else:
+            self._corners = np.zeros((0, 3))
             rect = QRectF()
         self.prepareGeometryChange()
         self._data_rect = rect
