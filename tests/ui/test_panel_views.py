@@ -377,6 +377,23 @@ def test_explain_text_replaces_changed_lines_across_emoji():
     view.deleteLater()
 
 
+def test_explain_text_tells_its_layout_of_an_edit_once(pronoun, qtbot):
+    # An edit changes a dozen lines of numbers: told line by line, the document laid out and
+    # the view updated once a line (about half the panel's redraw of a W_q edit).
+    from attnexplorer.ui import user_actions
+
+    panel = shown(qtbot, ExplainPanel(pronoun), size=(320, 400))
+    pronoun.selection.set(query=6, key=1)
+    before = panel.text().split("\n")
+    told = []
+    panel.text_view.document().contentsChange.connect(lambda *a: told.append(a))
+    assert user_actions.set_cell(pronoun, "W_q", 0, 0, "2.5")
+    pronoun.compute.wait_idle()
+    after = panel.text().split("\n")
+    assert len(after) == len(before) and sum(a != b for a, b in zip(after, before)) > 3
+    assert len(told) == 1, told
+
+
 def test_bars_paint_the_same_pixels_by_rectangles_and_by_arrays(qtbot):
     import pyqtgraph as pg
 

@@ -121,6 +121,9 @@ def _replace_changed_span(view: QPlainTextEdit, old: str, new: str) -> None:
         return
     document = view.document()
     cursor = view.textCursor()
+    # One edit block: the document tells its layout and the view about the changed lines once,
+    # not once a line (a W_q edit changes a dozen lines of numbers).
+    cursor.beginEditBlock()
     for number, (before, after) in enumerate(zip(old_lines, new_lines)):
         if before == after:
             continue
@@ -129,6 +132,7 @@ def _replace_changed_span(view: QPlainTextEdit, old: str, new: str) -> None:
         cursor.setPosition(line + _utf16_len(before[:start]))  # Qt counts UTF-16 units: a token may be an emoji
         cursor.setPosition(line + _utf16_len(before[:end]), QTextCursor.MoveMode.KeepAnchor)
         cursor.insertText(replacement)
+    cursor.endEditBlock()
 
 
 def _utf16_len(text: str) -> int:
