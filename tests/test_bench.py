@@ -79,7 +79,7 @@ def test_every_kind_of_row_is_documented_and_offered():
     listed = re.search(r"`--json` gives the same figures as JSON \(fields: (.*?)\)", readme, re.S)[1]
     fields = [f for kind in bench.row_kinds() for f in bench.ROW_FIELDS.get(kind, (kind,))]
     assert re.findall(r"`(\w+)`", listed) == ["machine", "date", "load_before", "targets", *fields, "load_after",
-                                              "seconds"]
+                                              "row_seconds", "seconds"]
     usage = " ".join(build_bench_parser().format_help().split())
     assert all(kind in usage for kind in bench.row_kinds())
 
@@ -150,7 +150,10 @@ def test_only_measures_the_rows_named_in_the_reports_order(monkeypatch):
     data = bench.collect(quick=True, only=("long", "engine"))
     assert measured == ["engine", "long"]
     assert set(data) == {"machine", "date", "load_before", "targets", "engine", "long", "long_dense", "load_after",
-                         "seconds"}
+                         "row_seconds", "seconds"}
+    assert list(data["row_seconds"]) == ["engine", "long"]
+    # every row records the load average around its measurement
+    assert {"load_before", "load_after"} <= set(data["engine"]) and {"load_before", "load_after"} <= set(data["long"])
 
 
 def test_quick_leaves_out_the_real_model_rows_unless_only_names_them():
@@ -171,9 +174,25 @@ def test_quick_measures_a_named_real_model_row_once(monkeypatch):
     monkeypatch.setattr(real_models, "bench_models", lambda repeats=3: asked.append(repeats) or [{"model": "x"}])
     monkeypatch.setattr(bench, "machine_info", lambda: MACHINE)
     data = bench.collect(quick=True, only=bench.parse_only("models"))
-    assert asked == [1] and data["models"] == [{"model": "x"}]
+    assert asked == [1] and [row["model"] for row in data["models"]] == ["x"]
+    assert all({"load_before", "load_after"} <= set(row) for row in data["models"])
     bench.collect(quick=False, only=("models",))
     assert asked == [1, 3]
+
+
+def test_a_repeated_row_is_the_median_of_every_repeat():
+    from attnexplorer.bench.harness import median_of
+
+    runs = [{"block_ms": 90.0, "where": "slow"}, {"block_ms": 20.0, "where": "fast"}, {"block_ms": 30.0, "where": "mid"}]
+    row = median_of(runs, ("block_ms",))
+    # the slow repeat is counted, not dropped; the note is the median repeat's own
+    assert row == {"block_ms": 30.0, "where": "mid", "block_ms_all": [90.0, 20.0, 30.0], "repeats": 3}
+    assert median_of(runs + [{"error": "no window"}], ("block_ms",)) == {"error": "no window", "repeats": 4}
+    report = format_report({"machine": MACHINE, "large": _row(LARGE_FIELDS, met=True, repeats=5, load_before=1.0,
+                                                              load_after=1.5), "seconds": 1.0,
+                            "row_seconds": {"large": 1.0}})
+    assert "(median of 5 edits in one fresh process; load average 1.00 → 1.50)" in report
+    assert "(1 s in all: large 1 s)" in report
 
 
 def test_bench_text_report_names_every_section():

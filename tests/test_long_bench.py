@@ -45,8 +45,11 @@ def test_the_report_names_every_figure_and_the_target():
 def test_the_window_row_reports_its_figures_from_a_fresh_window():
     from attnexplorer.bench.long_window import bench_window
 
-    row = bench_window(512, 2)
+    row = bench_window(512, 2, edits=2)
     assert "error" not in row, row
+    # each edit's figures, the row's the median of them (every edit counted)
+    assert row["repeats"] == 2 and len(row["max_block_while_computing_ms_all"]) == 2
+    assert min(row["edit_to_drawn_ms_all"]) <= row["edit_to_drawn_ms"] <= max(row["edit_to_drawn_ms_all"])
     for key in ("first_overview_s", "edit_to_drawn_ms", "max_block_while_computing_ms", "gui_cpu_in_that_block_ms",
                 "scroll_step_ms", "peak_mb", "zoom_exact_ms"):
         assert row[key] is not None and row[key] >= 0, key

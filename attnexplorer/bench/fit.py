@@ -51,7 +51,23 @@ def bench_fit_steps(n: int = 16, d: int = 16, steps: int = 300, repeats: int = 3
             "target_per_s": TARGETS["fit_steps_per_s"], "met": rate >= TARGETS["fit_steps_per_s"]}
 
 
-def bench_fit_gui(n: int = 512, seconds: float = 3.0) -> dict:
+def bench_fit_gui(n: int = 512, seconds: float = 3.0, repeats: int = 3) -> dict:
+    """``fit_in_window`` ``repeats`` times (each a window and a fit of its own): each figure
+    the median of the runs, every run counted (``<figure>_all``); the GUI work in the
+    longest block is that of the run whose block is the median."""
+    from .harness import load_average, median_of
+
+    load_before = load_average()
+    runs = [fit_in_window(n, seconds) for _ in range(repeats)]
+    row = median_of(runs, ("max_block_ms", "steps_per_s", "frames_per_s"))
+    if "error" in row:
+        return {"n": n, **row}
+    row.update(load_before=load_before, load_after=load_average())
+    row["met"] = row["max_block_ms"] <= TARGETS["fit_block_ms"]
+    return row
+
+
+def fit_in_window(n: int = 512, seconds: float = 3.0) -> dict:
     """A fit at ``n`` tokens in the 1280×800 main window for ``seconds``, the GUI's longest block.
 
     The window runs its own event loop meanwhile (as in the app), with the Fit dock on screen.
@@ -144,9 +160,12 @@ def format_fit(r: dict, mark) -> list[str]:
     if g is not None and "error" in g:
         out.append(f"Fit in the window, n = {g['n']}: FAILED: {g['error']}")
     elif g is not None:
+        from .report import repeats_note
+
+        runs = f"fits of {g['seconds']:.1f} s" if "seconds" in g else "fits"
         out.append(f"Fit in the window, n = {g['n']}, d = 64: {g['steps_per_s']:.0f} steps/s while the window drew "
                    f"{g['frames_per_s']:.0f} frames/s; longest GUI block {g['max_block_ms']:.0f} ms "
-                   f"(target ≤ 50){mark(g['met'])}")
+                   f"(target ≤ 50){mark(g['met'])}{repeats_note(g, runs)}")
         if "max_block_gui_cpu_ms" in g:
             out.append(f"  of which the GUI thread worked {g['max_block_gui_cpu_ms']:.0f} ms (at most "
                        f"{g['max_gui_work_ms']:.0f} ms of work between two ticks); load {g['load']:.1f} "

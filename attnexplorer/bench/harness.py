@@ -11,8 +11,10 @@ import atexit
 import gc
 import os
 import shutil
+import statistics
 import sys
 import tempfile
+from typing import Sequence
 
 _scratch: str | None = None
 
@@ -32,6 +34,35 @@ def child_env() -> dict[str, str]:
     """The environment of a fresh process the bench measures: headless, with settings of its
     own (``settings_dir``)."""
     return {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTNEXPLORER_CONFIG_DIR": settings_dir()}
+
+
+def load_average() -> float | None:
+    """The machine's one-minute load average (None where it cannot be read): on a shared
+    machine it moves every wall-clock figure, so each row records it beside its figures."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def median_of(rows: Sequence[dict], figures: Sequence[str]) -> dict:
+    """One row from ``rows``, the same measurement repeated: each of ``figures`` the median of
+    its repeats (every repeat counts, the slow ones too), with all of them in ``<figure>_all``
+    and ``repeats``; the row's other fields are those of the repeat whose first figure is the
+    median (the lower middle one of an even count), so that a note about where a block fell
+    belongs to the figure shown. A repeat that failed makes the row say so (``error``)."""
+    failed = [row for row in rows if "error" in row]
+    if failed or not rows:
+        return dict(failed[0] if failed else {"error": "nothing measured"}, repeats=len(rows))
+    first = figures[0]
+    ordered = sorted(rows, key=lambda row: row[first])
+    out = dict(ordered[(len(ordered) - 1) // 2])
+    for name in figures:
+        values = [row[name] for row in rows if row.get(name) is not None]
+        out[name] = statistics.median(values) if values else None
+        out[f"{name}_all"] = values
+    out["repeats"] = len(rows)
+    return out
 
 
 def _quiet_offscreen(mode, context, message) -> None:

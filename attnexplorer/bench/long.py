@@ -72,7 +72,8 @@ def _resident_mb() -> float | None:
 
 def long_probe(n: int, heads: int, path: str) -> None:
     """Run in a child process: print one JSON line with the figures of ``path`` ("streamed",
-    "dense", or "causal": ``compute_long`` with a causal mask) at n tokens."""
+    "overview": the streamed pass's overview alone, "dense", or "causal": ``compute_long``
+    with a causal mask) at n tokens."""
     import numpy as np
 
     session = _session(n, heads)
@@ -105,6 +106,8 @@ def long_probe(n: int, heads: int, path: str) -> None:
         row["overview_s"] = time.perf_counter() - start
         row["overview_cpu_s"] = _cpu_s() - cpu
         row["threads"] = torch.get_num_threads()
+        if path == "overview":  # a repeat of the overview alone (``bench_long``)
+            return _print_row(row, base_mb)
         start = time.perf_counter()
         stream(session, overviews=(), outputs=True)
         row["outputs_s"] = time.perf_counter() - start
@@ -120,6 +123,10 @@ def long_probe(n: int, heads: int, path: str) -> None:
             rows.append(time.perf_counter() - t0)
         row["tile_ms"] = statistics.median(tiles) * 1000.0
         row["row_ms"] = statistics.median(rows) * 1000.0
+    _print_row(row, base_mb)
+
+
+def _print_row(row: dict, base_mb: float) -> None:
     # The kernel updates the peak lazily: the memory held a moment ago can read a little above it.
     row["peak_mb"] = max(_peak_mb(), row.get("held_mb") or 0.0)
     row["before_mb"] = base_mb
@@ -141,12 +148,33 @@ def _child(n: int, heads: int, path: str) -> dict:
     return json.loads(lines[-1])
 
 
+# Fresh processes timing the first overview (the first of them also times the rest): its
+# figure is their median.
+OVERVIEW_REPEATS = 3
+
+
+def _streamed_row(n: int, repeats: int) -> dict:
+    """The ``long`` row: the first overview's time and CPU seconds the median of ``repeats``
+    fresh processes (every one counted), the other figures the first's, the peak memory the
+    largest of them."""
+    from .harness import load_average, median_of
+
+    load_before = load_average()
+    runs = [_child(n, 4, "streamed")] + [_child(n, 4, "overview") for _ in range(repeats - 1)]
+    row = median_of(runs, ("overview_s", "overview_cpu_s"))
+    if "error" in row:
+        return {"n": n, "heads": 4, "path": "streamed", **row}
+    first = runs[0]
+    row.update({name: first[name] for name in ("path", "outputs_s", "tile_ms", "row_ms")},
+               peak_mb=max(run["peak_mb"] for run in runs), load_before=load_before, load_after=load_average())
+    row["met"] = row["overview_s"] <= TARGETS["long_overview_s"] and row["peak_mb"] < TARGETS["long_peak_mb"]
+    return row
+
+
 def bench_long(quick: bool = False) -> dict:
     """The 16,384-token row (2,048 with ``quick``) and the comparison at 4,096 (512)."""
     n, compare = (2048, 512) if quick else (16384, 4096)
-    row = _child(n, 4, "streamed")
-    if "error" not in row:
-        row["met"] = row["overview_s"] <= TARGETS["long_overview_s"] and row["peak_mb"] < TARGETS["long_peak_mb"]
+    row = _streamed_row(n, 1 if quick else OVERVIEW_REPEATS)
     out = {"long": row, "long_dense": [_child(compare, 4, "dense"), _child(compare, 4, "streamed")],
            "long_masked": _child(n, 4, "causal")}
     if not quick:
@@ -163,9 +191,12 @@ def format_long(r: dict, mark) -> list[str]:
     if "error" in row:
         out.append(f"Long input n = {row['n']:,}, {row['heads']} heads (streamed): FAILED: {row['error']}")
         return out
+    from .report import repeats_note
+
     load = row.get("load")
+    how = repeats_note(row, "fresh processes for the first overview")
     out.append(f"Long input n = {row['n']:,}, {row['heads']} heads, d = 64 (streamed)"
-               + (f", load average {load}" if load else ""))
+               + (how or (f", load average {load}" if load else "")))
     cpu = row.get("overview_cpu_s")
     out.append(f"  first complete overview of all heads {row['overview_s']:.1f} s (target ≤ 10"
                + (f"; {cpu:.1f} CPU s over {row['threads']} threads" if cpu is not None else "") + "), head outputs "
@@ -195,11 +226,14 @@ def format_long(r: dict, mark) -> list[str]:
 
 
 def _format_window(w: dict, mark) -> list[str]:
+    from .report import repeats_note
+
     load = w.get("load")
+    how = repeats_note(w, "edits in one fresh process")
     lines = [f"  the window at n = {w['n']:,} (d = {w.get('d', 64)}"
-             + (f", load average {load}" if load is not None else "") + f"): first overview "
+             + (f", load average {load}" if load is not None and not how else "") + f"): first overview "
              f"{w.get('first_overview_s', 0):.1f} s, edit → drawn {w['edit_to_drawn_ms'] / 1000:.1f} s "
-             f"({w.get('partial_overviews', 0)} partial overviews shown while it filled in)",
+             f"({w.get('partial_overviews', 0):.0f} partial overviews shown while it filled in){how}",
              f"    longest GUI block while computing {w['max_block_while_computing_ms']:.0f} ms (target ≤ 50; "
              f"{w.get('gui_cpu_in_that_block_ms', 0):.0f} ms of it GUI work){mark(w.get('met'))}, "
              f"after the result {w.get('max_block_ms', 0):.0f} ms (the panels' redraw)"]

@@ -9,6 +9,27 @@ def mark(met) -> str:
     return "  -" if met is None else (" ok" if met else " MISSED")
 
 
+def repeats_note(row: dict, what: str) -> str:
+    """" (median of 5 edits in one fresh process; load average 1.02 → 1.10)": how a row's
+    figures were taken, where the row says."""
+    parts = []
+    if (row.get("repeats") or 0) > 1:  # a single run (``--quick``) is no median
+        parts.append(f"median of {row['repeats']} {what}")
+    if row.get("load_before") is not None or row.get("load_after") is not None:
+        parts.append(f"load average {_load(row.get('load_before'))} → {_load(row.get('load_after'))}")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _list_note(rows) -> str:
+    """The medians' repeats and the load average around a list of rows (one kind's), from
+    its first row; nothing when the rows do not say."""
+    if not rows or not isinstance(rows[0], dict):
+        return ""
+    first = rows[0]
+    return repeats_note({**first, "load_after": rows[-1].get("load_after", first.get("load_after"))},
+                        "repeats each")
+
+
 def _load(value) -> str:
     return "unknown" if value is None else f"{value:.2f}"
 
@@ -23,14 +44,15 @@ def format_report(r: dict) -> str:
                    f"{_load(r.get('load_after'))} at the end")
     out.append("")
     if "engine" in r:
-        out.append("Engine vs bare torch softmax(QKᵀ·s)·V, d = 64 (target ≤ 1.3× at n ≥ 256)")
+        out.append("Engine vs bare torch softmax(QKᵀ·s)·V, d = 64 (target ≤ 1.3× at n ≥ 256)" + _list_note(r["engine"]))
         out.append(f"  {'device':7}{'n':>6}{'heads':>6}{'engine ms':>11}{'bare ms':>10}{'ratio':>7}")
         for row in r["engine"]:
             out.append(f"  {row['device']:7}{row['n']:>6}{row['heads']:>6}{row['engine_ms']:>11.3f}"
                        f"{row['bare_ms']:>10.3f}{row['ratio']:>7.2f}{mark(row['met'])}")
     if r.get("stages"):
         out.append("")
-        out.append("With biases, 8 query heads sharing 2 K/V heads, RoPE or ALiBi, d = 512, d_k = 64 (target ≤ 1.3×);")
+        out.append("With biases, 8 query heads sharing 2 K/V heads, RoPE or ALiBi, d = 512, d_k = 64 (target ≤ 1.3×)"
+                   + _list_note(r["stages"]) + ";")
         out.append("rope+new: also QK-norm, soft-capping and a sink per head")
         out.append(f"  {'device':7}{'positions':>10}{'n':>6}{'engine ms':>11}{'bare ms':>10}{'ratio':>7}")
         for row in r["stages"]:
@@ -38,7 +60,7 @@ def format_report(r: dict) -> str:
                        f"{row['bare_ms']:>10.3f}{row['ratio']:>7.2f}{mark(row['met'])}")
     if "redraw" in r:
         out.append("")
-        out.append("Edit → every visible panel redrawn, main window 1280×800, d = 64, 1 head")
+        out.append("Edit → every visible panel redrawn, main window 1280×800, d = 64, 1 head" + _list_note(r["redraw"]))
         for row in r["redraw"]:
             target = f" (target ≤ {row['target_ms']:.0f} ms)" if row["target_ms"] else ""
             out.append(f"  n = {row['n']:>4}: {row['median_ms']:7.1f} ms{target}{mark(row['met'])}")
@@ -47,7 +69,8 @@ def format_report(r: dict) -> str:
         out.append("")
         out.append(f"Dragging the sine τ slider at N = {d['n']}: {d['redraws_per_s']:.0f} redraws/s "
                    f"({d['median_ms']:.1f} ms each, {d['gui_cpu_ms']:.1f} ms of it the GUI thread's processor time; "
-                   f"target ≥ {d['target_per_s']:.0f}){mark(d['met'])}; one undo step: {d['undo_steps'] == 1}")
+                   f"target ≥ {d['target_per_s']:.0f}){mark(d['met'])}; one undo step: {d['undo_steps'] == 1}"
+                   + repeats_note({**d, "repeats": d.get("steps")}, "frames"))
     e = r.get("edit_cost")
     if e is not None:
         growth = "not measured here" if e["growth_mb"] is None else f"{e['growth_mb']:.1f} MB"
@@ -66,7 +89,8 @@ def format_report(r: dict) -> str:
                    + f" (target < {e['target_mb']:.0f})"
                    f"{mark(None if e['growth_mb'] is None else e['growth_mb'] < e['target_mb'])}")
     if "heatmap" in r:
-        out += ["", "Heatmap redraw vs matplotlib imshow + canvas.draw(), 600×500 px (target ≥ 10×)"]
+        out += ["", "Heatmap redraw vs matplotlib imshow + canvas.draw(), 600×500 px (target ≥ 10×)"
+                + _list_note(r["heatmap"])]
     for row in r.get("heatmap", ()):
         out.append(f"  n = {row['n']:>4}: {row['pyqtgraph_ms']:7.2f} ms vs {row['matplotlib_ms']:7.1f} ms "
                    f"= {row['speedup']:5.1f}×{mark(row['met'])}   (right after a matplotlib draw: "
@@ -80,7 +104,7 @@ def format_report(r: dict) -> str:
     elif big is not None:
         out.append("")
         out.append(f"Large session n = {big['n']}, {big['heads']} heads: compute {big['compute_ms']:.0f} ms, "
-                   f"edit → drawn {big['edit_to_drawn_ms']:.0f} ms")
+                   f"edit → drawn {big['edit_to_drawn_ms']:.0f} ms" + repeats_note(big, "edits in one fresh process"))
         out.append(f"  longest GUI block while computing {big['max_block_while_computing_ms']:.0f} ms (target ≤ 50), "
                    f"overall {big['max_block_ms']:.0f} ms; peak memory {big['peak_mb']:.0f} MB (target < 2048)"
                    f"{mark(big['met'])}")
@@ -130,6 +154,10 @@ def format_report(r: dict) -> str:
         out.append("")
         out.extend(heads_row(r["heads"]))
     out.append("")
-    out.append(f"({r['seconds']:.0f} s in all)")
+    seconds = r.get("row_seconds")
+    if seconds:
+        out.append(f"({r['seconds']:.0f} s in all: " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()) + ")")
+    else:
+        out.append(f"({r['seconds']:.0f} s in all)")
     return "\n".join(out)
 

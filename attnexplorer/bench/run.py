@@ -59,6 +59,7 @@ from typing import Callable
 
 from ..core.errors import AttnExplorerError
 from . import behaviour, edit_cost, engine, export, fit, generation, heads, large, long, real_models, stages, startup, window
+from .harness import load_average
 from .report import format_report
 
 # Each row kind's targets live with its measurement; the JSON lists them all in this order.
@@ -67,15 +68,6 @@ TARGETS = {**engine.TARGETS, **window.TARGETS, **edit_cost.TARGETS, **large.TARG
            **export.TARGETS, **long.TARGETS, **fit.TARGETS, "models_open_s": real_models.TARGETS,
            "behaviour_ms": behaviour.TARGETS, "generation": generation.TARGETS,
            "heads": heads.TARGETS}
-
-
-def load_average() -> float | None:
-    """The machine's one-minute load average (None where it cannot be read): on a shared
-    machine it moves every wall-clock figure, so the report prints it beside them."""
-    try:
-        return round(os.getloadavg()[0], 2)
-    except (AttributeError, OSError):
-        return None
 
 
 def machine_info() -> dict:
@@ -165,7 +157,8 @@ def row_kinds(quick: bool = False, devices: tuple[str, ...] = ("cpu",)) -> dict[
         "export": lambda: export.bench_export(1 if quick else 3),
         "long": lambda: bench_long(quick),
         "fit_steps": lambda: bench_fit_steps(steps=100 if quick else 300, repeats=1 if quick else 3),
-        "fit_gui": lambda: bench_fit_gui(128 if quick else 512, seconds=1.0 if quick else 3.0),
+        "fit_gui": lambda: (bench_fit_gui(128, seconds=1.0, repeats=1) if quick
+                            else bench_fit_gui(512, seconds=3.0, repeats=3)),
         "models": models,
         "behaviour": behaviour,
         "generation": generation,
@@ -199,15 +192,31 @@ def collect(quick: bool = False, device: str | None = None, only: tuple[str, ...
                "load_before": load_average(), "targets": {k: v for k, v in TARGETS.items() if k != "redraw_ms"}}
     results["targets"]["redraw_ms"] = {str(k): v for k, v in TARGETS["redraw_ms"].items()}
     kinds = row_kinds(quick, devices)
+    row_seconds = {}
     for name in measured_rows(quick, only, kinds):
+        load_before, began = load_average(), time.perf_counter()
         figures = kinds[name]()
+        row_seconds[name] = round(time.perf_counter() - began, 1)
+        rows = figures.values() if name in ROW_FIELDS else (figures,)
+        for row in rows:
+            _stamp_load(row, load_before, load_average())
         if name in ROW_FIELDS:
             results.update(figures)
         else:
             results[name] = figures
     results["load_after"] = load_average()
+    results["row_seconds"] = row_seconds  # what each kind of row took, for a reader planning a run
     results["seconds"] = time.perf_counter() - started
     return results
+
+
+def _stamp_load(row, before: float | None, after: float | None) -> None:
+    """Record the load average around a row's measurement in the row (each row of a list),
+    where the row did not take its own closer to its figures."""
+    for one in row if isinstance(row, list) else (row,):
+        if isinstance(one, dict):
+            one.setdefault("load_before", before)
+            one.setdefault("load_after", after)
 
 
 def parse_only(text: str | None) -> tuple[str, ...] | None:
