@@ -158,6 +158,33 @@ def test_small_matrices_have_numbers_in_cells_with_readable_colours(doc, qtbot):
     assert min(window) < 80  # black text on the bright cell
 
 
+def test_cell_numbers_sit_in_the_middle_of_their_cells(doc, qtbot):
+    # Numbers are measured by the font's metrics and drawn at their baseline: the ink of a
+    # number is centred on its cell, across and down, to a pixel or two.
+    panel = shown(qtbot, WeightsPanel(doc), size=(600, 500))
+    weights = doc.result.weights[0]
+    texts = panel.view.cell_texts()
+    picture = panel.canvas.grab().toImage()
+    dark = {(r, c): is_dark for r, c, _text, is_dark in panel.view.numbers.cells}
+    checked = 0
+    for (r, c), text in texts.items():
+        if not dark[(r, c)]:
+            continue  # white text: the bright cells' black ink is the easier to find
+        top_left, bottom_right = view_to_widget(panel, panel.view, c, r), view_to_widget(panel, panel.view, c + 1, r + 1)
+        xs, ys = [], []
+        for x in range(top_left.x() + 2, bottom_right.x() - 1):
+            for y in range(top_left.y() + 2, bottom_right.y() - 1):
+                if picture.pixelColor(x, y).value() < 80:
+                    xs.append(x)
+                    ys.append(y)
+        assert xs, (r, c, text)
+        centre = view_to_widget(panel, panel.view, c + 0.5, r + 0.5)
+        assert abs((min(xs) + max(xs)) / 2 - centre.x()) <= 2.0, (r, c, text)
+        assert abs((min(ys) + max(ys)) / 2 - centre.y()) <= 2.5, (r, c, text)
+        checked += 1
+    assert checked >= 1 and weights.size
+
+
 def test_fully_blocked_row_is_hatched_and_labelled_not_coloured(qtbot):
     blocked = np.zeros((6, 6), dtype=bool)
     blocked[3, :] = True  # query 3 sees no key
