@@ -20,7 +20,7 @@ from attnexplorer.bench.report import format_report
 
 ENGINE_FIELDS = {"n", "d", "heads", "device", "dtype", "engine_ms", "bare_ms", "ratio", "met"}
 STAGES_FIELDS = {"n", "d", "heads", "kv_heads", "positions", "device", "dtype", "engine_ms", "bare_ms", "ratio", "met"}
-REDRAW_FIELDS = {"n", "d", "heads", "median_ms", "compute_ms", "draw_ms", "target_ms", "met"}
+REDRAW_FIELDS = {"n", "d", "heads", "median_ms", "gui_cpu_ms", "compute_ms", "draw_ms", "target_ms", "met"}
 DRAG_FIELDS = {"n", "steps", "median_ms", "redraws_per_s", "gui_cpu_ms", "undo_steps", "target_per_s", "met"}
 HEATMAP_FIELDS = {"n", "pyqtgraph_ms", "pyqtgraph_first_ms", "matplotlib_ms", "speedup", "met"}
 LARGE_FIELDS = {"n", "heads", "first_window_ms", "edit_to_drawn_ms", "compute_ms",

@@ -63,7 +63,8 @@ def format_report(r: dict) -> str:
         out.append("Edit → every visible panel redrawn, main window 1280×800, d = 64, 1 head" + _list_note(r["redraw"]))
         for row in r["redraw"]:
             target = f" (target ≤ {row['target_ms']:.0f} ms)" if row["target_ms"] else ""
-            out.append(f"  n = {row['n']:>4}: {row['median_ms']:7.1f} ms{target}{mark(row['met'])}")
+            cpu = f", GUI thread {row['gui_cpu_ms']:.1f} ms" if row.get("gui_cpu_ms") is not None else ""
+            out.append(f"  n = {row['n']:>4}: {row['median_ms']:7.1f} ms{target}{mark(row['met'])}{cpu}")
     d = r.get("drag")
     if d is not None:
         out.append("")
