@@ -18,8 +18,6 @@ bar above them, the class's guesses and reveals, the arrow and Page keys.
 
 from __future__ import annotations
 
-import dataclasses
-
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QAbstractSlider, QAbstractSpinBox, QApplication, QLineEdit,
                                QPlainTextEdit, QTextEdit, QToolBar, QWidget)
@@ -29,17 +27,19 @@ from ...core.lessons import Lesson, fill, quotes
 from ...core.lessons.runtime import LessonRun
 from .bar import LessonBar
 from .covers import cover_panels
+from .step_panels import StepPanels
+from .step_slider import StepSlider
 
 NEXT_KEYS = (Qt.Key.Key_Right, Qt.Key.Key_PageDown)
 BACK_KEYS = (Qt.Key.Key_Left, Qt.Key.Key_PageUp)
-# Panels that spell out the selected query's scores and weights: while a step keeps a value
-# hidden they would give it away, so they wait for Reveal.
-TELLING_KINDS = ("explain", "query")
 # Where Left and Right move a cursor, a cell or a slider: they are not the lesson's there.
 _EDITING = (QLineEdit, QAbstractSpinBox, QAbstractItemView, QAbstractSlider, QTextEdit, QPlainTextEdit)
 
 
 class LessonController(QObject):
+    """The lesson taught in ``window`` (see the module): which panels a step shows is
+    ``step_panels.StepPanels``, its preset slider ``step_slider.StepSlider``."""
+
     step_shown = Signal(int)
     ended = Signal()
 
@@ -58,12 +58,11 @@ class LessonController(QObject):
         self.dock.hide()
         self._saved_state = None
         self._covers: dict = {}
-        self._layouts: dict[int, tuple[str, ...]] = {}   # step → the panels the teacher showed
-        self._drag = 0
-        self._slider_for: tuple | None = None
         from .presenter import Presenter
 
         self.presenter = Presenter(window, self)
+        self.step_panels = StepPanels(window, self.presenter)
+        self.slider = StepSlider(self.document, self.bar)
         self.bar.back_clicked.connect(self.back)
         self.bar.next_clicked.connect(self.next)
         self.bar.exit_clicked.connect(self.end)
@@ -89,7 +88,7 @@ class LessonController(QObject):
             self.document.session_changed.connect(self._on_session_changed)
             QApplication.instance().installEventFilter(self)
         self.run = LessonRun(lesson)
-        self._layouts = {}
+        self.step_panels.reset()
         self.window.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.dock)
         self.dock.show()
         self.show_step()
@@ -106,8 +105,7 @@ class LessonController(QObject):
         self.document.session_changed.disconnect(self._on_session_changed)
         self.run = None
         self._show_covers(())
-        self.bar.show_slider(None)
-        self._slider_for = None
+        self.slider.hide()
         self.dock.hide()
         self.window.removeToolBar(self.dock)
         if self._saved_state is not None:
@@ -119,7 +117,7 @@ class LessonController(QObject):
     def go(self, index: int) -> bool:
         if not self.active:
             return False
-        self._remember_layout()
+        self.step_panels.remember(self.run)
         if not self.run.go(index):
             return False
         self.show_step()
@@ -133,57 +131,22 @@ class LessonController(QObject):
 
     def panels_of(self, index: int) -> tuple[str, ...]:
         """The panels step ``index`` shows: the teacher's choice when they changed it."""
-        return self._layouts.get(index, self.run.lesson.steps[index].panels)
+        return self.step_panels.panels_of(self.run, index)
 
     def show_step(self) -> None:
         step = self.run.step
-        self._arrange(self.panels_of(self.run.index))
+        self._arrange()
         self._select(step)
-        self._sync_slider(step)
+        self.slider.show_for(step)
         guess = self.run.guesses.get(self.run.index)
         self.bar.set_typed_guess("" if guess is None or isinstance(guess, str) else f"{guess:g}")
         self.refresh()
         self.presenter.step_changed()
         self.step_shown.emit(self.run.index)
 
-    def _applicable(self, kinds) -> list[str]:
-        session = self.document.session
-        panels = {p.kind: p for p in self.window.panels}
-        return [k for k in kinds if k in panels and panels[k].applies_to(session)]
-
-    def _arrange(self, kinds) -> None:
-        """The step's panels side by side, large; every other result panel hidden. The Inputs
-        stay (tables editable on every step) unless presenter mode hides the editing chrome."""
-        window, docks = self.window, self.window.docks
-        if self.run.hidden():
-            kinds = [k for k in kinds if k not in TELLING_KINDS]
-        shown = self._applicable(kinds)
-        if not shown:   # a step whose panels do not apply to this session shows the weights
-            shown = self._applicable(["weights"])
-        inputs = "inputs" in kinds or not self.presenter.active
-        for kind, dock in docks.items():
-            if kind not in shown:
-                dock.hide()
-        right = Qt.DockWidgetArea.RightDockWidgetArea
-        for kind in shown:
-            window.removeDockWidget(docks[kind])
-        for i, kind in enumerate(shown):
-            dock = docks[kind]
-            dock.setFloating(False)
-            if i == 0:
-                window.addDockWidget(right, dock)
-            else:
-                window.splitDockWidget(docks[shown[i - 1]], dock, Qt.Orientation.Horizontal)
-            dock.show()
-        left = Qt.DockWidgetArea.LeftDockWidgetArea
-        for kind, wanted in (("inputs", inputs), ("controls", "controls" in kinds)):
-            if wanted:
-                if window.dockWidgetArea(docks[kind]) != left:
-                    window.addDockWidget(left, docks[kind])
-                docks[kind].show()
-        if shown:
-            width = max(window.width() - (420 if inputs else 0), 1)
-            window.resizeDocks([docks[k] for k in shown], [width // len(shown)] * len(shown), Qt.Orientation.Horizontal)
+    def _arrange(self) -> None:
+        """The step's panels side by side, large (``StepPanels.arrange``), and the bar fitted."""
+        self.step_panels.arrange(self.run)
         self.fit_bar()
 
     def fit_bar(self) -> None:
@@ -193,18 +156,6 @@ class LessonController(QObject):
         if layout.hasHeightForWidth():
             self.bar.setFixedHeight(max(layout.heightForWidth(width), layout.minimumSize().height()))
         self.bar.setFixedWidth(width)
-
-    def _remember_layout(self) -> None:
-        """Keep the panels the teacher has on screen for this step, when they changed them."""
-        if not self.active:
-            return
-        docks = self.window.docks
-        step_panels = self.panels_of(self.run.index)
-        order = list(step_panels) + [k for k in docks if k not in step_panels]
-        visible = tuple(k for k in order if k in docks and docks[k].isVisible() and k != "controls"
-                        and (k != "inputs" or "inputs" in step_panels))
-        if set(visible) != set(self._applicable(step_panels)) | ({"inputs"} & set(step_panels)) and visible:
-            self._layouts[self.run.index] = visible
 
     def _select(self, step) -> None:
         session = self.document.session
@@ -240,7 +191,7 @@ class LessonController(QObject):
                     and self.run.index not in self.run.guesses:
                 self.guess_number(self.bar.number_edit.text())  # typed but not yet entered
             self.run.reveal()
-            self._arrange(self.panels_of(self.run.index))   # Explain and the query's bars may show it now
+            self._arrange()   # Explain and the query's bars may show it now
             self.refresh()
 
     # -- following the document ------------------------------------------------------------
@@ -278,45 +229,9 @@ class LessonController(QObject):
     def _on_session_changed(self, session) -> None:
         # A token renamed or a stage switched can change which panels apply.
         if self.active:
-            self._remember_layout()   # a panel the teacher brought up stays up
-            self._arrange(self.panels_of(self.run.index))
-            if self.bar.slider is not None and session.preset is not None and self._slider_for is not None:
-                value = session.preset.params.get(self._slider_for[1])
-                if value is not None:
-                    self.bar.slider.set_value(value)
-
-    # -- a step's preset slider --------------------------------------------------------------
-    def _sync_slider(self, step) -> None:
-        session = self.document.session
-        want = None
-        if step.slider and session.preset is not None and step.slider in session.preset.params:
-            want = (session.preset.name, step.slider)
-        if want == self._slider_for:
-            return
-        self._slider_for = want
-        if want is None:
-            self.bar.show_slider(None)
-            return
-        from ...core.presets import get_preset
-        from ..controls import ValueSlider
-
-        param = get_preset(want[0]).param(want[1])
-        slider = ValueSlider(param.minimum, param.maximum, integer=param.kind == "int", log=param.log)
-        slider.set_value(session.preset.params[want[1]])
-        slider.drag_started.connect(self._next_drag)
-        slider.drag_finished.connect(self.document.flush)
-        slider.value_edited.connect(lambda v, dragging, p=param: self._on_slider(p, v, dragging))
-        self.bar.show_slider(param.label or param.name, slider)
-
-    def _next_drag(self) -> None:
-        self._drag += 1
-
-    def _on_slider(self, param, value: float, dragging: bool) -> None:
-        from ..user_actions import set_preset_param
-
-        value = int(value) if param.kind == "int" else value
-        key = ("lesson-slider", param.name, self._drag) if dragging else None
-        set_preset_param(self.document, param.name, value, param.label or param.name, key)
+            self.step_panels.remember(self.run)   # a panel the teacher brought up stays up
+            self._arrange()
+            self.slider.follow(session)
 
     # -- keys --------------------------------------------------------------------------------
     def eventFilter(self, obj, event) -> bool:
@@ -348,7 +263,5 @@ class LessonController(QObject):
         """The lesson with each step's panels as the teacher showed them (None: no lesson)."""
         if not self.active:
             return None
-        self._remember_layout()
-        lesson = self.run.lesson
-        steps = tuple(dataclasses.replace(s, panels=self.panels_of(i)) for i, s in enumerate(lesson.steps))
-        return dataclasses.replace(lesson, steps=steps)
+        self.step_panels.remember(self.run)
+        return self.step_panels.as_taught(self.run)

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QApplication
 
 from ...core.lessons import LessonError, quotes
 from ...core.lessons.pages import Page, handout_pages
-from .controller import TELLING_KINDS
+from .step_panels import TELLING_KINDS
 from .covers import cover_panels
 from .tex import tex_text
 
