@@ -45,7 +45,7 @@ def _torch():
     return torch
 
 
-def available_devices() -> list[str]:
+def torch_devices() -> list[str]:
     """Devices torch can use here: always ``cpu``, then ``cuda``/``mps`` when present."""
     torch = _torch()
     devices = ["cpu"]
@@ -63,7 +63,7 @@ def available_devices() -> list[str]:
 
 
 @functools.lru_cache(maxsize=None)
-def _dtype_works(device: str, dtype: str) -> bool:
+def dtype_works(device: str, dtype: str) -> bool:
     """Whether the kernels the engine needs (matmul, masked softmax) run in ``dtype`` on ``device``.
 
     Support for the half types differs between torch builds and GPUs (bfloat16 needs a recent
@@ -84,58 +84,90 @@ def _dtype_works(device: str, dtype: str) -> bool:
         return False
 
 
-def supported_dtypes(device: str) -> list[str]:
-    """Dtypes the engine offers on ``device``, in ``DTYPES`` order (float32 first).
+class Devices:
+    """Where the engine may compute and in which number types, and the torch device and dtype
+    for a choice (``resolve``), kept once resolved: every compute asks again, and devices do
+    not come and go while we run.
 
-    float32 is always offered on an available device; the others only where a trial run on the
-    device works (float64 does not exist on mps; half types need kernel support).
+    ``available()`` lists the devices and ``dtype_works(device, dtype)`` says whether a device
+    runs the engine's kernels in a dtype; by default torch is asked (``torch_devices``,
+    ``dtype_works``). ``DEVICES`` is the engine's own; another machine's (one without CUDA,
+    or a device that refuses a dtype) is a ``Devices`` with its own answers.
     """
-    base = device.split(":")[0] if isinstance(device, str) else device
-    if base not in available_devices():
-        return []
-    if base == "mps":  # mps has no float64 at all; do not even try
-        candidates = [t for t in DTYPES if t != "float64"]
-    else:
-        candidates = list(DTYPES)
-    return [t for t in candidates if t == "float32" or _dtype_works(base, t)]
+
+    def __init__(self, available=torch_devices, dtype_works=dtype_works):
+        self.available = available
+        self.dtype_works = dtype_works
+        self._resolved: dict = {}
+
+    def supported_dtypes(self, device: str) -> list[str]:
+        """Dtypes the engine offers on ``device``, in ``DTYPES`` order (float32 first).
+
+        float32 is always offered on an available device; the others only where a trial run on
+        the device works (float64 does not exist on mps; half types need kernel support).
+        """
+        base = device.split(":")[0] if isinstance(device, str) else device
+        if base not in self.available():
+            return []
+        if base == "mps":  # mps has no float64 at all; do not even try
+            candidates = [t for t in DTYPES if t != "float64"]
+        else:
+            candidates = list(DTYPES)
+        return [t for t in candidates if t == "float32" or self.dtype_works(base, t)]
+
+    def resolve(self, device: str, dtype: str):
+        """Check ``device`` and ``dtype`` and return the torch objects, or raise EngineError.
+
+        ``device`` is ``cpu``, ``cuda``, ``cuda:N`` or ``mps``; ``dtype`` one of ``DTYPES``. The
+        messages name what is available instead.
+        """
+        resolved = self._resolved
+        hit = resolved.get((device, dtype)) if isinstance(device, str) and isinstance(dtype, str) else None
+        if hit is not None:
+            return hit
+        torch = _torch()
+        if not isinstance(device, str):
+            raise EngineError(f"device must be a name such as 'cpu' or 'cuda', got {device!r}")
+        if not isinstance(dtype, str):
+            raise EngineError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+        if device == "cpu" and dtype in ("float32", "float64"):
+            # Always there: skip the device and dtype probes.
+            return resolved.setdefault((device, dtype), (torch.device("cpu"), getattr(torch, dtype)))
+        base, _, index = device.partition(":")
+        devices = self.available()
+        if base not in devices:
+            raise EngineError(f"device {device!r} is not available here; available: {', '.join(devices)}")
+        if ":" in device:
+            if base != "cuda" or not index.isdigit():
+                raise EngineError(f"device {device!r} is not a valid device name; available: {', '.join(devices)}")
+            count = torch.cuda.device_count()
+            if int(index) >= count:
+                raise EngineError(f"device {device!r} is not available here; there are {count} CUDA devices "
+                                  f"(cuda:0..cuda:{count - 1})")
+        if dtype not in DTYPES:
+            raise EngineError(f"dtype {dtype!r} is not supported; choose one of {', '.join(DTYPES)}")
+        offered = self.supported_dtypes(base)
+        if dtype not in offered:
+            raise EngineError(f"dtype {dtype} is not supported on {base}; choose one of {', '.join(offered)}")
+        return resolved.setdefault((device, dtype), (torch.device(device), getattr(torch, dtype)))
+
+
+DEVICES = Devices()
+
+
+def available_devices() -> list[str]:
+    """Devices the engine can use here (``DEVICES``): always ``cpu``, then ``cuda``/``mps``."""
+    return DEVICES.available()
+
+
+def supported_dtypes(device: str) -> list[str]:
+    """Dtypes the engine offers on ``device`` (``Devices.supported_dtypes``)."""
+    return DEVICES.supported_dtypes(device)
 
 
 def resolve(device: str, dtype: str):
-    """Check ``device`` and ``dtype`` and return the torch objects, or raise EngineError.
-
-    ``device`` is ``cpu``, ``cuda``, ``cuda:N`` or ``mps``; ``dtype`` one of ``DTYPES``. The
-    messages name what is available instead.
-    """
-    hit = _RESOLVED.get((device, dtype)) if isinstance(device, str) and isinstance(dtype, str) else None
-    if hit is not None:  # every compute asks again; devices do not come and go while we run
-        return hit
-    torch = _torch()
-    if not isinstance(device, str):
-        raise EngineError(f"device must be a name such as 'cpu' or 'cuda', got {device!r}")
-    if not isinstance(dtype, str):
-        raise EngineError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    if device == "cpu" and dtype in ("float32", "float64"):
-        # Always there: skip the device and dtype probes.
-        return _RESOLVED.setdefault((device, dtype), (torch.device("cpu"), getattr(torch, dtype)))
-    base, _, index = device.partition(":")
-    devices = available_devices()
-    if base not in devices:
-        raise EngineError(f"device {device!r} is not available here; available: {', '.join(devices)}")
-    if ":" in device:
-        if base != "cuda" or not index.isdigit():
-            raise EngineError(f"device {device!r} is not a valid device name; available: {', '.join(devices)}")
-        count = torch.cuda.device_count()
-        if int(index) >= count:
-            raise EngineError(f"device {device!r} is not available here; there are {count} CUDA devices (cuda:0..cuda:{count - 1})")
-    if dtype not in DTYPES:
-        raise EngineError(f"dtype {dtype!r} is not supported; choose one of {', '.join(DTYPES)}")
-    offered = supported_dtypes(base)
-    if dtype not in offered:
-        raise EngineError(f"dtype {dtype} is not supported on {base}; choose one of {', '.join(offered)}")
-    return _RESOLVED.setdefault((device, dtype), (torch.device(device), getattr(torch, dtype)))
-
-
-_RESOLVED: dict = {}
+    """The torch device and dtype for a choice, or EngineError (``Devices.resolve``)."""
+    return DEVICES.resolve(device, dtype)
 
 
 @dataclass(frozen=True, eq=False)

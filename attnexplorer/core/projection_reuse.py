@@ -21,6 +21,10 @@ no second copy of its biggest buffer; there an edit costs what a full product co
 Two computes may overlap (the window's worker and an export on the GUI thread): a product is
 kept only when its weight tensor was not patched while it was being made, so a kept product
 always matches the weights it claims.
+
+``tally()`` counts how each product was made since the process started (reused from the kept
+one, made in full although one was kept, or made in full with none kept): what an edit cost
+comes down to, for the bench and for anyone asking why an edit was slow.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict, deque
+from typing import NamedTuple
 
 import numpy as np
 
@@ -45,6 +50,25 @@ _LOCK = threading.Lock()
 _PATCHES: dict = {}
 # id(weight tensor) → (weak reference, version, x, bias, product)
 _PRODUCTS: OrderedDict = OrderedDict()
+
+
+class Tally(NamedTuple):
+    """How many products were made each way (``tally``)."""
+
+    reused: int = 0     # the kept product with the changed columns and rows made again
+    declined: int = 0   # made in full: a product was kept, but too much (or its shape) changed,
+    #                     or more patches of its weights came than are remembered
+    fresh: int = 0      # made in full: none was kept for this weight tensor (a new one, or grad on)
+
+
+_TALLY = [0, 0, 0]   # reused, declined, fresh (under _LOCK)
+
+
+def tally() -> Tally:
+    """How the products ``reuse_linear`` returned were made, counted since the process started;
+    the difference of two tallies is what the computes between them did."""
+    with _LOCK:
+        return Tally(*_TALLY)
 
 
 def _torch():
@@ -94,6 +118,7 @@ def reuse_linear(x, w, b=None):
     """``x·w (+ b)``, reusing the last product made from ``w`` where its inputs did not change."""
     torch = _torch()
     if torch.is_grad_enabled():  # autograd must see the plain product (fitting never gets here)
+        _count(2)
         return linear(x, w, b)
     with _LOCK:
         version = _version(w)
@@ -104,6 +129,7 @@ def reuse_linear(x, w, b=None):
     value = None
     if kept is not None and columns is not None:
         value = _update(kept, columns, x, w, b)
+    _count(2 if kept is None else 1 if value is None else 0)
     if value is None:
         value = linear(x, w, b)
     if value.numel() <= MAX_KEPT:
@@ -115,6 +141,11 @@ def reuse_linear(x, w, b=None):
                 while len(_PRODUCTS) > _KEPT_PRODUCTS:
                     _PRODUCTS.popitem(last=False)
     return value
+
+
+def _count(way: int) -> None:
+    with _LOCK:
+        _TALLY[way] += 1
 
 
 def _update(kept, columns: np.ndarray, x, w, b):

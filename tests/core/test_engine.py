@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from attnexplorer.core import device_inputs, engine
-from attnexplorer.core.engine import INTERMEDIATES, compute, resolve, supported_dtypes
+from attnexplorer.core.engine import INTERMEDIATES, Devices, compute, resolve, supported_dtypes
 from attnexplorer.core.errors import AttnExplorerError, EngineError
 from attnexplorer.core.session import Mask, Scale, Session
 
@@ -162,26 +162,25 @@ def test_cpu_offers_float32_and_float64_and_halves_on_this_torch():
     assert supported_dtypes("tpu") == []
 
 
-def test_unsupported_dtype_on_device_is_named(monkeypatch):
-    monkeypatch.setattr(engine, "_RESOLVED", {})  # forget what earlier tests resolved
-    monkeypatch.setattr(engine, "_dtype_works", lambda device, dtype: dtype != "bfloat16")
+def test_unsupported_dtype_on_device_is_named():
+    # A device that refuses bfloat16 (an older GPU does): its Devices answers so.
+    refusing = Devices(dtype_works=lambda device, dtype: dtype != "bfloat16")
+    assert refusing.supported_dtypes("cpu") == ["float32", "float64", "float16"]
     with pytest.raises(EngineError, match=r"bfloat16 is not supported on cpu; choose one of float32, float64, float16"):
-        compute(make_session(), dtype="bfloat16")
+        refusing.resolve("cpu", "bfloat16")
 
 
 @pytest.mark.parametrize("device", ["tpu", "CPU", "cuda:x", "cpu:0:1"])
-def test_unavailable_device_names_the_available_ones(device, monkeypatch):
-    monkeypatch.setattr(engine, "_RESOLVED", {})
-    monkeypatch.setattr(engine, "available_devices", lambda: ["cpu"])
+def test_unavailable_device_names_the_available_ones(device):
     with pytest.raises(EngineError, match=f"{device!r}.*available: cpu"):
         compute(make_session(), device=device)
 
 
-def test_missing_cuda_names_the_available_ones(monkeypatch):
-    monkeypatch.setattr(engine, "_RESOLVED", {})  # on a GPU machine earlier tests resolved cuda
-    monkeypatch.setattr(engine, "available_devices", lambda: ["cpu"])
+def test_missing_cuda_names_the_available_ones():
+    cpu_only = Devices(available=lambda: ["cpu"])   # a machine without CUDA
     with pytest.raises(EngineError, match="'cuda' is not available here; available: cpu"):
-        compute(make_session(), device="cuda")
+        cpu_only.resolve("cuda", "float32")
+    assert cpu_only.resolve("cpu", "float32") == resolve("cpu", "float32")
 
 
 @pytest.mark.parametrize("device,dtype,match", [

@@ -80,42 +80,36 @@ def big_session(heads=4, d=32, n=6, seed=0) -> Session:
                    w_value=rng.normal(size=(heads, d, d)))
 
 
-@pytest.fixture
-def updates(monkeypatch):
-    """How the projections of each compute were made: "reused" or "full"."""
-    made = []
-    update = projection_reuse._update
-
-    def counting(*args):
-        value = update(*args)
-        made.append("full" if value is None else "reused")
-        return value
-
-    monkeypatch.setattr(projection_reuse, "_update", counting)
-    return made
+def made_since(before: projection_reuse.Tally) -> dict:
+    """How the products made since ``before`` were made (``projection_reuse.tally``)."""
+    now = projection_reuse.tally()
+    return {way: getattr(now, way) - getattr(before, way) for way in projection_reuse.Tally._fields}
 
 
 @pytest.mark.parametrize("table, row, col, head", [("W_q", 3, 5, 2), ("W_k", 0, 31, 3), ("W_v", 7, 0, 0),
                                                    ("embeddings", 4, 9, 0)])
-def test_a_cell_edit_reuses_the_product_and_leaves_the_old_result_alone(updates, table, row, col, head):
+def test_a_cell_edit_reuses_the_product_and_leaves_the_old_result_alone(table, row, col, head):
     before = big_session()
     old = compute(before)
     old_q, old_v = old.Q.copy(), old.V.copy()
     after = edits.set_cell(before, table, row, col, 2.5, head)
+    start = projection_reuse.tally()
     new = compute(after)
-    assert updates == ["reused"]
+    assert made_since(start) == {"reused": 1, "declined": 0, "fresh": 0}
     assert_same_result(new, compute(copy_of(after)), "float32")
     # The old result's arrays are views of the old product: never written.
     np.testing.assert_array_equal(old.Q, old_q)
     np.testing.assert_array_equal(old.V, old_v)
 
 
-def test_an_edit_of_every_cell_is_made_from_scratch(updates):
+def test_an_edit_of_every_cell_is_made_from_scratch():
     before = big_session()
     old = compute(before)  # noqa: F841 (kept alive, as the window keeps its result)
     after = before.replace(w_query=before.w_query + 1.0)
+    start = projection_reuse.tally()
     compute(after)
-    assert updates == []  # a new array, not an edit of the old one: nothing to reuse
+    # a new array, not an edit of the old one: nothing to reuse
+    assert made_since(start) == {"reused": 0, "declined": 0, "fresh": 1}
 
 
 def test_a_product_is_kept_only_while_it_is_small(monkeypatch):
