@@ -170,6 +170,13 @@ class RowLayout:
         self._transposed: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.copied = 0
 
+    def retain(self, tensors) -> None:
+        """Drop the copies made from tensors not among ``tensors`` (an edited layer's weights
+        replaced since: each edit would otherwise keep its weights and their copies alive)."""
+        alive = {id(t) for t in tensors}
+        self._transposed = {key: found for key, found in self._transposed.items()
+                            if all(id(t) in alive for t in (found[0] if isinstance(found[0], tuple) else (found[0],)))}
+
     def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         if x.shape[0] != 1 or not self.enabled:
             return F.linear(x, weight, bias)
@@ -186,7 +193,7 @@ class RowLayout:
         call instead of three, the same columns."""
         if x.shape[0] != 1 or not self.enabled:
             return tuple(F.linear(x, weight, bias) for weight, bias in pairs)
-        sources = tuple(t for pair in pairs for t in pair)
+        sources = tuple(t for pair in pairs for t in pair if t is not None)
         key = tuple(id(t) for t in sources)
         found = self._transposed.get(key)
         if found is None or any(a is not b for a, b in zip(found[0], sources)):
@@ -284,6 +291,9 @@ class Generation:
         self.model = family(b.kind, self.loaded.config, self.loaded.weights)
         if self.layout is None or self.layout.weights is not self.loaded.weights:
             self.layout = RowLayout(self.loaded.weights)
+        else:   # another generation's: the copies of weights these interventions no longer read go
+            self.layout.retain([*self.loaded.weights.values(),
+                                *(t for change in self.changes.values() for t in change.weights.values())])
         self.ids = list(b.run.ids)
         self.prompt_length = len(self.ids)
         self.cache = KVCache(self.model.layers)

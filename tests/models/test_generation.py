@@ -168,6 +168,17 @@ def test_an_edited_layer_stays_in_force(decoder):
     changes = behaviour.changes(behaviour.effective(interventions))
     assert torch.max(torch.abs(generation.logits - _full_logits(behaviour, generation.ids, changes))) < TOL
     assert torch.max(torch.abs(generation.logits - _full_logits(behaviour, generation.ids))) > 1e-4
+    # replayed without the edit (the window's Generate tab after Reset): the step's copies of
+    # the model's weights are kept, those of the edited layer's go with it
+    plain = Generation(behaviour, stop=(), layout=generation.layout)
+    made = generation.layout.copied
+    plain.run(2)
+    assert plain.layout.copied - made <= 4   # only layer 1's own matrices (q·k·v, o, gate·up, down) again
+    edited = [t for change in generation.changes.values() for t in change.weights.values()]
+    kept = {id(t) for found in plain.layout._transposed.values()
+            for t in (found[0] if isinstance(found[0], tuple) else (found[0],))}
+    assert not kept & {id(t) for t in edited}
+    assert torch.max(torch.abs(plain.logits - _full_logits(behaviour, plain.ids))) < TOL
 
 
 def test_what_generation_cannot_follow_is_refused(decoder, tiny_bert_mlm):
