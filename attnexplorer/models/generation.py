@@ -167,7 +167,9 @@ class RowLayout:
         matrices = sum(t.numel() * t.element_size() for t in weights.values() if t.dim() == 2)
         self.enabled = matrices <= ROW_LAYOUT_BYTES
         self.weights = weights
-        self._transposed: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        # (the ids of the weights and biases read) → (those tensors, the weights' transposes side
+        # by side, the biases joined or None, each weight's output width)
+        self._transposed: dict[tuple, tuple] = {}
         self.copied = 0
 
     def retain(self, tensors) -> None:
@@ -175,17 +177,10 @@ class RowLayout:
         replaced since: each edit would otherwise keep its weights and their copies alive)."""
         alive = {id(t) for t in tensors}
         self._transposed = {key: found for key, found in self._transposed.items()
-                            if all(id(t) in alive for t in (found[0] if isinstance(found[0], tuple) else (found[0],)))}
+                            if all(id(t) in alive for t in found[0])}
 
     def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        if x.shape[0] != 1 or not self.enabled:
-            return F.linear(x, weight, bias)
-        found = self._transposed.get(id(weight))
-        if found is None or found[0] is not weight:   # the id of a matrix since freed: made again
-            found = (weight, weight.t().contiguous())
-            self._transposed[id(weight)] = found
-            self.copied += 1
-        return torch.mm(x, found[1]) if bias is None else torch.addmm(bias, x, found[1])
+        return self.linears(x, [(weight, bias)])[0]
 
     def linears(self, x: torch.Tensor, pairs) -> tuple[torch.Tensor, ...]:
         """``linear`` of several (weight, bias) pairs reading the same row, as one product over
@@ -196,7 +191,7 @@ class RowLayout:
         sources = tuple(t for pair in pairs for t in pair if t is not None)
         key = tuple(id(t) for t in sources)
         found = self._transposed.get(key)
-        if found is None or any(a is not b for a, b in zip(found[0], sources)):
+        if found is None or any(a is not b for a, b in zip(found[0], sources)):   # ids of tensors since freed
             weights = [w for w, _ in pairs]
             bias = None if all(b is None for _, b in pairs) else torch.cat(
                 [torch.zeros(w.shape[0], dtype=w.dtype) if b is None else b for w, b in pairs])
@@ -206,7 +201,7 @@ class RowLayout:
             self.copied += 1
         _, joined, bias, widths = found
         out = torch.mm(x, joined) if bias is None else torch.addmm(bias, x, joined)
-        return out.split(widths, dim=1)
+        return out.split(widths, dim=1) if len(widths) > 1 else (out,)
 
 
 class _Cached(_Layers):
