@@ -186,6 +186,9 @@ class GenerationPanel(QWidget):
         self.text.setMaximumHeight(80)
         self.state = QLabel("open a decoder (GPT-2, Llama-family) to generate")
         self.state.setWordWrap(True)
+        # Room for the step's three lines whatever it says: "generating…" (one line) at each
+        # Step or Run shrank it, and the plots below were laid out and painted anew, twice.
+        self.state.setMinimumHeight(3 * self.state.fontMetrics().lineSpacing() + 4)
         self.attention = _Heatmap("New tokens' attention", "new token", "key position")
         # the prediction the next step picks from (the interventions in force): click a row to append it
         self.next_tokens = TokenBars("Next token (click)", (("next token", NEW_ROW),), axis_label=False,
@@ -444,6 +447,8 @@ class GenerationControl(QObject):
         self.wanted.set()
         self.last, self._generated = None, False
         self.panel.set_model(loaded)
+        if loaded is not None:   # imported with the model, not on the GUI thread at the first Step
+            from ..models.generation import Sampling  # noqa: F401
 
     def sampling(self):
         from ..models.generation import Sampling
