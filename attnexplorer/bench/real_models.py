@@ -222,9 +222,12 @@ def bench_models(repeats: int = 3) -> list[dict]:
 FAMILY_FOLDER_TARGET_S = TARGETS["minilm"]
 
 
-def bench_family_folders(repeats: int = 3) -> list[dict]:
+def bench_family_folders(repeats: int = 3, probe=None) -> list[dict]:
     """Each of ``family_folder.FAMILIES`` written as a random folder (untimed), then opened in
-    the running app and in a fresh process as MiniLM is: the median, with the engine it ran on."""
+    the running app and in a fresh process as MiniLM is: the median, with the engine it ran on.
+    ``probe(code, folder, text)`` runs each probe and returns its JSON (default: in a fresh
+    Python, as every row's probes run)."""
+    probe = _probe if probe is None else probe
     import tempfile
     from pathlib import Path
 
@@ -240,10 +243,10 @@ def bench_family_folders(repeats: int = 3) -> list[dict]:
                 row.update(seconds=None, met=None, error=f"cannot build a {family} folder: {err}")
                 rows.append(row)
                 continue
-            _probe(_FRESH, folder, "Hello")   # untimed: warms the file cache
+            probe(_FRESH, folder, "Hello")   # untimed: warms the file cache
             row["load_before"] = _load()
-            in_app = [_probe(_IN_APP, folder, TEXT_32) for _ in range(repeats)]
-            fresh = [_probe(_FRESH, folder, TEXT_32) for _ in range(repeats)]
+            in_app = [probe(_IN_APP, folder, TEXT_32) for _ in range(repeats)]
+            fresh = [probe(_FRESH, folder, TEXT_32) for _ in range(repeats)]
             row["load_after"] = _load()
             failed = [r["error"] for r in in_app + fresh if "error" in r]
             if failed:

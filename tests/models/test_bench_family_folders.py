@@ -28,10 +28,9 @@ def test_the_rows_report_the_median_against_minilms_target(monkeypatch, tmp_path
         return {"seconds": next(seconds), "import_s": 0.1, "open_s": 0.1, "run_s": 0.1, "paint_s": 0.1,
                 "tokens": 33, "engine": "attnexplorer", "from_cache": False, "layers": 6, "heads": 6}
 
-    monkeypatch.setattr(real_models, "_probe", probe)
     monkeypatch.setattr("attnexplorer.bench.family_folder.build_family_folder",
                         lambda folder, family: built.append(family) or folder)
-    rows = real_models.bench_family_folders(repeats=3)
+    rows = real_models.bench_family_folders(repeats=3, probe=probe)
     assert built == list(FAMILIES) and [r["model"] for r in rows] == [f"{f} (folder)" for f in FAMILIES]
     assert all(r["seconds"] == 0.5 and r["met"] and r["target_s"] == real_models.TARGETS["minilm"] for r in rows)
     assert "gemma2 (folder)" in "\n".join(real_models.format_rows(rows))
