@@ -67,8 +67,12 @@ class _Heatmap(pg.PlotWidget):
         # it changed as the paint measured them, and the plot laid itself out and painted again.
         for side in ("left", "bottom"):
             self.getAxis(side).setStyle(autoReduceTextSpace=False)
-        # the bottom axis' "0" sits on the plot's left edge, its label half past it: drawn
-        self.getAxis("bottom").setStyle(hideOverlappingLabels=False)
+        # The bottom axis' "0" sits on the plot's left edge, its label half past it: drawn (up to
+        # 5 px past an end; a wider label on the right end, "20", would be cut by the widget's
+        # edge, so it stays hidden) with a few pixels' room on the right.
+        self.getAxis("bottom").setStyle(hideOverlappingLabels=5)
+        left, top, _right, bottom = self.getPlotItem().layout.getContentsMargins()
+        self.getPlotItem().layout.setContentsMargins(left, top, 6, bottom)
 
     def show_matrix(self, matrix: np.ndarray, marked: int | None, levels=None) -> None:
         if matrix.size == 0:
