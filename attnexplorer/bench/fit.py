@@ -160,7 +160,7 @@ def format_fit(r: dict, mark) -> list[str]:
     if g is not None and "error" in g:
         out.append(f"Fit in the window, n = {g['n']}: FAILED: {g['error']}")
     elif g is not None:
-        from .report import repeats_note
+        from .notes import repeats_note
 
         runs = f"fits of {g['seconds']:.1f} s" if "seconds" in g else "fits"
         out.append(f"Fit in the window, n = {g['n']}, d = 64: {g['steps_per_s']:.0f} steps/s while the window drew "

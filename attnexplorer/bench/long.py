@@ -191,7 +191,7 @@ def format_long(r: dict, mark) -> list[str]:
     if "error" in row:
         out.append(f"Long input n = {row['n']:,}, {row['heads']} heads (streamed): FAILED: {row['error']}")
         return out
-    from .report import repeats_note
+    from .notes import repeats_note
 
     load = row.get("load")
     how = repeats_note(row, "fresh processes for the first overview")
@@ -226,7 +226,7 @@ def format_long(r: dict, mark) -> list[str]:
 
 
 def _format_window(w: dict, mark) -> list[str]:
-    from .report import repeats_note
+    from .notes import repeats_note
 
     load = w.get("load")
     how = repeats_note(w, "edits in one fresh process")

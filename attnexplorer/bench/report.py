@@ -4,20 +4,11 @@ target."""
 
 from __future__ import annotations
 
+from .notes import load_text, repeats_note
+
 
 def mark(met) -> str:
     return "  -" if met is None else (" ok" if met else " MISSED")
-
-
-def repeats_note(row: dict, what: str) -> str:
-    """" (median of 5 edits in one fresh process; load average 1.02 → 1.10)": how a row's
-    figures were taken, where the row says."""
-    parts = []
-    if (row.get("repeats") or 0) > 1:  # a single run (``--quick``) is no median
-        parts.append(f"median of {row['repeats']} {what}")
-    if row.get("load_before") is not None or row.get("load_after") is not None:
-        parts.append(f"load average {_load(row.get('load_before'))} → {_load(row.get('load_after'))}")
-    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _list_note(rows) -> str:
@@ -30,18 +21,14 @@ def _list_note(rows) -> str:
                         "repeats each")
 
 
-def _load(value) -> str:
-    return "unknown" if value is None else f"{value:.2f}"
-
-
 def format_report(r: dict) -> str:
     m = r["machine"]
     out = [f"attnexplorer bench — {m['cpu']}, {m['cores']} cores, torch {m['torch']} "
            f"({m['torch_threads']} threads), devices: {', '.join(m['devices'])}"]
     if "date" in r:
         # Every wall-clock figure below moves with the machine's load: say when and how busy.
-        out.append(f"run {r['date']}, load average {_load(r.get('load_before'))} at the start, "
-                   f"{_load(r.get('load_after'))} at the end")
+        out.append(f"run {r['date']}, load average {load_text(r.get('load_before'))} at the start, "
+                   f"{load_text(r.get('load_after'))} at the end")
     out.append("")
     if "engine" in r:
         out.append("Engine vs bare torch softmax(QKᵀ·s)·V, d = 64 (target ≤ 1.3× at n ≥ 256)" + _list_note(r["engine"]))
