@@ -135,3 +135,24 @@ def test_a_frame_makes_no_brush(sine_drag, monkeypatch):
     for k in range(3, 7):
         step(k)
     assert not made, made
+
+
+def test_a_frame_repaints_the_unchanged_curves_from_pixels(sine_drag, monkeypatch):
+    # The clean signal and the noisy samples do not change with τ: painted once into a pixmap
+    # and copied on each frame, not stroked again (a dashed 512-point curve and 512 dots).
+    # New samples (another noise level) paint the dots again.
+    window, step, _ = sine_drag
+    signal = next(p for p in window.panels if p.kind == "signal")
+    painted = collections.Counter()
+    for name, part in (("clean", signal.clean.curve), ("noisy", signal.noisy.scatter)):
+        real = type(part).paint
+        monkeypatch.setattr(part, "paint", lambda *a, _real=real, _part=part, _name=name: (painted.update([_name]),
+                                                                                           _real(_part, *a))[1])
+    for k in range(3, 7):
+        step(k)
+    assert not painted, painted
+    widget = window.controls.param_widgets["sigma"]
+    widget.slider.setValue(widget.slider.value() + 5)
+    window.document.compute.wait_idle(60.0)
+    settle()
+    assert painted["noisy"] >= 1, painted

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QGraphicsItem
 
 from ...core.presets import reference_curves
 from . import theme
@@ -63,6 +64,12 @@ class SignalPanel(FigurePanel):
             self.legend.addItem(item, item.name())
         self.legend.addItem(self.weight_fill, WEIGHT_FILL_NAME)
         self.plot.addItem(self.marker, ignoreBounds=True)
+        # The clean signal and the noisy samples change only with the preset's samples, not
+        # with τ: kept as pixels between frames, so a drag repaints them from a pixmap instead
+        # of stroking a dashed 512-point curve and 512 dots on every frame. (A data change or a
+        # zoom makes the pixmap again.)
+        for part in (self.clean.curve, self.noisy.scatter):
+            part.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.noisy.sigPointsClicked.connect(self._on_points_clicked)
         self.figure.layout.setRowStretchFactor(1, 1)
         self._x = np.zeros(0)
