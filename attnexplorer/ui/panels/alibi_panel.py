@@ -36,8 +36,8 @@ class AlibiPanel(FigurePanel):
     draws_from = ("tokens", "positions", "heads", "source")
     minimum_size = (360, 300)
 
-    def __init__(self, document, parent=None):
-        super().__init__(document, parent)
+    def build(self) -> None:
+        super().build()
         self.setToolTip(__doc__.split("\n\n")[1].replace("\n", " "))
         self.view = MatrixView(None, row_name="query", col_name="key", on_click=self._on_cell_clicked,
                                on_hover=self.show_readout)

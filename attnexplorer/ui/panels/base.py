@@ -31,14 +31,37 @@ on screen costs time.
 Subclasses implement ``redraw()`` (everything) and may implement ``redraw_selection()``
 (only what the selected query/key changes; by default a full redraw). ``refresh()`` and the
 signal handlers call these; callers use ``refresh()``.
+
+A panel's plots are made in ``build()``, not in ``__init__``: the window makes all fourteen
+panels, but only a few are on screen at its first paint (the rest are tabbed away or do not
+apply to the session), and making every plot took about half a second before that paint.
+``ensure_built()`` makes them once: ``refresh()`` (so the first draw, ``export_item()`` and a
+dock coming on screen), and reading any attribute ``build()`` makes (``panel.view``) build
+first, so callers never see a half-made panel. Settings given before that (``when_built``:
+the number format, the pooling, the weights' colour range) are kept and applied by the build.
 """
 
 from __future__ import annotations
+
+import functools
 
 from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtWidgets import QLabel, QWidget
 
 from ..document import SessionDocument
+
+
+def when_built(method):
+    """A panel setting that an unbuilt panel keeps (the last call of each) and applies when
+    it is built, instead of building the panel for it (the View menu sets every panel's
+    number format and pooling at start-up)."""
+    @functools.wraps(method)
+    def apply(self, *args, **kwargs):
+        if not self.__dict__.get("_built", True):
+            self._pending_settings[method.__name__] = (args, kwargs)
+            return None
+        return method(self, *args, **kwargs)
+    return apply
 
 
 class Panel(QWidget):
@@ -64,11 +87,49 @@ class Panel(QWidget):
         self._watched: list = []
         self._catch_up_pending = False
         self._waiting: QLabel | None = None  # "computing…" over the panel until a result is in
+        self._disposed = False
+        self._pending_settings: dict[str, tuple] = {}
+        self._applying_settings = False
+        self._built = False  # build() not run yet; the last attribute set here (see __getattr__)
         document.result_changed.connect(self._on_result_changed)
         document.selection.changed.connect(self._on_selection_changed)
         compute = getattr(document, "compute", None)  # a ResultSource (figures) has none
         if compute is not None:
             compute.failed.connect(self._on_failed)
+
+    # -- building -------------------------------------------------------------------------
+    def build(self) -> None:
+        """Make the panel's plots and widgets (``ensure_built`` calls it once). Subclasses
+        call ``super().build()`` first."""
+
+    @property
+    def is_built(self) -> bool:
+        return self._built
+
+    def ensure_built(self) -> "Panel":
+        """Make the panel's contents now if they are not made yet; returns the panel."""
+        if not self._built:
+            self._built = True
+            self.build()
+            pending, self._pending_settings = self._pending_settings, {}
+            # A setting that redraws (the weights' colour range) need not here: an unbuilt
+            # panel has never drawn, so it is stale and draws once it is shown or exported.
+            self._applying_settings = True
+            try:
+                for name, (args, kwargs) in pending.items():
+                    getattr(self, name)(*args, **kwargs)
+            finally:
+                self._applying_settings = False
+        return self
+
+    def __getattr__(self, name: str):
+        # Only reached for an attribute that does not exist (yet): on an unbuilt panel, one
+        # that build() makes (``panel.view``, ``panel.canvas``). Until ``_built`` is set at
+        # the end of __init__, nothing is built here.
+        if name.startswith("__") or self.__dict__.get("_built", True):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.ensure_built()
+        return getattr(self, name)
 
     # -- the contract ---------------------------------------------------------------------
     def export_item(self):
@@ -84,6 +145,17 @@ class Panel(QWidget):
     def applies_to(self, session) -> bool:
         return True
 
+    # The View menu's settings, given to every panel (an unbuilt one keeps them for its build):
+    # a panel without heatmaps, or without a colour range to choose, has nothing to change.
+    def set_number_format(self, number_format: str) -> None:
+        """How the panel's heatmaps write numbers in cells (``core.display.NUMBER_FORMATS``)."""
+
+    def set_pool(self, pool: str) -> None:
+        """How the panel's zoomed-out heatmaps pool cells into pixels ("max" or "mean")."""
+
+    def set_color_range(self, color_range: str) -> None:
+        """The colour range of the panel's weights: "unit" (0 to 1) or "auto"."""
+
     def dispose(self) -> None:
         """Take the panel's plots apart while their scenes are still whole (idempotent).
 
@@ -93,7 +165,7 @@ class Panel(QWidget):
         panel. pyqtgraph's ``GraphicsView.close()`` clears the scene while it is intact. The
         window calls this when it closes, and closing a panel on its own does too.
         """
-        if getattr(self, "_disposed", False):
+        if self._disposed:
             return
         self._disposed = True
         pairs = [(self.document.result_changed, self._on_result_changed),
@@ -119,8 +191,9 @@ class Panel(QWidget):
 
     def refresh(self) -> None:
         """Redraw everything from ``self.document.result`` and ``.selection`` now."""
-        if getattr(self, "_disposed", False):
+        if self._disposed or self._applying_settings:
             return
+        self.ensure_built()
         self._stale = False
         self._drawn_head = self.document.selection.current.head
         self._drawn_result = self.document.result

@@ -10,7 +10,7 @@ from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QGraphicsItem, QLabel, QSizePolicy, QVBoxLayout
 
 from . import theme
-from .base import Panel
+from .base import Panel, when_built
 from .token_axis import ShrinkingLabel
 
 # Short enough for a 360-px panel; the read-out line elides anything longer (full text in its tooltip).
@@ -129,6 +129,11 @@ class FigurePanel(Panel):
 
     def __init__(self, document, parent=None):
         super().__init__(document, parent)
+        # Here, not in build(): the docks are laid out with it before the panel is built.
+        self.setMinimumSize(*self.minimum_size)
+
+    def build(self) -> None:
+        super().build()
         self.canvas = pg.GraphicsLayoutWidget()
         self.canvas.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.figure: pg.GraphicsLayout = self.canvas.ci
@@ -143,7 +148,13 @@ class FigurePanel(Panel):
         layout.setSpacing(2)
         layout.addWidget(self.canvas, 1)
         layout.addWidget(self.readout)
-        self.setMinimumSize(*self.minimum_size)
+
+    def ensure_built(self) -> "FigurePanel":
+        if not self.is_built:
+            super().ensure_built()
+            if self.isVisible():  # built in its showEvent (by refresh), where cache_axes found no axes
+                self.cache_axes()
+        return self
 
     def figure_item(self):
         return self.figure
@@ -159,7 +170,8 @@ class FigurePanel(Panel):
         self.canvas.scene().prepareForPaint()
 
     def showEvent(self, event) -> None:
-        self.cache_axes()
+        if self.is_built:
+            self.cache_axes()
         super().showEvent(event)
 
     def cache_axes(self) -> None:
@@ -183,7 +195,7 @@ class FigurePanel(Panel):
                 if view is not None:
                     view.sigResized.connect(functools.partial(_repaint_axis, item))
 
-
+    @when_built
     def set_number_format(self, number_format: str) -> None:
         """Every heatmap of the panel writes its cells in ``number_format`` (one per panel)."""
         views = getattr(self, "views", None)

@@ -109,8 +109,8 @@ class EmbeddingPanel(FigurePanel):
     title = "Embeddings (2-D) with the query and keys as arrows"
     minimum_size = (360, 300)
 
-    def __init__(self, document, parent=None):
-        super().__init__(document, parent)
+    def build(self) -> None:
+        super().build()
         self.setToolTip(__doc__.split("\n\n")[1].replace("\n", " "))
         self.plot = self.figure.addPlot(row=1, col=0, enableMenu=False)  # no menu: never built
         self.plot.setAspectLocked(True)

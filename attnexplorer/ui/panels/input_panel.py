@@ -56,8 +56,8 @@ class InputPanel(FigurePanel):
     draws_from = ("tokens", "embeddings", "positions", "norm")
     minimum_size = (420, 260)
 
-    def __init__(self, document, parent=None):
-        super().__init__(document, parent)
+    def build(self) -> None:
+        super().build()
         self.setToolTip(__doc__.split("\n\n")[1].replace("\n", " "))
         select = lambda r, c: self.document.selection.set(query=r)  # noqa: E731 - one handler, four views
         self.e_view = MatrixView("E (embeddings)", row_name="token", col_name="dimension", colorbar=False,

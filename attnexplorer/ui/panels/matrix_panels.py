@@ -10,6 +10,7 @@ import numpy as np
 
 from ...core.blocked_cells import MaskMatrix
 from . import theme
+from .base import when_built
 from .common import FigurePanel, clamp_selection, feature_names, set_plot_title
 from .heatmaps import heatmap_for
 from .long_matrix import PartialMatrix, partial_draws
@@ -29,8 +30,8 @@ class _SingleMatrixPanel(FigurePanel):
     masked = False
     needs = frozenset({"scores"})
 
-    def __init__(self, document, parent=None):
-        super().__init__(document, parent)
+    def build(self) -> None:
+        super().build()
         self.view = MatrixView(None, signed=self.signed, row_name="query", col_name="key",
                                on_click=self._on_cell_clicked, on_hover=self.show_readout)
         self.view.on_image_changed = self._update_heading
@@ -38,7 +39,7 @@ class _SingleMatrixPanel(FigurePanel):
         self.figure.layout.setRowStretchFactor(1, 1)
         self._heading_base = ""
         self._partial = None  # the newest partial overview not yet drawn: (session, Pooled)
-        compute = getattr(document, "compute", None)  # a fixed ResultSource (figures) computes nothing
+        compute = getattr(self.document, "compute", None)  # a fixed ResultSource (figures) computes nothing
         if compute is not None:
             compute.overview_progress.connect(self._on_overview_progress)
 
@@ -48,6 +49,7 @@ class _SingleMatrixPanel(FigurePanel):
     def heading_text(self, head: int, heads: int) -> str:
         return self.title if heads == 1 else f"{self.title} — head {head}"
 
+    @when_built
     def set_pool(self, pool: str) -> None:
         """How a zoomed-out heatmap pools cells into pixels ("max" or "mean"); a long result
         pooled the other way is recomputed by the window (``menus.apply_overview_pool``)."""
@@ -194,6 +196,7 @@ class WeightsPanel(_SingleMatrixPanel):
     # sentence whose weights are all small is not uniformly dark; the heading says so.
     color_range = "unit"
 
+    @when_built
     def set_color_range(self, color_range: str) -> None:
         if color_range not in ("unit", "auto"):
             raise ValueError(f"unknown colour range {color_range!r}; use 'unit' or 'auto'")
@@ -247,8 +250,8 @@ class QKVPanel(FigurePanel):
     needs = frozenset({"Q", "K", "V"})
     minimum_size = (420, 260)
 
-    def __init__(self, document, parent=None):
-        super().__init__(document, parent)
+    def build(self) -> None:
+        super().build()
         self.q_view = MatrixView("Q = X·W_q", row_name="token", col_name="feature", colorbar=False,
                                  on_click=lambda r, c: self.document.selection.set(query=r), on_hover=self.show_readout)
         self.k_view = MatrixView("K = X·W_k", row_name="token", col_name="feature", colorbar=False,
@@ -336,8 +339,8 @@ class OutputPanel(FigurePanel):
     needs = frozenset({"head_outputs", "concat", "output"})
     minimum_size = (380, 260)
 
-    def __init__(self, document, parent=None):
-        super().__init__(document, parent)
+    def build(self) -> None:
+        super().build()
         click = lambda r, c: self.document.selection.set(query=r)  # noqa: E731 - three identical handlers
         self.head_view = MatrixView("weights·V", row_name="query", col_name="feature",
                                     on_click=click, on_hover=self.show_readout)
@@ -389,7 +392,7 @@ class OutputPanel(FigurePanel):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
-        if self._placed and self.columns_for(len(self._placed)) != self._columns:
+        if self.is_built and self._placed and self.columns_for(len(self._placed)) != self._columns:
             self._arrange(self._placed)
 
     def redraw(self) -> None:

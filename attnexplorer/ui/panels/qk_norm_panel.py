@@ -64,8 +64,8 @@ class QKNormPanel(FigurePanel):
     needs = frozenset({"Q", "K", "Q_unnormed", "K_unnormed", "Q_unrotated", "K_unrotated"})
     minimum_size = (360, 300)
 
-    def __init__(self, document, parent=None):
-        super().__init__(document, parent)
+    def build(self) -> None:
+        super().build()
         self.setToolTip(__doc__.split("\n\n")[1].replace("\n", " "))
         self.query_chart = _PairChart(theme.QUERY_COLOR)
         self.key_chart = _PairChart(theme.CATEGORY_COLORS[0])

@@ -153,8 +153,8 @@ class QueryPanel(FigurePanel):
     needs = frozenset({"scaled_scores", "weights", "V", "head_outputs", "sink_share"})
     minimum_size = (400, 300)
 
-    def __init__(self, document, parent=None):
-        super().__init__(document, parent)
+    def build(self) -> None:
+        super().build()
         self.score_chart = _BarChart("scaled scores", "score")
         self.weight_chart = _BarChart("weights (sum to 1)", "weight", y_range=(0.0, 1.0))
         self.figure.addItem(self.score_chart, row=1, col=0)

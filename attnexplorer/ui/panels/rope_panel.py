@@ -49,8 +49,8 @@ class RopePanel(FigurePanel):
     needs = frozenset({"Q", "K", "Q_unrotated", "K_unrotated"})
     minimum_size = (420, 300)
 
-    def __init__(self, document, parent=None):
-        super().__init__(document, parent)
+    def build(self) -> None:
+        super().build()
         self.setToolTip(__doc__.split("\n\n")[1].replace("\n", " "))
         self.pair_combo = QComboBox()
         self.pair_combo.setToolTip("The rotated pair of dimensions drawn in the plane")

@@ -39,8 +39,8 @@ class SignalPanel(FigurePanel):
     title = "Signal: clean (dashed), noisy input (dots), attention output (solid)"
     minimum_size = (400, 280)
 
-    def __init__(self, document, parent=None):
-        super().__init__(document, parent)
+    def build(self) -> None:
+        super().build()
         self.plot = self.figure.addPlot(row=1, col=0, enableMenu=False)  # no menu: never built
         self.plot.setLabel("bottom", "position")
         self.plot.setLabel("left", "value")

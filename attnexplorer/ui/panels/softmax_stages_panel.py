@@ -27,8 +27,8 @@ class SoftmaxStagesPanel(FigurePanel):
     needs = frozenset({"scores", "sink_share"})
     minimum_size = (360, 300)
 
-    def __init__(self, document, parent=None):
-        super().__init__(document, parent)
+    def build(self) -> None:
+        super().build()
         self.setToolTip(__doc__.split("\n\n")[1].replace("\n", " "))
         self.curve_plot = pg.PlotItem(enableMenu=False)
         self.curve_plot.hideButtons()
