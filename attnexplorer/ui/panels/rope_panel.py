@@ -49,8 +49,10 @@ class RopePanel(FigurePanel):
     needs = frozenset({"Q", "K", "Q_unrotated", "K_unrotated"})
     minimum_size = (420, 300)
 
-    def build(self) -> None:
-        super().build()
+    def __init__(self, document, parent=None):
+        # The row of controls is made with the panel, as its canvas is (Qt lays both out and
+        # shows them before the panel is built); the plots wait for build().
+        super().__init__(document, parent)
         self.setToolTip(__doc__.split("\n\n")[1].replace("\n", " "))
         self.pair_combo = QComboBox()
         self.pair_combo.setToolTip("The rotated pair of dimensions drawn in the plane")
@@ -73,6 +75,8 @@ class RopePanel(FigurePanel):
         self.pair_combo.currentIndexChanged.connect(self._on_pair_changed)
         self.offset_spin.valueChanged.connect(self._on_offset_changed)
 
+    def build(self) -> None:
+        super().build()
         self.plane = self.figure.addPlot(row=1, col=0, enableMenu=False)  # no menu: never built
         self.plane.setAspectLocked(True)
         self.plane.hideButtons()
