@@ -30,6 +30,15 @@ class _SingleMatrixPanel(FigurePanel):
     masked = False
     needs = frozenset({"scores"})
 
+    def __init__(self, document, parent=None):
+        super().__init__(document, parent)
+        self._partial = None  # the newest partial overview not yet drawn: (session, Pooled)
+        # Listened to from the start, built or not (in the panels' order): a panel that is not
+        # on screen draws no partial overview, and one on screen is built.
+        compute = getattr(document, "compute", None)  # a fixed ResultSource (figures) computes nothing
+        if compute is not None:
+            compute.overview_progress.connect(self._on_overview_progress)
+
     def build(self) -> None:
         super().build()
         self.view = MatrixView(None, signed=self.signed, row_name="query", col_name="key",
@@ -38,10 +47,6 @@ class _SingleMatrixPanel(FigurePanel):
         self.figure.addItem(self.view, row=1, col=0)
         self.figure.layout.setRowStretchFactor(1, 1)
         self._heading_base = ""
-        self._partial = None  # the newest partial overview not yet drawn: (session, Pooled)
-        compute = getattr(self.document, "compute", None)  # a fixed ResultSource (figures) computes nothing
-        if compute is not None:
-            compute.overview_progress.connect(self._on_overview_progress)
 
     def views(self) -> list[MatrixView]:
         return [self.view]
