@@ -61,13 +61,13 @@ def run_export(args) -> int:
     in that case ``--out`` is left exactly as it was. What does not fit on the disk or in
     memory is refused before anything is computed or written (``export_choice.check_fits``).
     """
+    # What every export needs; a long session's compute and a region's writer are imported
+    # where they are used (a cold `export --matrices npz` of one layer is mostly imports).
     from ..core.engine import compute
-    from ..core.long.result import compute_long, is_long
+    from ..core.long.result import is_long
     from ..io.atomic import atomic_directory
     from ..io.export_choice import check_fits, disk_bytes, parse_cols
     from ..io.export_progress import StagingProgress
-    from ..io.region_export import write_region_export
-    from ..io.session_file import save_session
 
     matrices = parse_formats(args.matrices, MATRIX_FORMATS, "--matrices")
     figures = parse_formats(getattr(args, "figures", ""), FIGURE_FORMATS, "--figures")
@@ -91,11 +91,16 @@ def run_export(args) -> int:
                allow_large=bool(getattr(args, "allow_large", False)))
     expected = sum(disk_bytes(session, choice, matrices, args.dtype, whole_bundle=not region).values())
     if long:
+        from ..core.long.result import compute_long
+
         result = compute_long(session, device=args.device, dtype=args.dtype)
     else:
         result = compute(session, device=args.device, dtype=args.dtype)
     with atomic_directory(out, notice=_note) as stage, StagingProgress(stage, expected):
         if region:
+            from ..io.region_export import write_region_export
+            from ..io.session_file import save_session
+
             written = write_region_export(stage, result, choice, matrices)
             save_session(session, stage / "session.json")
             written.append(stage / "session.json")
