@@ -79,7 +79,7 @@ def test_the_heatmap_fills_in_while_the_pass_runs(long_window, qtbot, monkeypatc
         # at its first report until the heatmap has drawn one.
         def report(*values):
             progress(*values)
-            shown.wait(10)
+            shown.wait(30)
 
         return real(*args, progress=report, **kwargs)
 
@@ -200,7 +200,7 @@ def test_a_progress_report_draws_one_heatmap_a_turn_of_the_event_loop(long_windo
         assert waiting.waiting == len(heatmaps)
         seen = []
         while waiting.waiting:
-            qtbot.waitUntil(lambda: len(drawn) > len(seen), timeout=5000)
+            qtbot.waitUntil(lambda: len(drawn) > len(seen), timeout=20000)
             seen.append(sum(p.view.rows_done is not None for p in heatmaps))
         qtbot.wait(20)
         assert seen == list(range(1, len(heatmaps) + 1)) and drawn == heatmaps
