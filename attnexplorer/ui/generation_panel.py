@@ -446,6 +446,8 @@ class GenerationControl(QObject):
     def start(self, loaded) -> None:
         """A new run was opened: what was generated on the old one goes."""
         self.jobs.cancel()
+        state = self.jobs.state   # the old generation, its copies of the weights and thumbnails: freed
+        self.jobs.submit(lambda _job: state.clear())
         self._pending = self._drawing = None   # the old run's step is not drawn over the new one
         self._parts = []
         self.wanted.set()

@@ -381,3 +381,14 @@ def test_the_charts_label_their_origin_and_count_rows(opened, qtbot):
         plot = heatmap.getPlotItem()
         assert "0" in _axis_labels(plot, "bottom")
         assert max(float(t) for t in _axis_labels(plot, "left")) <= rows
+
+
+def test_a_new_run_frees_the_old_generation(opened, qtbot):
+    """Opening another run lets the old generation go, with the copies of the weights its steps
+    read (as large as the model's matrices) and its thumbnails."""
+    controller, control, reference = opened
+    panel = controller.window.generation
+    _click_and_wait(qtbot, control, panel.step_button, lambda s: s["steps"] == 1)
+    assert control.jobs.state["generation"].layout.copied > 0
+    control.start(reference.loaded)
+    qtbot.waitUntil(lambda: not control.jobs.state, timeout=30000)
