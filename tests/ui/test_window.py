@@ -252,6 +252,53 @@ def test_geometry_and_layout_are_remembered(make_window, isolated):
     assert not window3.docks[hidden].isHidden()
 
 
+def test_a_compute_and_a_status_message_lay_out_nothing(make_window, qtbot):
+    """A message shown in the status bar or timing out, and an edit's compute, repaint what
+    changed: in a 16,384-token window each layout of the window (every dock, the Query panel's
+    16,384 bars) held the GUI thread 20-48 ms."""
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QStatusBar
+
+    window = make_window("random")
+    window.resize(1280, 800)
+    doc = window.document
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
+    _edit_embedding(doc, 1.0)  # an edit's first-time effects are done before we watch
+    assert doc.compute.wait_idle()
+    qtbot.wait(200)
+    bar = window.statusBar()
+    laid_out = []
+
+    class Watch(QObject):
+        def eventFilter(self, obj, event):
+            if event.type() == QEvent.Type.LayoutRequest and isinstance(obj, (MainWindow, QDockWidget, QStatusBar)):
+                laid_out.append(f"{type(obj).__name__} {obj.objectName()}")
+            return False
+
+    watch = Watch()
+    QApplication.instance().installEventFilter(watch)
+    try:
+        with qtbot.waitSignal(doc.result_changed, timeout=20000):
+            _edit_embedding(doc, 2.0)
+        assert doc.compute.wait_idle()
+        window.status.show_message("x", 1)  # up for 50 ms
+        assert bar.currentMessage() == "x"
+        qtbot.waitUntil(lambda: window.status.message_label.text() == "x")
+        qtbot.waitUntil(lambda: bar.currentMessage() == "" and window.status.message_label.text() == "")
+        for _ in range(3):
+            QApplication.processEvents()
+    finally:
+        QApplication.instance().removeEventFilter(watch)
+    assert not laid_out, laid_out
+    # a message that needs more lines still makes room for them
+    label = window.status.message_label
+    one_line = label.height()
+    window.status.show_message("a long reason " * 40)
+    qtbot.waitUntil(lambda: label.height() > 1.5 * one_line)
+    assert label.height() >= label.lines_height(label.width())
+
+
 def test_refusals_show_in_the_status_bar(make_window):
     window = make_window("dessert")
     window.document.refuse("W_q[0, 1]: 'abc' is not a number")
