@@ -20,7 +20,7 @@ until a layer is ready.
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import QDialog, QProgressDialog
+from PySide6.QtWidgets import QDialog, QProgressBar, QProgressDialog
 
 from ..app.document import ModelLayer
 from ..app.jobs import JobRunner
@@ -76,6 +76,7 @@ class ModelController(QObject):
         super().__init__(main_window)
         self.main_window, self.document, self.actions = main_window, document, actions
         self._progress: QProgressDialog | None = None
+        self._progress_bar: QProgressBar | None = None   # the dialog's bar, which reports move
         self._request = ("minilm", DEFAULT_TEXT, 0)
         # Every report goes (one per layer or block); the models opened stay in the runner's state.
         self._loader = JobRunner("attnexplorer-model-loader", GuiThread(self).post, progress_s=0.0,
@@ -119,12 +120,19 @@ class ModelController(QObject):
     def start(self, spec: str, text: str, layer: int) -> int:
         """Load (or reuse) ``spec`` and run it on ``text`` off the GUI thread; returns the generation."""
         self._request = (spec, text, layer)
+        self._close_progress()   # a load started over another (Open probe while loading): one dialog
         self._progress = QProgressDialog(f"Opening {spec}…", "Cancel", 0, 100, self.main_window)
         self._progress.setWindowTitle("Open model")
         self._progress.setMinimumDuration(300)
         self._progress.setWindowModality(Qt.WindowModality.WindowModal)
+        # Reports move this bar, never the dialog's setValue: on a shown modal dialog setValue
+        # runs processEvents, where the queued end of the load closes and deletes the dialog
+        # while setValue is still on the stack (it then reads the dead bar: a segfault).
+        self._progress_bar = QProgressBar(self._progress)
+        self._progress_bar.setRange(0, 100)
+        self._progress.setBar(self._progress_bar)
         self._progress.canceled.connect(self.cancel)
-        self._progress.setValue(0)
+        self._progress.setValue(0)   # the first (not yet shown) only starts the minimum-duration timer
         models = self._loader.state.setdefault("models", {})   # opened models, by their file or folder
         job = self._loader.submit(lambda job: _open_and_run(job, models, spec, text, layer),
                                   self._on_done, self._on_failed, self._on_progress)
@@ -144,13 +152,15 @@ class ModelController(QObject):
             self._progress.canceled.disconnect(self.cancel)
             self._progress.close()
             self._progress.deleteLater()
-            self._progress = None
+            self._progress = self._progress_bar = None
 
     def _on_progress(self, fraction: float, message: str) -> None:
         self.progressed.emit(fraction, message)
+        # Nothing here runs the event loop, so the load's end (queued behind this report)
+        # cannot close the dialog under it; a report after the end finds no dialog.
         if self._progress is not None:
             self._progress.setLabelText(message)
-            self._progress.setValue(int(round(100 * fraction)))
+            self._progress_bar.setValue(int(round(100 * fraction)))
 
     def _on_failed(self, err: BaseException) -> None:
         self._close_progress()
