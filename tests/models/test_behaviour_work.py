@@ -25,22 +25,24 @@ def decoder(request):
 
 @pytest.fixture
 def counted(monkeypatch, decoder):
-    """Every layer the family runs, as (layer, rows), and every unembedding applied (rows)."""
+    """Every layer the family runs, as (layer, rows), and every unembedding applied (rows).
+    Both are the family's own steps (``layer``, ``unembed``), which every route takes: the
+    prediction's ``forward.logits`` and a generation step's LM head over its row layout."""
     loaded, _behaviour = decoder
     cls = forward_module.FAMILIES[loaded.family.kind]
     seen = {"layers": [], "logits": []}
-    layer, logits = cls.layer, forward_module.logits
+    layer, unembed = cls.layer, cls.unembed
 
     def counting_layer(self, index, x, run):
         seen["layers"].append((index, x.shape[0]))
         return layer(self, index, x, run)
 
-    def counting_logits(kind, config, weights, residual):
+    def counting_unembed(self, residual, *args, **kwargs):
         seen["logits"].append(1 if residual.dim() == 1 else residual.shape[0])
-        return logits(kind, config, weights, residual)
+        return unembed(self, residual, *args, **kwargs)
 
     monkeypatch.setattr(cls, "layer", counting_layer)
-    monkeypatch.setattr(forward_module, "logits", counting_logits)
+    monkeypatch.setattr(cls, "unembed", counting_unembed)
     return seen
 
 
