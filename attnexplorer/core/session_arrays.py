@@ -120,7 +120,7 @@ _COW_MIN_BYTES = 4 << 20
 # array of the chain; beyond this many pages of them (2 MB: one head of 512 × 512 numbers) the
 # next edit starts a new memory file from its base (one whole copy), so an edit never copies
 # more than about one head's worth.
-_COW_MAX_PAGES = 512
+COW_MAX_PAGES = 512
 _PAGE = mmap.PAGESIZE
 # id(array) → (weak reference to it, its root, the flat positions written since the root, their
 # values): the chain an array made by ``_cow_copy`` belongs to.
@@ -169,13 +169,13 @@ def _cow_copy(base: np.ndarray, flat, values) -> np.ndarray | None:
         return None
     flat = np.asarray(flat, dtype=np.int64).ravel()
     values = np.broadcast_to(np.asarray(values, dtype=base.dtype), flat.shape)
-    if _pages(flat, base.itemsize) > _COW_MAX_PAGES:
+    if _pages(flat, base.itemsize) > COW_MAX_PAGES:
         return None  # most of a head or more: a whole copy costs about as much
     entry = _COW.get(id(base))
     root = None
     if entry is not None and entry[0]() is base:
         written, written_values = _last_writes(np.concatenate([entry[2], flat]), np.concatenate([entry[3], values]))
-        if _pages(written, base.itemsize) <= _COW_MAX_PAGES:
+        if _pages(written, base.itemsize) <= COW_MAX_PAGES:
             root = entry[1]
     if root is None:
         try:

@@ -1,6 +1,8 @@
 """The copies an edit makes of a session's arrays: a one-cell edit of large weights copies
 about one page, not the whole array, and every session keeps its own numbers."""
 
+import gc
+import mmap
 import os
 import tracemalloc
 
@@ -75,15 +77,23 @@ def test_every_session_of_a_chain_keeps_its_own_numbers(big):
 
 
 @needs_memfd
-def test_undo_and_redo_along_a_copy_on_write_chain(big, monkeypatch):
-    # A small page budget makes the chain start new memory files along the way.
-    monkeypatch.setattr(session_arrays, "_COW_MAX_PAGES", 3)
-    s, changes, states = big, [], [np.array(big.w_query)]
+def test_undo_and_redo_along_a_copy_on_write_chain(big):
+    # Blocks just over half the chain's page budget: each is copied on write, and every second
+    # one takes the chain past its budget, so the chain starts new memory files along the way.
+    rows = (session_arrays.COW_MAX_PAGES // 2 + 1) * mmap.PAGESIZE // (D * big.w_query.itemsize)
+    assert 0 < rows < D, "the blocks fit in one head"
+    gc.collect()
+    files = session_arrays.memory_file_bytes()
+    s, changes, states, sessions = big, [], [np.array(big.w_query)], []
     for k in range(8):
-        t = edits.set_cell(s, "W_q", 64 * k, 3, -float(k), head=k)
+        t = edits.set_block(s, "W_q", 0, 0, np.full((rows, D), -float(k)), head=k)
+        assert copy_on_write(t.w_query)
         changes.append(SessionChange(s, t))
         s = t
         states.append(np.array(s.w_query))
+        sessions.append(s)   # each keeps its memory file alive, to be counted
+    assert session_arrays.memory_file_bytes() - files >= 4 * big.w_query.nbytes   # a new file every second edit
+    del sessions
     for change, before in zip(reversed(changes), reversed(states[:-1])):
         s = change.undo(s)
         np.testing.assert_array_equal(s.w_query, before)
