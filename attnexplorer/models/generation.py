@@ -179,6 +179,10 @@ class RowLayout:
         self._transposed = {key: found for key, found in self._transposed.items()
                             if all(id(t) in alive for t in found[0])}
 
+    def holds_copy_of(self, tensor: torch.Tensor) -> bool:
+        """Whether a copy made from ``tensor`` is kept (``retain`` drops those of replaced weights)."""
+        return any(t is tensor for sources, *_ in self._transposed.values() for t in sources)
+
     def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         return self.linears(x, [(weight, bias)])[0]
 

@@ -175,9 +175,8 @@ def test_an_edited_layer_stays_in_force(decoder):
     plain.run(2)
     assert plain.layout.copied - made <= 4   # only layer 1's own matrices (q·k·v, o, gate·up, down) again
     edited = [t for change in generation.changes.values() for t in change.weights.values()]
-    kept = {id(t) for found in plain.layout._transposed.values()
-            for t in (found[0] if isinstance(found[0], tuple) else (found[0],))}
-    assert not kept & {id(t) for t in edited}
+    assert edited and not any(plain.layout.holds_copy_of(t) for t in edited)
+    assert any(plain.layout.holds_copy_of(t) for t in plain.loaded.weights.values())   # the model's are kept
     assert torch.max(torch.abs(plain.logits - _full_logits(behaviour, plain.ids))) < TOL
 
 
