@@ -510,10 +510,11 @@ class GenerationControl(QObject):
             return snap
 
         self.panel.show_message("generating…" if action in ("step", "run", "append") else "…")
-        return self.jobs.submit(work, self._on_done, self._on_failed, self._on_step).generation
+        return self.jobs.submit(work, self._on_done, self._on_failed, self.show_step).generation
 
-    def _on_step(self, snap: dict) -> None:
-        """A Run's step: drawn at the next turn of the event loop, unless a newer one comes first."""
+    def show_step(self, snap: dict) -> None:
+        """A Run's step (the worker's progress; a snapshot as ``snapshot`` makes it): drawn at
+        the next turn of the event loop, unless a newer one comes first."""
         self._pending = snap
         if not self._draw_timer.isActive():
             self._draw_timer.start()

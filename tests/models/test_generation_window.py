@@ -295,12 +295,12 @@ def test_a_run_draws_only_the_newest_snapshot_and_paints_each_plot_once(opened, 
     paints = Paints()
     for snap in snaps[::-1]:   # the axes and the names' column made as wide as these steps need
         paints.count = dict.fromkeys(plots, 0)
-        control._on_step(snap)
+        control.show_step(snap)
         qtbot.waitUntil(lambda: control.last is snap and all(paints.count.values()), timeout=10000)
         qtbot.wait(300)
     paints.count, drawn = dict.fromkeys(plots, 0), control.drawn
     for snap in snaps:   # three steps came while the GUI thread was busy
-        control._on_step(snap)
+        control.show_step(snap)
     qtbot.waitUntil(lambda: control.drawn > drawn and all(paints.count.values()), timeout=10000)
     qtbot.wait(300)   # time for a second paint, were one coming
     assert control.drawn == drawn + 1 and control.last is snaps[-1]
