@@ -248,10 +248,13 @@ class QueryPanel(FigurePanel):
         return f"weights (sum {shown}; sink {theme.format_value(share, 3)})"
 
     @staticmethod
-    def _contributors(weights: np.ndarray) -> tuple[list[int], list[int]]:
-        """Keys with their own colour (largest weights first) and the rest with weight > 0."""
-        order = [int(k) for k in np.argsort(-np.asarray(weights, dtype=np.float64), kind="stable") if weights[k] > 0]
-        return order[:MAX_CONTRIBUTORS], order[MAX_CONTRIBUTORS:]
+    def _contributors(weights: np.ndarray) -> tuple[list[int], np.ndarray]:
+        """Keys with their own colour (largest weights first) and the rest with weight > 0
+        (an array: at 16,384 keys a list of them cost the GUI thread milliseconds a redraw)."""
+        weights = np.asarray(weights, dtype=np.float64)
+        order = np.argsort(-weights, kind="stable")
+        order = order[weights[order] > 0]
+        return [int(k) for k in order[:MAX_CONTRIBUTORS]], order[MAX_CONTRIBUTORS:]
 
     def _key_colors(self, weights: np.ndarray) -> dict:
         shown, _ = self._contributors(weights)
@@ -267,13 +270,18 @@ class QueryPanel(FigurePanel):
         full_d_v = result.V.shape[2]
         d_v = min(full_d_v, MAX_OUTPUT_DIMS)  # more bars than this would be slivers
         group = head if result.kv_head_of is None else int(result.kv_head_of[head])  # grouped-query
-        values = np.asarray(result.V[group, :, :d_v], dtype=np.float64)
+        values = np.asarray(result.V[group, :, :d_v])
         total = np.asarray(result.head_outputs[head, query, :d_v], dtype=np.float64)
         shown, rest = self._contributors(weights)
-        groups = [(f"{result.key_tokens[k]!r} (#{k}) w={theme.format_value(weights[k], 3)}", weights[k] * values[k])
-                  for k in shown]
-        if rest:
-            groups.append((f"other keys ({len(rest)})", (weights[rest, None] * values[rest]).sum(axis=0)))
+        groups = [(f"{result.key_tokens[k]!r} (#{k}) w={theme.format_value(weights[k], 3)}",
+                   weights[k] * np.asarray(values[k], dtype=np.float64)) for k in shown]
+        if len(rest):
+            # One product over the keys, in the values' own dtype: gathering the rest's rows as
+            # float64 copied 8 MB per redraw at 16,384 keys (most of the GUI thread's block when
+            # a long result arrived).
+            others = np.zeros(len(weights), dtype=values.dtype)
+            others[rest] = weights[rest]
+            groups.append((f"other keys ({len(rest)})", np.asarray(others @ values, dtype=np.float64)))
         x = np.arange(d_v) + 0.5
         up = np.zeros(d_v)
         down = np.zeros(d_v)
@@ -304,7 +312,7 @@ class QueryPanel(FigurePanel):
         self._groups = groups
         # Key labels: the source's tokens in cross-attention, which may outnumber the queries.
         self.legend.set_entries([(repr(result.key_tokens[k]), theme.CATEGORY_COLORS[i]) for i, k in enumerate(shown)]
-                                + ([(f"other keys ({len(rest)})", theme.CATEGORY_COLORS[-1])] if rest else []))
+                                + ([(f"other keys ({len(rest)})", theme.CATEGORY_COLORS[-1])] if len(rest) else []))
 
     # -- mouse ------------------------------------------------------------------------------
     def _on_scene_clicked(self, event) -> None:
