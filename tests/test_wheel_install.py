@@ -120,7 +120,9 @@ def test_installed_wheel_runs_the_cheapest_bench_rows(installed, tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout[proc.stdout.index("{"):])
     assert set(data) == {"machine", "targets", "date", "load_before", "load_after", "engine", "stages", "fit_steps",
-                         "seconds"}
+                         "seconds", "row_seconds"}
+    assert set(data["row_seconds"]) == {"engine", "stages", "fit_steps"}
+    assert all(seconds >= 0 for seconds in data["row_seconds"].values())
     assert {"python", "cpu", "cores", "torch", "devices"} <= set(data["machine"])
     assert [row["n"] for row in data["engine"]] == [16, 256] and {row["device"] for row in data["engine"]} == {"cpu"}
     assert all(ENGINE_FIELDS <= set(row) and row["engine_ms"] > 0 and row["bare_ms"] > 0 for row in data["engine"])
