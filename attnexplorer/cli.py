@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                 return run_fit(build_fit_parser().parse_args(rest))
             if command == "presets":
                 build_presets_parser().parse_args(rest)
-                from .core.presets import describe_presets
+                from .core.inputs.presets import describe_presets
 
                 print(describe_presets())
                 return 0

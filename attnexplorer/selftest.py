@@ -102,7 +102,7 @@ def _check_torch(report: _Report) -> None:
     with report.check("torch") as c:
         import torch
 
-        from .core.engine import available_devices
+        from .core.compute.engine import available_devices
 
         c.detail = f"torch {torch.__version__}, devices: {', '.join(available_devices())}"
 
@@ -113,7 +113,7 @@ def _check_presets(report: _Report) -> list:
 
     built_ok = []
     with report.check("presets") as c:
-        from .core.presets import build_preset, list_presets
+        from .core.inputs.presets import build_preset, list_presets
 
         names = [p.name for p in list_presets()]
         if not names:
@@ -121,7 +121,7 @@ def _check_presets(report: _Report) -> list:
         c.detail = ", ".join(names)
     if not c.ok:
         return built_ok
-    from .core.engine import compute
+    from .core.compute.engine import compute
 
     for name in names:
         with report.check(f"preset {name}") as c:
@@ -305,7 +305,7 @@ def _check_exports(report: _Report, built_ok: list) -> None:
     with tempfile.TemporaryDirectory(prefix="attnexplorer-selftest-") as tmp:
         written: list[Path] = []
         with report.check("export figures") as c:
-            from .ui.figure_batch import export_figures
+            from .ui.exports.figure_batch import export_figures
 
             if not built_ok:
                 raise CheckFailed("no preset computed, nothing to export")

@@ -32,11 +32,11 @@ def main(out: Path) -> None:
     os.environ.setdefault("ATTNEXPLORER_DATA_DIR", str(work / "data"))
     from PySide6.QtWidgets import QApplication
 
-    from attnexplorer.core.presets import build_preset
+    from attnexplorer.core.inputs.presets import build_preset
     from attnexplorer.io.lesson_file import builtin_lesson
     from attnexplorer.ui.app import make_app
     from attnexplorer.ui.document import SessionDocument
-    from attnexplorer.ui.main_window import MainWindow
+    from attnexplorer.ui.window import MainWindow
     from attnexplorer.ui.lesson.handout import write_handout
 
     out.mkdir(parents=True, exist_ok=True)

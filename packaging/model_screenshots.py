@@ -16,10 +16,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from attnexplorer.core.engine import compute  # noqa: E402
+from attnexplorer.core.compute.engine import compute  # noqa: E402
 from attnexplorer.io.session_file import session_from_dict  # noqa: E402
 from attnexplorer.models.loading import load_model  # noqa: E402
-from attnexplorer.ui.model_window import ModelWindow  # noqa: E402
+from attnexplorer.ui.model.window import ModelWindow  # noqa: E402
 
 TEXT = "The dog fetched the ball and she was happy"
 

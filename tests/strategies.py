@@ -3,8 +3,8 @@
 import numpy as np
 from hypothesis import strategies as st
 
-from attnexplorer.core.session import Mask, PresetRef, Scale, Session
-from attnexplorer.core.stages import Norm, Positions, Source
+from attnexplorer.core.inputs.session import Mask, PresetRef, Scale, Session
+from attnexplorer.core.inputs.stages import Norm, Positions, Source
 from attnexplorer.io.session_file import KNOWN_KEYS
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False, width=64)

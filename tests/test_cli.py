@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from attnexplorer.cli import main
-from attnexplorer.core.engine import compute
-from attnexplorer.core.session import Mask, Scale, Session
+from attnexplorer.core.compute.engine import compute
+from attnexplorer.core.inputs.session import Mask, Scale, Session
 from attnexplorer.io.export_command import parse_mask, parse_scale
 from attnexplorer.io.session_file import load_session, save_session, session_to_dict
 from walkthroughs import DESSERT_OUTPUT, DESSERT_SCORES_2, DESSERT_WEIGHTS_2
@@ -203,7 +203,7 @@ def test_failure_while_writing_leaves_out_unchanged(tmp_path, session_file, monk
 
 
 def test_missing_figure_support_is_one_clear_line(tmp_path, session_file, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "attnexplorer.ui.figure_batch", None)  # import fails as without PySide6
+    monkeypatch.setitem(sys.modules, "attnexplorer.ui.exports.figure_batch", None)  # import fails as without PySide6
     out = tmp_path / "out"
     assert main(["export", "--session", str(session_file), "--out", str(out), "--figures", "png"]) == 2
     err = capsys.readouterr().err

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from attnexplorer.cli import main
-from attnexplorer.core.engine import compute
+from attnexplorer.core.compute.engine import compute
 from attnexplorer.io.session_file import load_session, save_session
-from attnexplorer.core.presets import build_preset, parse_assignments
-from attnexplorer.core.session import Mask
+from attnexplorer.core.inputs.presets import build_preset, parse_assignments
+from attnexplorer.core.inputs.session import Mask
 
 RANDOM_8 = ["--preset", "random", "--set", "n=8", "--set", "d=8", "--set", "d_k=4", "--set", "heads=1", "--mask", "causal"]
 

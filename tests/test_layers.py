@@ -45,20 +45,21 @@ def test_the_check_sees_a_lazy_import_that_climbs_or_reaches_qt(tmp_path):
     # The holes of the hand-made check this replaced: io and core importing real models.
     copy = _copy(tmp_path)
     _append(copy / "attnexplorer" / "io" / "atomic.py", "def _probe():\n    from ..models import sources\n")
-    _append(copy / "attnexplorer" / "core" / "limits.py",
-            "def _probe():\n    from ..models.sources import ModelError\n    import PySide6.QtCore\n")
+    _append(copy / "attnexplorer" / "core" / "inputs" / "limits.py",
+            "def _probe():\n    from ...models.sources import ModelError\n    import PySide6.QtCore\n")
     proc = lint_imports(copy)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Each floor imports only the floors below it BROKEN" in proc.stdout
     assert "attnexplorer.io.atomic -> attnexplorer.models.sources" in proc.stdout
-    assert "attnexplorer.core.limits -> attnexplorer.models.sources" in proc.stdout
+    assert "attnexplorer.core.inputs.limits -> attnexplorer.models.sources" in proc.stdout
     assert "attnexplorer.core is not allowed to import PySide6" in proc.stdout
-    assert "attnexplorer.core.limits -> PySide6" in proc.stdout
+    assert "attnexplorer.core.inputs.limits -> PySide6" in proc.stdout
 
 
 def test_the_check_sees_a_cycle_and_an_import_into_the_bench(tmp_path):
     copy = _copy(tmp_path)
-    _append(copy / "attnexplorer" / "core" / "session.py", "def _probe():\n    from .presets import check_params\n")
+    _append(copy / "attnexplorer" / "core" / "inputs" / "session.py",
+            "def _probe():\n    from .presets import check_params\n")
     _append(copy / "attnexplorer" / "ui" / "app.py", "def _probe():\n    from ..bench.harness import open_window\n")
     proc = lint_imports(copy)
     assert proc.returncode == 1, proc.stdout + proc.stderr

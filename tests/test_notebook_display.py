@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import attnexplorer as ax
-from attnexplorer.core.notebook_figure import viridis
+from attnexplorer.core.notebook.figure import viridis
 
 
 def test_a_result_is_an_svg_heatmap_with_its_token_labels():

@@ -20,8 +20,8 @@ import pytest
 
 from attnexplorer import selftest
 from attnexplorer.core.errors import PresetError
-from attnexplorer.core.presets import BuiltPreset, Preset
-from attnexplorer.core.session import Mask, Session
+from attnexplorer.core.inputs.presets import BuiltPreset, Preset
+from attnexplorer.core.inputs.session import Mask, Session
 
 
 def _lines(text: str) -> list[str]:
@@ -38,7 +38,7 @@ def test_self_test_passes_on_this_install(tmp_path):
     assert "Traceback" not in out + proc.stderr
     checks = _lines(out)[1:-1]  # between the header and the summary
     assert checks and all(line.startswith("ok   ") for line in checks), out
-    from attnexplorer.core.presets import list_presets
+    from attnexplorer.core.inputs.presets import list_presets
 
     for preset in list_presets():
         assert any(line.startswith(f"ok   preset {preset.name}: computed ") for line in checks), out
@@ -81,7 +81,7 @@ def fakes(monkeypatch, qapp):
     from PySide6.QtCore import Qt
     from PySide6.QtGui import QColor, QImage, QPainter, QPageSize, QPdfWriter
 
-    from attnexplorer.core import presets
+    from attnexplorer.core.inputs import presets
     from attnexplorer.ui.panels.base import Panel
 
     f = _Fakes()
@@ -141,9 +141,9 @@ def fakes(monkeypatch, qapp):
             written.append(path)
         return written
 
-    figures_module = types.ModuleType("attnexplorer.ui.figure_batch")
+    figures_module = types.ModuleType("attnexplorer.ui.exports.figure_batch")
     figures_module.export_figures = export_figures
-    monkeypatch.setitem(sys.modules, "attnexplorer.ui.figure_batch", figures_module)
+    monkeypatch.setitem(sys.modules, "attnexplorer.ui.exports.figure_batch", figures_module)
     return f
 
 
@@ -203,7 +203,7 @@ def test_a_format_the_exporter_skipped_is_caught(fakes):
 
 
 def test_a_missing_figure_module_is_a_fail_line_not_a_crash(fakes, monkeypatch):
-    monkeypatch.setitem(sys.modules, "attnexplorer.ui.figure_batch", None)  # import now fails
+    monkeypatch.setitem(sys.modules, "attnexplorer.ui.exports.figure_batch", None)  # import now fails
     code, lines = _run()
     assert code == 1
     assert any(line.startswith("FAIL export figures: ModuleNotFoundError") for line in lines), lines

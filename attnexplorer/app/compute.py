@@ -22,10 +22,10 @@ from typing import Iterable
 
 from psygnal import Signal
 
-from ..core.engine import INTERMEDIATES, STAGE_INTERMEDIATES, AttentionResult, carries, compute
+from ..core.compute.engine import INTERMEDIATES, STAGE_INTERMEDIATES, AttentionResult, carries, compute
 from ..core.errors import AttnExplorerError
-from ..core.long.result import compute_any
-from ..core.session import Session
+from ..core.compute.long.result import compute_any
+from ..core.inputs.session import Session
 from .jobs import JobRunner, Post
 
 # Below this many score cells (heads × n × n) a CPU compute takes a few milliseconds at most
@@ -131,7 +131,7 @@ class ComputeRunner:
                     # pass's own: the rows before ``done`` are final, a view copies those).
                     job.progress(done / n, session, overviews)
 
-            # A long session (over the dense memory budget) goes the streamed way (core/long).
+            # A long session (over the dense memory budget) goes the streamed way (core/compute/long).
             return compute_any(session, device=device, dtype=dtype, keep=keep, progress=progress,
                                cancelled=lambda: job.cancelled, pool=pool)
 
@@ -288,7 +288,7 @@ class DocumentCompute:
         if result is None or result.session is not self._document.session:
             return  # the compute on its way (or the next one) uses the new needs
         if result.tiled:
-            return  # a long input's result (core/long) holds the same whatever the needs
+            return  # a long input's result (core/compute/long) holds the same whatever the needs
         wanted = INTERMEDIATES if new is None else new
         if any(getattr(result, name) is None and carries(result.session, name) for name in wanted):
             self.request_later()  # coalesces a burst of dock changes into one
@@ -347,7 +347,7 @@ class DocumentCompute:
             self.settled.emit()
 
     def _on_progress(self, fraction: float) -> None:
-        # A long input (core/long) computes for seconds on the worker: say how far it is.
+        # A long input (core/compute/long) computes for seconds on the worker: say how far it is.
         session = self._document.session
         self._document.message.emit(f"Computing {session.n:,} tokens × {session.heads} heads: "
                                     f"{fraction:.0%} of the rows")

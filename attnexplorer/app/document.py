@@ -31,8 +31,8 @@ from typing import Any, Callable
 
 from psygnal import Signal
 
-from ..core.session import Session
-from ..core.session_change import SessionChange
+from ..core.inputs.session import Session
+from ..core.editing.session_change import SessionChange
 from .compute import DocumentCompute
 from .history import UNDO_BYTES, UNDO_STEPS, UndoHistory
 from .jobs import Post

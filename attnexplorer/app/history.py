@@ -1,7 +1,7 @@
 """A document's undo history: a command stack of ``EditStep``s, in the spirit of glue's
 ``CommandStack`` and with the semantics the window had on a ``QUndoStack``.
 
-An ``EditStep`` keeps what the edit changed (``core.session_change.SessionChange``), not the two
+An ``EditStep`` keeps what the edit changed (``core.editing.session_change.SessionChange``), not the two
 whole sessions: a one-cell edit of a large W_q costs a few bytes of history. Undo and redo
 rebuild the neighbouring session from the document's current one (the stack guarantees that it
 is the step's "after" or "before"). Consecutive edits with the same non-None ``merge_key`` merge
@@ -22,8 +22,8 @@ from typing import Callable
 
 from psygnal import Signal
 
-from ..core.session import Session
-from ..core.session_change import SessionChange
+from ..core.inputs.session import Session
+from ..core.editing.session_change import SessionChange
 
 # The undo history's bounds: this many steps, and about this many bytes of recorded changes
 # (a cell edit records a few bytes; a resize or an import records a whole array). Beyond

@@ -9,7 +9,7 @@ still in a step that cannot stop early, such as torch's import, is joined before
   a job submitted while another waits replaces the waiting one (it never runs), and only the
   newest job's answers are delivered: an older one's result is dropped;
 - **a cancel token**: ``job.cancelled`` turns True when a newer job is submitted, ``cancel()``
-  or ``stop()`` is called or the runner shuts down; long work polls it (``core/long`` stops at
+  or ``stop()`` is called or the runner shuts down; long work polls it (``core/compute/long`` stops at
   its next block of rows, a model load at its next layer, a fit after its step). A superseded
   or cancelled job's answer is dropped; a stopped one still answers (a fit stopped part way
   keeps the weights reached);

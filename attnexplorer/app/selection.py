@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from psygnal import Signal
 
-from ..core.session import Session
+from ..core.inputs.session import Session
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ import json, statistics, sys, time
 from attnexplorer.bench.harness import close_window, end_probe, open_probe_window
 app, document, window, errors = open_probe_window()
 name, text, layer, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-from attnexplorer.ui.model_controller import ModelController
+from attnexplorer.ui.model.controller import ModelController
 window.model_controller = controller = ModelController(window, document, window.actions)
 control = controller.behaviour
 controller.start(name, text, layer)

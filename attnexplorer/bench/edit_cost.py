@@ -73,8 +73,8 @@ def bench_edit_cost(heads: int, d: int, edits: int = 20, n: int = 8) -> dict:
 
     import numpy as np
 
-    from ..core.session import Session
-    from ..core.session_arrays import memory_file_bytes
+    from ..core.inputs.session import Session
+    from ..core.inputs.session_arrays import memory_file_bytes
     from ..ui import user_actions
     from ..ui.document import SessionDocument
 

@@ -32,9 +32,9 @@ def measure_engine_overhead(n: int, d: int = 64, heads: int = 1, repeats: int = 
     import numpy as np
     import torch
 
-    from ..core.engine import compute, resolve
+    from ..core.compute.engine import compute, resolve
     from ..core.errors import EngineError
-    from ..core.session import Session
+    from ..core.inputs.session import Session
 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise EngineError(f"repeats must be a whole number >= 1, got {repeats!r}")

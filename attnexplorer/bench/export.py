@@ -26,8 +26,8 @@ def minilm_layer_session():
     """A session of one MiniLM layer's shape and stages, with random numbers."""
     import numpy as np
 
-    from ..core.session import Session
-    from ..core.stages import Norm, Positions
+    from ..core.inputs.session import Session
+    from ..core.inputs.stages import Norm, Positions
 
     rng = np.random.default_rng(0)
     n, d, heads, d_k = 15, 384, 12, 32

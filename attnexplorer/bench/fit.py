@@ -18,8 +18,8 @@ TARGETS = {"fit_steps_per_s": 200.0, "fit_block_ms": 50.0}
 
 
 def _session(n: int, d: int, d_k: int, seed: int = 0):
-    from ..core.presets import build_preset
-    from ..core.session import Mask
+    from ..core.inputs.presets import build_preset
+    from ..core.inputs.session import Mask
 
     built = build_preset("random", {"n": n, "d": d, "d_k": d_k, "d_v": d_k, "heads": 1, "seed": seed})
     return built.session.replace(mask=Mask("causal"))

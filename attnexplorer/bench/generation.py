@@ -69,7 +69,7 @@ from PySide6.QtCore import QTimer
 from attnexplorer.bench.harness import close_window, end_probe, open_probe_window
 app, document, window, errors = open_probe_window()
 name, text, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
-from attnexplorer.ui.model_controller import ModelController
+from attnexplorer.ui.model.controller import ModelController
 window.model_controller = controller = ModelController(window, document, window.actions)
 controller.start(name, text, 0)
 

@@ -88,7 +88,7 @@ def open_window(session, size=(1280, 800)):
     from PySide6.QtWidgets import QApplication
 
     from ..ui.document import SessionDocument
-    from ..ui.main_window import MainWindow
+    from ..ui.window import MainWindow
 
     document = SessionDocument(session)
     window = MainWindow(document)
@@ -109,7 +109,7 @@ def open_window(session, size=(1280, 800)):
 def open_probe_window():
     """A probe's window on the pronoun preset, computed, answering "discard" to the unsaved-work
     question and keeping its error dialogs in a list: ``(app, document, window, errors)``."""
-    from ..core.presets import build_preset
+    from ..core.inputs.presets import build_preset
 
     app = start_app()
     document, window = open_window(build_preset("pronoun").session)

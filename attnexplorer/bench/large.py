@@ -30,7 +30,7 @@ def large_probe(n: int, heads: int, edits: int = EDITS) -> None:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from ..core.presets import build_preset
+    from ..core.inputs.presets import build_preset
 
     start_app()
     built = build_preset("random", {"n": n, "d": 64, "d_k": 16, "d_v": 16, "heads": heads, "seed": 0})

@@ -1,4 +1,4 @@
-"""The long-inputs rows of ``attnexplorer bench`` (the streamed path, ``core/long``).
+"""The long-inputs rows of ``attnexplorer bench`` (the streamed path, ``core/compute/long``).
 
 Each figure comes from a fresh child process, so that its peak resident memory
 (``ru_maxrss``, which includes torch itself, about 0.3 GB) is that of the work alone:
@@ -33,7 +33,7 @@ PANEL = (500, 600)  # a heatmap panel of the 1280×800 window, in pixels (height
 
 
 def _session(n: int, heads: int):
-    from ..core.presets import build_preset
+    from ..core.inputs.presets import build_preset
 
     return build_preset("random", {"n": n, "d": 64, "d_k": 64, "d_v": 64, "heads": heads, "seed": 0}).session
 
@@ -82,8 +82,8 @@ def long_probe(n: int, heads: int, path: str) -> None:
     base_mb = _peak_mb()
     row: dict = {"n": n, "heads": heads, "path": path}
     if path == "causal":
-        from ..core.long.result import compute_long
-        from ..core.session import Mask
+        from ..core.compute.long.result import compute_long
+        from ..core.inputs.session import Mask
 
         session = session.replace(mask=Mask("causal"))
         start = time.perf_counter()
@@ -92,13 +92,13 @@ def long_probe(n: int, heads: int, path: str) -> None:
         row["held_mb"] = _resident_mb()
         del result
     elif path == "dense":
-        from ..core.engine import compute
+        from ..core.compute.engine import compute
 
         start = time.perf_counter()
         compute(session)
         row["overview_s"] = time.perf_counter() - start
     else:
-        from ..core.long import pool_grid, stream
+        from ..core.compute.long import pool_grid, stream
 
         fy, fx = pool_grid(n, n, *PANEL)
         start, cpu = time.perf_counter(), _cpu_s()

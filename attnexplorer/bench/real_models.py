@@ -48,7 +48,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtWidgets import QApplication
 app = QApplication.instance() or QApplication([])
 from attnexplorer.bench.harness import end_probe
-from attnexplorer.ui.model_window import ModelWindow
+from attnexplorer.ui.model.window import ModelWindow
 import torch
 imported = time.perf_counter()
 from attnexplorer.models.loading import load_model
@@ -74,7 +74,7 @@ from attnexplorer.bench.harness import close_window, end_probe, open_probe_windo
 from PySide6.QtWidgets import QApplication
 app, document, window, errors = open_probe_window()
 started = time.perf_counter()
-from attnexplorer.ui.model_controller import ModelController
+from attnexplorer.ui.model.controller import ModelController
 window.model_controller = controller = ModelController(window, document, window.actions)
 controller.start(sys.argv[1], sys.argv[2], 0)
 while controller.window.run is None and not errors:
@@ -107,7 +107,7 @@ ticks = []
 timer = QTimer()
 timer.setInterval(5)
 timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
-from attnexplorer.ui.model_controller import ModelController
+from attnexplorer.ui.model.controller import ModelController
 window.model_controller = controller = ModelController(window, document, window.actions)
 started = time.perf_counter()
 timer.start()

@@ -82,7 +82,7 @@ def machine_info() -> dict:
                     break
     except OSError:
         pass
-    from ..core.engine import available_devices
+    from ..core.compute.engine import available_devices
 
     info = {
         "python": platform.python_version(),
@@ -184,7 +184,7 @@ def measured_rows(quick: bool, only: tuple[str, ...] | None, kinds) -> list[str]
 
 def collect(quick: bool = False, device: str | None = None, only: tuple[str, ...] | None = None) -> dict:
     """Every row kind's figures (or those of ``only``), with the machine and the targets."""
-    from ..core.engine import available_devices
+    from ..core.compute.engine import available_devices
 
     devices = (device,) if device else tuple(d for d in available_devices() if d in ("cpu", "cuda"))
     started = time.perf_counter()

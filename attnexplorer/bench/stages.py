@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.engine import compute, resolve
+from ..core.compute.engine import compute, resolve
 from ..core.errors import EngineError
-from ..core.session import Session
-from ..core.stages import Positions, QKNorm, alibi_slopes, rope_angles
+from ..core.inputs.session import Session
+from ..core.inputs.stages import Positions, QKNorm, alibi_slopes, rope_angles
 
 POSITIONS = ("rope", "alibi", "rope+new")
 

@@ -30,7 +30,7 @@ def _edit_and_paint(document, window, value: float) -> tuple[float, float]:
 
 
 def bench_redraw(sizes, repeats) -> list[dict]:
-    from ..core.presets import build_preset
+    from ..core.inputs.presets import build_preset
 
     start_app()
     rows = []
@@ -54,7 +54,7 @@ def bench_redraw(sizes, repeats) -> list[dict]:
 
 def bench_drag(n: int, steps: int) -> dict:
     """Drag the sine preset's τ slider across ``steps`` positions, painting after each."""
-    from ..core.presets import build_preset
+    from ..core.inputs.presets import build_preset
 
     start_app()
     built = build_preset("sine", {"N": n})

@@ -1,7 +1,7 @@
 """``attnexplorer export``: compute a preset or a session once, with no window, and write files.
 
 The matrices and ``session.json`` come from ``io.export_command``; figures, when asked for,
-are drawn by ``ui.figures`` from the very same result (no second compute). Everything is
+are drawn by ``ui.exports.figures`` from the very same result (no second compute). Everything is
 written to a staging folder first and moved into ``--out`` only when all of it succeeded.
 """
 
@@ -25,7 +25,7 @@ from ..io.export_command import (
 def _figure_exporter():
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     try:
-        from ..ui.figure_batch import export_figures
+        from ..ui.exports.figure_batch import export_figures
     except ImportError as err:
         raise AttnExplorerError(f"figure export needs PySide6 and pyqtgraph: {err}") from None
     return export_figures
@@ -63,8 +63,8 @@ def run_export(args) -> int:
     """
     # What every export needs; a long session's compute and a region's writer are imported
     # where they are used (a cold `export --matrices npz` of one layer is mostly imports).
-    from ..core.engine import compute
-    from ..core.long.result import is_long
+    from ..core.compute.engine import compute
+    from ..core.compute.long.result import is_long
     from ..io.atomic import atomic_directory
     from ..io.export_choice import check_fits, disk_bytes, parse_cols
     from ..io.export_progress import StagingProgress
@@ -91,7 +91,7 @@ def run_export(args) -> int:
                allow_large=bool(getattr(args, "allow_large", False)))
     expected = sum(disk_bytes(session, choice, matrices, args.dtype, whole_bundle=not region).values())
     if long:
-        from ..core.long.result import compute_long
+        from ..core.compute.long.result import compute_long
 
         result = compute_long(session, device=args.device, dtype=args.dtype)
     else:

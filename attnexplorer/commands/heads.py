@@ -3,7 +3,7 @@
 [--patch-text TEXT2]]
 --out SCORES.csv [--json] [--figures png,svg,pdf --out-figures DIR]``: a score per layer × head,
 one row per head; with --figures each column's layers × heads heatmap, drawn by the model
-window's Heads tab (``ui.head_scores_panel``) through the figure route every panel uses.
+window's Heads tab (``ui.model.head_scores_panel``) through the figure route every panel uses.
 
 Every check that needs no model runs first (the extra, one text source, the scores and their
 pattern files, the attribution with its --target, the output file), then the model is opened,

@@ -95,7 +95,7 @@ def run_import_model(args) -> int:
     if args.figure_formats:
 
         figure_app()
-        from ..ui.model_figure_files import write_model_figures
+        from ..ui.model.figure_files import write_model_figures
 
         folder = Path(args.out_figures)
         written = write_model_figures(loaded, run, layers, args.figure_formats, folder)

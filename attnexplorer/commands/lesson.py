@@ -31,7 +31,7 @@ def lesson_text(lesson, result) -> str:
 
 
 def run_lesson(args) -> int:
-    from ..core.engine import compute
+    from ..core.compute.engine import compute
     from ..io.lesson_file import open_lesson
 
     if args.handout is None and args.out is not None:

@@ -55,7 +55,7 @@ def figure_app() -> None:
 
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     try:
-        from ..ui.figures import ensure_app
+        from ..ui.exports.figures import ensure_app
     except ImportError as err:
         raise ModelError(f"figure export needs PySide6 and pyqtgraph: {err}") from None
     ensure_app()
@@ -66,8 +66,8 @@ def score_figures(columns: dict, formats: list[str], folder: Path, quiet: bool =
     import re
 
     figure_app()
-    from ..ui.figures import export_panel
-    from ..ui.head_scores_panel import HeadScoresPanel
+    from ..ui.exports.figures import export_panel
+    from ..ui.model.head_scores_panel import HeadScoresPanel
 
     folder.mkdir(exist_ok=True)
     panel = HeadScoresPanel()

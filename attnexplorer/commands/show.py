@@ -16,9 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..core.engine import AttentionResult
+from ..core.compute.engine import AttentionResult
 from ..core.errors import AttnExplorerError
-from ..core.session import Session
+from ..core.inputs.session import Session
 from ..io.session_file import load_session, save_session, session_from_dict
 
 

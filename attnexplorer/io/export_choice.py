@@ -10,7 +10,7 @@ into one, checked against the session; both callers use it, so the window and
 
 ``check_fits`` estimates the bytes the export needs on disk (per format) and in memory from
 the session's shapes alone, and refuses with one line naming the sizes when the target's
-disk or the memory limit (``core.memory.memory_limit``) is short:
+disk or the memory limit (``core.compute.memory.memory_limit``) is short:
 
     the weights of 4 heads at 16,384 tokens as CSV need about 21 GB; the disk has 9.8 GB
     free: export one head, a row range or the pooled overview
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import AttnExplorerError
-from ..core.memory import _ITEM_BYTES, memory_limit
+from ..core.compute.memory import _ITEM_BYTES, memory_limit
 
 # The per-head n × n_k matrices an export can cut into rows or pool (the panels' heatmaps).
 ATTENTION = ("weights", "scores", "scaled_scores")
@@ -43,7 +43,7 @@ FORMAT_NAMES = {"npz": "NPZ", "npy": "NPY", "csv": "CSV", "json": "JSON", "tex":
 BLOCK_CELLS = 1 << 20
 # What writing one block holds in memory at most, per cell (float64 + Python float + text).
 BLOCK_BYTES_PER_CELL = 64
-# A long session's streamed pass holds a few 64 MB blocks (core.long.streamed.BLOCK_BYTES).
+# A long session's streamed pass holds a few 64 MB blocks (core.compute.long.streamed.BLOCK_BYTES).
 STREAM_BYTES = 4 * 64 * 1024**2
 
 
@@ -218,7 +218,7 @@ def region_cells(session, choice: ExportChoice) -> int:
     """Numbers in the chosen part of one attention matrix, over the chosen heads."""
     heads = len(choice.head_list(session))
     if choice.overview is not None:
-        from ..core.long.result import overview_grid
+        from ..core.compute.long.result import overview_grid
 
         fy, fx = overview_grid(session)
         return heads * math.ceil(session.n / fy) * math.ceil(session.n_keys / fx)
@@ -260,7 +260,7 @@ def memory_bytes(session, choice: ExportChoice, dtype: str = "float32", long: bo
                  compute: bool = True) -> int:
     """Estimated peak memory of the export: the compute (dense estimate, or the streamed
     pass's blocks for a long session) when ``compute``, and one block being written."""
-    from ..core.long.result import dense_bytes
+    from ..core.compute.long.result import dense_bytes
 
     need = 0
     if compute:

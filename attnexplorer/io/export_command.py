@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core.errors import AttnExplorerError
-from ..core.session import MAX_TOKENS, Mask, Scale
+from ..core.inputs.session import MAX_TOKENS, Mask, Scale
 
 MATRIX_FORMATS = ("npz", "npy", "csv", "json", "tex", "md")
 FIGURE_FORMATS = ("png", "svg", "pdf")
@@ -86,7 +86,7 @@ def parse_scale(text: str) -> Scale:
         return Scale("temperature", t)
     if kind == "factor":
         # The window's factor box reads the same text the same way (a number or arithmetic).
-        from ..core.expr import parse_number
+        from ..core.numbers.expr import parse_number
 
         try:
             f = parse_number(arg.strip()) if arg.strip() else None
@@ -108,7 +108,7 @@ def load_source(args):
         from .session_file import load_session
 
         return load_session(args.session)
-    from ..core.presets import build_preset, parse_assignments
+    from ..core.inputs.presets import build_preset, parse_assignments
 
     return build_preset(args.preset, parse_assignments(args.params)).session
 

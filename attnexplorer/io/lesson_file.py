@@ -72,7 +72,7 @@ def _session(obj: dict, source: str):
     params = preset.get("params", {})
     if not isinstance(params, dict):
         _fail(source, "preset.params", "is not an object")
-    from ..core.presets import build_preset
+    from ..core.inputs.presets import build_preset
 
     try:
         return build_preset(preset["name"], params).session

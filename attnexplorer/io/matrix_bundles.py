@@ -40,7 +40,7 @@ def result_arrays(result, leave_out=()) -> dict[str, np.ndarray]:
     The preset's reference curves, one value per token, follow as ``reference_<name>``
     (the sine preset's ``reference_position`` and ``reference_clean``) when it has them.
     """
-    from ..core.presets import reference_curves
+    from ..core.inputs.presets import reference_curves
 
     session = result.session
     arrays: dict[str, np.ndarray] = {

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..core.errors import AttnExplorerError
 from .matrix_tables import MatrixError
-from ..core.display import counted
+from ..core.numbers.display import counted
 
 # A matrix file larger than this is refused before it is read (the largest session matrix,
 # 8192 × 1024 float64, is 64 MiB as NPY and about 200 MB as CSV).

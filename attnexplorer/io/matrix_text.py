@@ -10,7 +10,7 @@
   ``requires_grad=True`` or ``grad_fn=...`` around it.
 
 A single row (``1 2 3`` or ``[1, 2, 3]``) is a 1×n matrix. Cells may hold simple arithmetic
-(``sqrt(2)``, ``-1/3``), see ``core.expr``. Any problem raises ``AttnExplorerError`` naming
+(``sqrt(2)``, ``-1/3``), see ``core.numbers.expr``. Any problem raises ``AttnExplorerError`` naming
 the row and column (counted from 1) and nothing is returned.
 
 ``format_tsv(array)`` writes tab-separated rows with full precision, so that pasting the text
@@ -24,8 +24,8 @@ import re
 import numpy as np
 
 from ..core.errors import AttnExplorerError
-from ..core.expr import format_full, parse_number
-from ..core.display import counted
+from ..core.numbers.expr import format_full, parse_number
+from ..core.numbers.display import counted
 
 # A pasted block bigger than this is surely a mistake (the largest session is 8192 × 1024).
 MAX_CELLS = 8192 * 1024

@@ -40,7 +40,7 @@ from pathlib import Path
 import filelock
 
 from ..core.errors import AttnExplorerError
-from ..core.session import Session
+from ..core.inputs.session import Session
 from .atomic import atomic_write_with, remove_stale_temporaries
 from .json_pieces import write_json
 

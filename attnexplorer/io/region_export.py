@@ -50,7 +50,7 @@ def overview_of(result, what: str, pool: str) -> tuple[np.ndarray, int, int]:
     """The pooled overview of matrix ``what`` of every head, ``(data, fy, fx)``: data is
     (H, ⌈n / fy⌉, ⌈n_k / fx⌉), each cell the max (or mean) of fy × fx cells, blocked cells
     left out (NaN where every one is). The grid is a long session's (about 1,024 cells a side)."""
-    from ..core.long.result import overview_grid, pooled
+    from ..core.compute.long.result import overview_grid, pooled
 
     fy, fx = overview_grid(result.session)
     try:
@@ -83,7 +83,7 @@ def metadata(result, choice: ExportChoice) -> dict:
     meta = {"n": session.n, "n_keys": session.n_keys, "heads": choice.head_list(session),
             "matrices": list(choice.matrices), "dtype": str(getattr(result, "dtype", "float32"))}
     if choice.overview is not None:
-        from ..core.long.result import overview_grid
+        from ..core.compute.long.result import overview_grid
 
         fy, fx = overview_grid(session)
         meta["overview"] = {"pool": choice.overview, "rows_per_cell": fy, "keys_per_cell": fx,

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import SessionError
-from ..core.limits import bound_problem
-from ..core.session import MAX_DIM, MAX_TOKEN_CHARS, MAX_TOKENS, control_character
-from ..core.display import counted
+from ..core.inputs.limits import bound_problem
+from ..core.inputs.session import MAX_DIM, MAX_TOKEN_CHARS, MAX_TOKENS, control_character
+from ..core.numbers.display import counted
 
 # The deepest nesting allowed inside extra keys and preset parameters (view state is shallow).
 MAX_NESTING = 64
@@ -276,7 +276,7 @@ def above_zero(value: Any, source: str, where: str) -> float:
 
 
 def within_bounds(value: Any, source: str, where: str) -> float:
-    """A number within the session's documented bounds for ``where`` (``core.limits.BOUNDS``)."""
+    """A number within the session's documented bounds for ``where`` (``core.inputs.limits.BOUNDS``)."""
     v = above_zero(value, source, where)
     problem = bound_problem(where, v)
     if problem:

@@ -11,7 +11,7 @@ The format (README, "Session files")::
      "mask": "none" | "causal" | {"window": w} | {"padding": [j, ...]} | {"blocked": [[0, 1, ...], ...]},
      "scale": "inv_sqrt_dk" | "none" | {"temperature": t},
      "preset": null | {"name": "sine", "params": {"tau": 0.02}},
-     # version 2 adds the stages of a real head (core/stages.py), each optional:
+     # version 2 adds the stages of a real head (core/inputs/stages.py), each optional:
      "positions": null | {"kind": "sinusoidal", "base": 10000} | {"kind": "learned", "table": [[...]]}
                 | {"kind": "rope", "theta": 10000, "dims": r, "layout": "half" | "interleaved", "offset": 0}
                 | {"kind": "alibi", "slopes": null | [s_0, ...]},
@@ -60,8 +60,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..core.errors import SessionError
-from ..core.presets import preset_ref
-from ..core.session import MAX_TOKENS, Mask, PresetRef, Scale, Session
+from ..core.inputs.presets import preset_ref
+from ..core.inputs.session import MAX_TOKENS, Mask, PresetRef, Scale, Session
 from .atomic import atomic_write_text
 from .json_text import array_json, parse_strict, rows_json
 from .session_checks import (NonFinite, above_zero, check_plain, checked_matrix, checked_number, checked_text, checked_tokens,

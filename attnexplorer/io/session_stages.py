@@ -3,7 +3,7 @@ biases of Q, K, V, grouped K/V heads (``kv_heads``), a cross-attention ``source`
 ``norm`` and the ``positions`` (sinusoidal, learned, RoPE, ALiBi); and version 3's: ``qk_norm``,
 ``softcap``, ``sinks`` and RoPE's ``scaling`` and ``angles`` (the scale's ``{"factor": f}`` is
 read with the scale, in ``session_file``). The format is described in ``session_file``; what
-each stage means in ``core/stages.py``.
+each stage means in ``core/inputs/stages.py``.
 
 A new stage is read here (``read_<stage>``, called from ``session_file.session_from_dict``
 for version ≥ 2) and written here (``<stage>_out``, called from ``session_to_dict``; the
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import SessionError
-from ..core.session import MAX_DIM, MAX_HEADS, MAX_TOKENS, Session
-from ..core.stages import MAX_OFFSET, SCALING_FIELDS, Norm, Positions, QKNorm, RopeScaling, Source
+from ..core.inputs.session import MAX_DIM, MAX_HEADS, MAX_TOKENS, Session
+from ..core.inputs.stages import MAX_OFFSET, SCALING_FIELDS, Norm, Positions, QKNorm, RopeScaling, Source
 from .session_checks import (above_zero, checked_matrix, checked_object, checked_tokens, within_bounds,
                              checked_vector, checked_whole, describe, fail)
 

@@ -2,7 +2,7 @@
 
 The snippet rebuilds the tokens, embeddings, per-head weights, mask and scale with exact
 numbers (``repr`` of each float64) and computes scores, weights and output with plain torch,
-in the same order of operations as ``core.engine.compute``, so in float64 it gives the same
+in the same order of operations as ``core.compute.engine.compute``, so in float64 it gives the same
 numbers. It never imports attnexplorer and prints only the shapes and the output. The stages
 of a real head (positions, norm, biases, grouped K/V heads, a source, RoPE, ALiBi, b_o) are
 written out only when the session uses them, each as the few lines of torch that define it.
@@ -149,7 +149,7 @@ def _rope_frequency_code(p, dims: int) -> list[str]:
                 f"inv_freq = {_number(p.theta)} ** (-torch.arange(0, {dims}, 2, dtype=torch.float64) / {dims})",
                 "angles = positions[:, None] * inv_freq[None, :]",
                 "cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)"]
-    from ..core.attention import rope_inv_freq
+    from ..core.kernel.attention import rope_inv_freq
 
     wide = "torch.float32" if p.angles == "float32" else "torch.float64"
     inv_freq, factor = rope_inv_freq(dims, p.theta, p.scaling, float32=p.angles == "float32")
@@ -189,7 +189,7 @@ def _rope_code(p, d_k: int) -> list[str]:
 
 
 def _stages_used(session) -> bool:
-    from ..core.engine import uses_stages
+    from ..core.compute.engine import uses_stages
 
     return uses_stages(session)
 

@@ -49,7 +49,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..core.limits import MAX_TOKENS
+from ..core.inputs.limits import MAX_TOKENS
 from .errors import ModelError
 from .model_config import (head_dim, layer_rope, layer_type, num_heads, rope_scaling,  # noqa: F401 - read from here too
                            rope_theta, rotary_dims)

@@ -8,7 +8,7 @@ the last layer, from which ``logits`` makes the prediction (the final norm and t
 BERT's masked-LM head). It follows transformers 5's eager code step by step (the same
 operations in the same order: ``q·kᵀ · scale``, softmax in float32, GPT-2's ``Conv1D`` as
 ``x·W + b``, Llama's RMSNorm in float32 and RoPE with float32 angles), and the attention (with
-its soft-cap), the RMSNorm, QK-norm and RoPE (with its scaling) are core/attention.py's
+its soft-cap), the RMSNorm, QK-norm and RoPE (with its scaling) are core/kernel/attention.py's
 (``attention_block``, ``normalise``, ``normalise_heads``, ``rotate``, ``rope_cos_sin``: one
 kernel for the whole product; the grouped K/V heads are shared there, never copied), so its
 numbers agree with the model's ``output_attentions`` to float32 rounding;
@@ -109,11 +109,11 @@ def window_blocked(rows: range, keys: int, window: int) -> torch.Tensor:
 
 
 def _attend(q, k, v, scaling: float, causal: bool, blocked: torch.Tensor | None = None, softcap: float | None = None):
-    """Every query row over every key: the kernel's block (``core.attention.attention_block``)
+    """Every query row over every key: the kernel's block (``core.kernel.attention.attention_block``)
     as transformers' eager attention does it (blocked cells filled with ``finfo.min``, the
     softmax in float32). K and V have their own (K/V) heads; the kernel shares them without
     copies. Returns the weights (H, n, n) and the heads' outputs side by side (n, H·d_v)."""
-    from ..core.attention import attention_block
+    from ..core.kernel.attention import attention_block
 
     block = attention_block(q, k, v, factor=scaling, mask=blocked, causal=causal and blocked is None,
                             fill=torch.finfo(q.dtype).min, softmax_dtype=torch.float32, softcap=softcap)
@@ -158,7 +158,7 @@ class _Layers:
     def start(self, layer: int) -> None:
         self.check()
         if not self.keep and self.record and layer:
-            from ..core.memory import return_free_memory
+            from ..core.compute.memory import return_free_memory
 
             return_free_memory()   # the last layer's blocks, before this one's MLP and blocks
         if self.progress is not None:
@@ -226,8 +226,8 @@ class _Layers:
 
     def _blocks(self, layer: int, q, k, v, scaling: float, causal: bool, window: int | None = None,
                 softcap: float | None = None):
-        from ..core.attention import attention_block
-        from ..core.long.pooling import pool_grid, pool_rows
+        from ..core.kernel.attention import attention_block
+        from ..core.compute.long.pooling import pool_grid, pool_rows
 
         heads, n, _ = q.shape
         f = max(pool_grid(n, n, self.cells, self.cells))
@@ -410,8 +410,8 @@ class _Gpt2(_Family):
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """transformers' LlamaRMSNorm: the kernel's one RMSNorm (``core.attention.normalise``)."""
-    from ..core.attention import normalise
+    """transformers' LlamaRMSNorm: the kernel's one RMSNorm (``core.kernel.attention.normalise``)."""
+    from ..core.kernel.attention import normalise
 
     return normalise(x, "rms", weight, None, eps)
 
@@ -444,8 +444,8 @@ class _Llama(_Family):
         scaling = settings.get("scaling")
         key = (settings["theta"], settings["dims"], tuple(sorted((scaling or {}).items())), n, offset)
         if key not in self._rope:
-            from ..core.attention import rope_cos_sin
-            from ..core.stages import RopeScaling
+            from ..core.kernel.attention import rope_cos_sin
+            from ..core.inputs.stages import RopeScaling
 
             dims = settings["dims"]
             cos, sin = rope_cos_sin(n, dims, settings["theta"], torch.float32, "cpu", offset, float32_angles=True,
@@ -473,7 +473,7 @@ class _Llama(_Family):
         def lin(x, name):
             return run.linear(x, w, name)
 
-        from ..core.attention import rotate
+        from ..core.kernel.attention import rotate
 
         r = self.recipe
         rope = self.rope(layer, x.shape[0], run.position)
@@ -481,7 +481,7 @@ class _Llama(_Family):
         q, k, v = run.linears(h, w, (p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"))
         q, k, v = _heads(q, H, hd), _heads(k, Hkv, hd), _heads(v, Hkv, hd)
         if r.qk_norm is not None:   # the kernel's QK-norm, before RoPE
-            from ..core.attention import normalise_heads
+            from ..core.kernel.attention import normalise_heads
 
             q = normalise_heads(q, "rms", w[p + "self_attn.q_norm.weight"], None, self.eps, over=r.qk_norm)
             k = normalise_heads(k, "rms", w[p + "self_attn.k_norm.weight"], None, self.eps, over=r.qk_norm)

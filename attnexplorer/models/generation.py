@@ -7,7 +7,7 @@ every layer's keys and values go into the cache), then each ``step()``:
    one the caller gives), and
 2. runs that one token through the model: per layer only its q, k and v are computed, its k and
    v are appended to the cache, its query reads every cached key with the kernel's
-   ``core.attention.attention_block`` (``key_offset``: the cache's length), then the output
+   ``core.kernel.attention.attention_block`` (``key_offset``: the cache's length), then the output
    projection, the MLP, and after the last layer the final norm and the LM head.
 
 The layers are ``forward``'s own (``_Family.layer``), given a run (``_Cached``) whose
@@ -224,7 +224,7 @@ class _Cached(_Layers):
         return self.layout.linears(x, [(w[name + ".weight"], w.get(name + ".bias")) for name in names])
 
     def attend(self, layer, q, k, v, scaling, causal, window=None, softcap=None):
-        from ..core.attention import attention_block
+        from ..core.kernel.attention import attention_block
         from .forward import window_blocked
 
         change = self.changes.get(layer)

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..core.memory import return_free_memory
+from ..core.compute.memory import return_free_memory
 from . import hf
 from .families import Family, family_for, head_dim, max_positions, num_heads
 from .sources import Cancelled, ModelError, ModelSource, gguf_cache_folder, missing_dependencies, resolve

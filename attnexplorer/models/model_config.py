@@ -21,7 +21,7 @@ def head_dim(config: Any) -> int:
 
 
 # What a config's RoPE table may hold: the type, θ, the rotated fraction and each scaling's
-# own settings (core.stages.RopeScaling's fields). Anything else (an unknown key, a type the
+# own settings (core.inputs.stages.RopeScaling's fields). Anything else (an unknown key, a type the
 # kernel does not have: dynamic, longrope) changes the angles in a way not reproduced, so it is
 # refused by name rather than imported as something else (the numbers would be silently wrong).
 _ROPE_KEYS = {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
@@ -113,7 +113,7 @@ def rope_scaling(config: Any, layer: int = 0) -> dict | None:
         out["original_max_position_embeddings"] = int(getattr(config, "original_max_position_embeddings", None)
                                                       or config.max_position_embeddings)
     from ..core.errors import SessionError
-    from ..core.stages import RopeScaling
+    from ..core.inputs.stages import RopeScaling
 
     try:
         if kind == "yarn" and out.get("attention_factor") is None and _YARN_MSCALE & set(values):

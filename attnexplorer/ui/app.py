@@ -31,7 +31,7 @@ def initial_session(args, settings):
     """``(session, path or None, note or None)`` for the command line ``args``.
 
     Raises AttnExplorerError for a bad file or preset named on the command line."""
-    from ..core.presets import build_preset, parse_assignments
+    from ..core.inputs.presets import build_preset, parse_assignments
     from ..io.session_file import load_session
 
     session_file = getattr(args, "session_file", None)
@@ -142,7 +142,7 @@ def _open_window(args):
     from PySide6.QtCore import QTimer
 
     from .document import SessionDocument
-    from .main_window import MainWindow
+    from .window import MainWindow
     from .settings import AppSettings
 
     settings = AppSettings()

@@ -31,7 +31,7 @@ from ..app.autosave import (  # noqa: F401 - the tests read the timing here
     DEFAULT_DELAY_MS, LATENCY_MS, MAX_DELAY_MS, MIN_DEADLINE_MS, WriteClock)
 from ..app.jobs import JobRunner
 from ..core.errors import AttnExplorerError
-from ..core.session import Session
+from ..core.inputs.session import Session
 from ..io import recovery as files
 from ..io.recovery import (  # noqa: F401 - the window and the tests use them from here
     Recovery, find_recoveries, read_recovery, remove_recovery, scan_recoveries, write_recovery)

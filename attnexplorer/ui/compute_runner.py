@@ -17,8 +17,8 @@ from typing import Iterable
 from PySide6.QtCore import QObject, Signal
 
 from ..app.compute import DocumentCompute as _Compute
-from ..core.engine import AttentionResult
-from ..core.session import Session
+from ..core.compute.engine import AttentionResult
+from ..core.inputs.session import Session
 from .gui_thread import wait_for
 
 

@@ -26,8 +26,8 @@ from PySide6.QtGui import QAction
 
 from ..app.document import Document, LiveEdit, ModelLayer
 from ..app.history import UNDO_BYTES, UNDO_STEPS, UndoHistory  # noqa: F401 - tests read the bounds here
-from ..core.engine import AttentionResult
-from ..core.session import Session
+from ..core.compute.engine import AttentionResult
+from ..core.inputs.session import Session
 from .compute_runner import DocumentCompute
 from .gui_thread import GuiThread
 from .selection import CurrentSelection

@@ -10,7 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal
 
 from ..app.selection import CurrentSelection as _Current, Selection
-from ..core.session import Session
+from ..core.inputs.session import Session
 
 __all__ = ["CurrentSelection", "Selection"]
 

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import QMenu
 from shiboken6 import isValid
 
 from ..core.errors import AttnExplorerError
-from ..core.session import Scale, Session
+from ..core.inputs.session import Scale, Session
 from .autosave import Autosaver
 from .settings import AppSettings
 
@@ -192,7 +192,7 @@ class SessionActions(QObject):
             if choice == BLANK:
                 session = blank_session()
             else:
-                from ..core.presets import build_preset
+                from ..core.inputs.presets import build_preset
 
                 session = build_preset(choice, params).session
         except AttnExplorerError as err:

@@ -129,7 +129,7 @@ class AppSettings:
 
     # -- how cells write numbers ---------------------------------------------------------
     def number_format(self) -> str:
-        from ..core.display import DEFAULT_NUMBER_FORMAT, NUMBER_FORMATS
+        from ..core.numbers.display import DEFAULT_NUMBER_FORMAT, NUMBER_FORMATS
 
         value = self.q.value("view/number_format")
         return value if value in NUMBER_FORMATS else DEFAULT_NUMBER_FORMAT

@@ -1,12 +1,12 @@
 """Every undoable thing a user can do to a session, in one place.
 
 Tables, inputs, panels and controls call these instead of building sessions themselves: each
-action runs a pure function of ``core.edits`` (or ``core.presets``) on the document's current
+action runs a pure function of ``core.editing.edits`` (or ``core.inputs.presets``) on the document's current
 session and pushes the result as one undo step named for the user, or refuses, leaving
 everything as it was and saying why through ``document.refuse``. Each returns True when it
 changed the session.
 
-A new action goes here: a pure edit in ``core/edits.py`` or ``core/stage_edits.py`` (tested
+A new action goes here: a pure edit in ``core/editing/edits.py`` or ``core/editing/stage_edits.py`` (tested
 without Qt), then a function below that names the undo step and the refusal. The table
 actions (cells, paste, import, fill) take any table of ``stage_tables.TABLES``: the weights,
 the embeddings, the biases, the norm's weight and bias, the learned positions, the ALiBi
@@ -19,11 +19,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..core import edits, source_edits, stage_edits, stage_tables
+from ..core.editing import edits, source_edits, stage_edits, stage_tables
 from ..core.errors import AttnExplorerError, SessionError
-from ..core.session import Mask, Scale, Session
-from ..core.stages import Norm, Positions, Source
-from ..core.display import counted
+from ..core.inputs.session import Mask, Scale, Session
+from ..core.inputs.stages import Norm, Positions, Source
+from ..core.numbers.display import counted
 
 
 def apply(document, change: Callable[[Session], Session], text: str, merge_key=None,
@@ -52,8 +52,8 @@ def table_label(session: Session, table: str, head: int) -> str:
 # -- matrices ------------------------------------------------------------------------------------
 def set_cell(document, table: str, row: int, col: int, text: str, head: int = 0) -> bool:
     """Set one cell from what the user typed (a number or simple arithmetic, see
-    ``core.expr``); typing into the same cell again merges into the same undo step."""
-    from ..core.expr import parse_number
+    ``core.numbers.expr``); typing into the same cell again merges into the same undo step."""
+    from ..core.numbers.expr import parse_number
 
     name = stage_tables.cell_name(document.session, table, row, col, head)
     return apply(document, lambda s: stage_tables.set_cell(s, table, row, col, parse_number(text), head),
@@ -96,8 +96,8 @@ def fill_matrix(document, table: str, matrix, text: str, head: int = 0) -> bool:
 
 
 def initialise_weights(document, table: str, kind: str, seed: int, head: int = 0) -> bool:
-    """Fill one head's weight table with ``core.weights.init_weight(kind, ...)``."""
-    from ..core.weights import init_weight
+    """Fill one head's weight table with ``core.inputs.weights.init_weight(kind, ...)``."""
+    from ..core.inputs.weights import init_weight
 
     def change(s):
         rows, cols = stage_tables.table_matrix(s, table, head).shape
@@ -375,7 +375,7 @@ def fill_source_embeddings(document, embed, source: str) -> bool:
 # -- presets and compute options -------------------------------------------------------------------
 def set_preset_param(document, name: str, value, label: str, merge_key=None) -> bool:
     """Rebuild the session's preset with one parameter changed (a slider: one drag, one step)."""
-    from ..core.presets import build_preset
+    from ..core.inputs.presets import build_preset
 
     ref = document.session.preset
     if ref is None:

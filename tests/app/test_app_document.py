@@ -16,8 +16,8 @@ import attnexplorer.app.compute as compute_module
 from attnexplorer.app.document import Document
 from attnexplorer.app.jobs import CallQueue
 from attnexplorer.app.selection import Selection
-from attnexplorer.core.engine import INTERMEDIATES
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.compute.engine import INTERMEDIATES
+from attnexplorer.core.inputs.presets import build_preset
 
 
 @pytest.fixture

@@ -175,7 +175,7 @@ def test_the_app_floor_imports_no_qt():
             "import attnexplorer.app.compute as c\n"
             "from attnexplorer.app.document import Document\n"
             "from attnexplorer.app.jobs import CallQueue\n"
-            "from attnexplorer.core.presets import build_preset\n"
+            "from attnexplorer.core.inputs.presets import build_preset\n"
             "loop = CallQueue()\n"
             "doc = Document(build_preset('dessert').session, loop.post)\n"
             "x = doc.session.embeddings.copy(); x[0, 0] += 1\n"

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from attnexplorer.core.attention import AttentionInputs, attend, join_projections
-from attnexplorer.core.engine import compute
-from attnexplorer.core.session import Mask, Session
+from attnexplorer.core.kernel.attention import AttentionInputs, attend, join_projections
+from attnexplorer.core.compute.engine import compute
+from attnexplorer.core.inputs.session import Mask, Session
 
 
 def _session(mask, n=5, d=4, heads=2, d_k=3, d_v=2, seed=1):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnexplorer.core.attention import alibi_bias, attention_block, kv_head_map, normalise, rope_cos_sin, rotate
+from attnexplorer.core.kernel.attention import alibi_bias, attention_block, kv_head_map, normalise, rope_cos_sin, rotate
 
 
 def _eager(q, k, v, scaling, causal):

@@ -1,4 +1,4 @@
-"""The mask read a block at a time (``core.blocked_cells``), against the whole mask the dense engine makes."""
+"""The mask read a block at a time (``core.compute.blocked_cells``), against the whole mask the dense engine makes."""
 
 import numpy as np
 import pytest
@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import masks, small_session
 
-from attnexplorer.core.blocked_cells import MaskMatrix, any_blocked, blocked_rows, mask_and_blocked_rows
-from attnexplorer.core.session import Mask
+from attnexplorer.core.compute.blocked_cells import MaskMatrix, any_blocked, blocked_rows, mask_and_blocked_rows
+from attnexplorer.core.inputs.session import Mask
 
 
 def session_with(mask, n):

@@ -6,10 +6,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnexplorer.core import device_inputs
-from attnexplorer.core.engine import INTERMEDIATES, compute
+from attnexplorer.core.compute import device_inputs
+from attnexplorer.core.compute.engine import INTERMEDIATES, compute
 from attnexplorer.core.errors import EngineError
-from attnexplorer.core.session import Mask, Session
+from attnexplorer.core.inputs.session import Mask, Session
 
 
 def session_of(scale_x, scale_w, n=4, d=3, d_k=2, d_v=2, heads=2, w_out=False, seed=0):
@@ -122,8 +122,8 @@ def test_a_score_overflowing_to_minus_inf_is_refused_not_taken_for_a_mask():
 
 
 def test_an_edit_is_patched_into_the_device_weights_and_computes_like_a_fresh_session():
-    from attnexplorer.core import edits
-    from attnexplorer.core.session_change import SessionChange
+    from attnexplorer.core.editing import edits
+    from attnexplorer.core.editing.session_change import SessionChange
 
     rng = np.random.default_rng(5)
     s = Session(tokens=tuple(f"t{i}" for i in range(5)), embeddings=rng.normal(size=(5, 6)),
@@ -176,8 +176,8 @@ def test_a_joined_tensor_being_read_is_not_written_by_an_edit_computed_meanwhile
     # Regression: an export computing the current session on the GUI thread, while the worker
     # still made the previous one's products, wrote the edit into the very tensor the worker
     # was reading (the cache is process-global), so the worker's numbers mixed both sessions.
-    from attnexplorer.core import edits
-    from attnexplorer.core.engine import attention_inputs
+    from attnexplorer.core.editing import edits
+    from attnexplorer.core.compute.engine import attention_inputs
 
     rng = np.random.default_rng(8)
     s = Session(tokens=tuple(f"t{i}" for i in range(4)), embeddings=rng.normal(size=(4, 5)),

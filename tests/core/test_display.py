@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnexplorer.core import display
+from attnexplorer.core.numbers import display
 
 
 def test_numbers_always_have_a_leading_zero():
@@ -108,7 +108,7 @@ def test_a_block_of_small_numbers_shows_significant_digits_not_zeros():
     # A long sentence's weights (about 5e-5) read "0.000" in every zoomed cell.
     import numpy as np
 
-    from attnexplorer.core.display import cell_texts
+    from attnexplorer.core.numbers.display import cell_texts
 
     values = np.array([5.13e-5, 4.87e-5, 1.2e-4, 0.0, 3.3e-5])
     for width in (8, 6, 4):
@@ -131,7 +131,7 @@ def test_one_row_is_one_row():
     import numpy as np
 
     from attnexplorer.core.errors import SessionError
-    from attnexplorer.core.presets import build_preset
+    from attnexplorer.core.inputs.presets import build_preset
 
     assert display.counted(1, "row") == "1 row" and display.counted(0, "row") == "0 rows"
     session = build_preset("pronoun").session

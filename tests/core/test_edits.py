@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from attnexplorer.core import edits
+from attnexplorer.core.editing import edits
 from attnexplorer.core.errors import SessionError
-from attnexplorer.core.session import Mask, Scale, Session
+from attnexplorer.core.inputs.session import Mask, Scale, Session
 
 
 def make(n=4, d=3, dk=2, dv=2, heads=1, w_out=False, mask=None):
@@ -182,7 +182,7 @@ def test_mask_and_scale_setters():
 
 
 def test_keeping_unchanged_shares_what_a_rebuild_made_equal():
-    from attnexplorer.core.presets import build_preset
+    from attnexplorer.core.inputs.presets import build_preset
 
     old = build_preset("sine", {"N": 64, "tau": 0.004}).session
     rebuilt = build_preset("sine", {"N": 64, "tau": 0.01}).session

@@ -4,10 +4,10 @@ whose tokens do not move with the queries, biases, the norm and a learned table 
 import numpy as np
 import pytest
 
-from attnexplorer.core import edits
+from attnexplorer.core.editing import edits
 from attnexplorer.core.errors import SessionError
-from attnexplorer.core.session import Mask, Session
-from attnexplorer.core.stages import Norm, Positions, Source
+from attnexplorer.core.inputs.session import Mask, Session
+from attnexplorer.core.inputs.stages import Norm, Positions, Source
 
 
 def gqa():

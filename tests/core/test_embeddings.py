@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from walkthroughs import DESSERT_X
 
-from attnexplorer.core.embeddings import seeded_embeddings, vocabulary
+from attnexplorer.core.inputs.embeddings import seeded_embeddings, vocabulary
 from attnexplorer.core.errors import PresetError
 
 WORDS = "Life is short eat dessert first".split()
@@ -101,7 +101,7 @@ def test_non_string_token_is_named():
 
 
 def test_word_embeddings_depend_only_on_the_word_seed_and_width():
-    from attnexplorer.core.embeddings import word_embeddings
+    from attnexplorer.core.inputs.embeddings import word_embeddings
 
     a = word_embeddings(("Life", "is", "short", "eat", "dessert", "first"), 4, seed=7)
     b = word_embeddings(("cake", "is", "Life"), 4, seed=7)
@@ -116,7 +116,7 @@ def test_word_embeddings_depend_only_on_the_word_seed_and_width():
 
 
 def test_word_embeddings_refuse_bad_arguments():
-    from attnexplorer.core.embeddings import word_embeddings
+    from attnexplorer.core.inputs.embeddings import word_embeddings
 
     with pytest.raises(PresetError, match="width d"):
         word_embeddings(("a",), 0)

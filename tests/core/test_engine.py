@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnexplorer.core import device_inputs, engine
-from attnexplorer.core.engine import INTERMEDIATES, Devices, compute, resolve, supported_dtypes
+from attnexplorer.core.compute import device_inputs, engine
+from attnexplorer.core.compute.engine import INTERMEDIATES, Devices, compute, resolve, supported_dtypes
 from attnexplorer.core.errors import AttnExplorerError, EngineError
-from attnexplorer.core.session import Mask, Scale, Session
+from attnexplorer.core.inputs.session import Mask, Scale, Session
 
 
 def make_session(n=5, d=4, heads=2, d_k=3, d_v=2, seed=0, **kw):

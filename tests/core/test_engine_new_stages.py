@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from attnexplorer.core.engine import compute
+from attnexplorer.core.compute.engine import compute
 from attnexplorer.core.errors import SessionError
 from attnexplorer.core.fit import Fitter, check_target
-from attnexplorer.core.long.result import compute_long
-from attnexplorer.core.session import Mask, Scale, Session
-from attnexplorer.core.stages import Positions, QKNorm, RopeScaling
+from attnexplorer.core.compute.long.result import compute_long
+from attnexplorer.core.inputs.session import Mask, Scale, Session
+from attnexplorer.core.inputs.stages import Positions, QKNorm, RopeScaling
 
 N, D, D_K, HEADS, KV = 7, 6, 4, 4, 2
 
@@ -204,8 +204,8 @@ def test_equality_sees_each_new_stage():
 
 
 def test_size_edits_carry_the_qk_norm_weights_and_the_sinks():
-    from attnexplorer.core.edits import resize_dk, set_heads
-    from attnexplorer.core.stage_edits import set_kv_heads
+    from attnexplorer.core.editing.edits import resize_dk, set_heads
+    from attnexplorer.core.editing.stage_edits import set_kv_heads
 
     per_head = QKNorm("rms", "head", 1e-6, np.arange(1.0, 17.0), np.arange(1.0, 5.0))
     whole = QKNorm("layer", "all", 1e-5, np.arange(1.0, 17.0), np.arange(1.0, 9.0), np.zeros(16), np.ones(8))

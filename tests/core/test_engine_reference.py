@@ -13,9 +13,9 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnexplorer.core.engine import compute
-from attnexplorer.core.session import Scale, Session
-from attnexplorer.core.weights import split_heads
+from attnexplorer.core.compute.engine import compute
+from attnexplorer.core.inputs.session import Scale, Session
+from attnexplorer.core.inputs.weights import split_heads
 from strategies import masks
 
 TOL = {"float64": 1e-10, "float32": 1e-5}

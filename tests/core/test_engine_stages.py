@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import stage_sessions
 
-from attnexplorer.core.engine import compute
-from attnexplorer.core.session import Mask, Scale, Session
-from attnexplorer.core.stages import Norm, Positions, Source
+from attnexplorer.core.compute.engine import compute
+from attnexplorer.core.inputs.session import Mask, Scale, Session
+from attnexplorer.core.inputs.stages import Norm, Positions, Source
 
 TOL = {"float64": 1e-10, "float32": 1e-5}
 TORCH_DTYPE = {"float64": torch.float64, "float32": torch.float32}

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from attnexplorer.core.engine import compute
+from attnexplorer.core.compute.engine import compute
 from attnexplorer.core.errors import AttnExplorerError
-from attnexplorer.core.explain import explain_cell, explain_output
-from attnexplorer.core.number_text import fmt, fmt_vector
-from attnexplorer.core.session import Mask, Scale, Session
+from attnexplorer.core.reading.explain import explain_cell, explain_output
+from attnexplorer.core.numbers.number_text import fmt, fmt_vector
+from attnexplorer.core.inputs.session import Mask, Scale, Session
 
 # With W_q = W_k = I the query and key vectors are the embeddings themselves, so the
 # pronoun walkthrough's printed vectors can be typed in directly.

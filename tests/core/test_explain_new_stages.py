@@ -5,10 +5,10 @@ engine's and add up."""
 import numpy as np
 import pytest
 
-from attnexplorer.core.engine import compute
-from attnexplorer.core.explain import explain_cell, explain_output
-from attnexplorer.core.session import Mask, Scale, Session
-from attnexplorer.core.stages import Positions, QKNorm, RopeScaling, rope_angles
+from attnexplorer.core.compute.engine import compute
+from attnexplorer.core.reading.explain import explain_cell, explain_output
+from attnexplorer.core.inputs.session import Mask, Scale, Session
+from attnexplorer.core.inputs.stages import Positions, QKNorm, RopeScaling, rope_angles
 
 
 def session(**stages):

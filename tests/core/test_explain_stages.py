@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import attnexplorer as ax
-from attnexplorer.core.session import Mask, Session
-from attnexplorer.core.stages import Norm, Positions
+from attnexplorer.core.inputs.session import Mask, Session
+from attnexplorer.core.inputs.stages import Norm, Positions
 
 
 def test_rope_angles_per_pair_and_the_relative_position():
@@ -60,7 +60,7 @@ def test_a_result_kept_small_explains_alibi_the_same():
 
 def test_norm_statistics_match_torch_layer_and_rms_norm():
     torch = pytest.importorskip("torch")
-    from attnexplorer.core.stages import norm_statistics
+    from attnexplorer.core.inputs.stages import norm_statistics
 
     x = np.random.default_rng(3).normal(size=(5, 6)) * 3 + 1
     mean, scale = norm_statistics("layer", x, 1e-5)

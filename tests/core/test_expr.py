@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from attnexplorer.core.errors import AttnExplorerError
-from attnexplorer.core.expr import format_compact, format_full, parse_number
+from attnexplorer.core.numbers.expr import format_compact, format_full, parse_number
 
 
 @pytest.mark.parametrize("text, value", [

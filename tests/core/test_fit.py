@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from attnexplorer.core.engine import compute
+from attnexplorer.core.compute.engine import compute
 from attnexplorer.core.errors import AttnExplorerError
 from attnexplorer.core.fit import Fitter, TargetError, check_target, make_target, target_for
 from attnexplorer.core.fit import FitError
-from attnexplorer.core.presets import build_preset, parse_assignments
-from attnexplorer.core.session import Mask
+from attnexplorer.core.inputs.presets import build_preset, parse_assignments
+from attnexplorer.core.inputs.session import Mask
 
 
 def random_session(n=8, d=8, d_k=4, heads=1, seed=0, mask="causal"):

@@ -8,7 +8,7 @@ import pytest
 from attnexplorer import cli
 from attnexplorer.core.fit import Fitter, check_target
 from attnexplorer.core.fit.settings import FitError, check_fit_memory, fit_bytes
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.inputs.presets import build_preset
 
 
 def _random(**params):
@@ -28,7 +28,7 @@ def test_huge_target_rows_are_normalised_not_zeroed():
 
 
 def test_a_fit_toward_huge_rows_does_not_report_a_false_match():
-    from attnexplorer.core.engine import compute
+    from attnexplorer.core.compute.engine import compute
 
     s = _random()
     fitter = Fitter(s, {0: check_target(s, np.full((4, 4), 1e308))}, steps=1)
@@ -43,7 +43,7 @@ def test_the_fit_estimate_grows_with_the_square_of_the_tokens():
 
 
 def test_a_fit_that_cannot_fit_in_memory_is_refused_before_any_work(monkeypatch):
-    from attnexplorer.core import memory
+    from attnexplorer.core.compute import memory
 
     s = _random(n=256)
     with pytest.raises(FitError, match=r"needs about .* more than the limit of 1 MB"):
@@ -54,7 +54,7 @@ def test_a_fit_that_cannot_fit_in_memory_is_refused_before_any_work(monkeypatch)
 
 
 def test_the_cli_refuses_it_in_one_line_with_exit_2(tmp_path, capsys, monkeypatch):
-    from attnexplorer.core import memory
+    from attnexplorer.core.compute import memory
 
     monkeypatch.setattr(memory, "memory_limit", lambda: 500 * 10**6)
     out = tmp_path / "fitted.json"

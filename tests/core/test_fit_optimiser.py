@@ -37,8 +37,8 @@ def test_a_fit_does_not_import_torch_dynamo():
     code = """
 import sys
 from attnexplorer.core.fit import Fitter, target_for
-from attnexplorer.core.presets import build_preset
-from attnexplorer.core.session import Mask
+from attnexplorer.core.inputs.presets import build_preset
+from attnexplorer.core.inputs.session import Mask
 session = build_preset("random", {"n": 8, "d": 8, "d_k": 4, "d_v": 4, "heads": 1}).session.replace(mask=Mask("causal"))
 for optimizer in ("adam", "sgd"):
     fitter = Fitter(session, {0: target_for(session, "previous-token")}, optimizer=optimizer, steps=5, tolerance=0.0)

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from attnexplorer.core.engine import compute
+from attnexplorer.core.compute.engine import compute
 from attnexplorer.core.errors import SessionError
 from attnexplorer.core.fit import Fitter, TargetError, check_target, target_for
-from attnexplorer.core.presets import build_preset, parse_assignments
-from attnexplorer.core.session import Mask, Session
-from attnexplorer.core.stages import Norm, Positions, Source
+from attnexplorer.core.inputs.presets import build_preset, parse_assignments
+from attnexplorer.core.inputs.session import Mask, Session
+from attnexplorer.core.inputs.stages import Norm, Positions, Source
 
 POSITIONS = {
     "none": None,

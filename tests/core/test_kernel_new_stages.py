@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
-from attnexplorer.core.attention import attention_block, normalise_heads, rope_cos_sin, rope_inv_freq
+from attnexplorer.core.kernel.attention import attention_block, normalise_heads, rope_cos_sin, rope_inv_freq
 from attnexplorer.core.errors import SessionError
-from attnexplorer.core.stages import RopeScaling
+from attnexplorer.core.inputs.stages import RopeScaling
 
 # The comparisons with transformers' own RoPE need its models extra, which installs only on
 # Python 3.11 and newer (the models tests skip likewise there).

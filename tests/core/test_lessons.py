@@ -4,13 +4,13 @@ import math
 
 import pytest
 
-from attnexplorer.core.edits import set_cell
-from attnexplorer.core.engine import compute
+from attnexplorer.core.editing.edits import set_cell
+from attnexplorer.core.compute.engine import compute
 from attnexplorer.core.lessons import LessonError, QuoteError, default_steps, fill, parse_ref, steps_from_list
 from attnexplorer.core.lessons.model import Lesson
 from attnexplorer.core.lessons.quotes import HIDDEN_MARK, refs_in, render
 from attnexplorer.core.lessons.runtime import LessonRun, answer
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.inputs.presets import build_preset
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_bad_quotes_say_why(pronoun, text, why):
 
 
 def test_a_quote_the_session_lost_shows_a_question_mark(pronoun):
-    from attnexplorer.core.edits import set_token
+    from attnexplorer.core.editing.edits import set_token
 
     renamed = set_token(pronoun, 6, "her")
     filled = fill("w = {weights[she, dog]:.3f}; {{braces}}", compute(renamed))

@@ -6,12 +6,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import small_session, stage_sessions
 
-from attnexplorer.core.engine import compute
+from attnexplorer.core.compute.engine import compute
 from attnexplorer.core.errors import EngineError
-from attnexplorer.core.long import result as long_result
-from attnexplorer.core.long.result import compute_any, compute_long, dense_bytes, is_long
-from attnexplorer.core.presets import build_preset
-from attnexplorer.core.session import Mask
+from attnexplorer.core.compute.long import result as long_result
+from attnexplorer.core.compute.long.result import compute_any, compute_long, dense_bytes, is_long
+from attnexplorer.core.inputs.presets import build_preset
+from attnexplorer.core.inputs.session import Mask
 
 unit = st.floats(-1, 1, allow_nan=False, width=64)
 NOT_SQUARE = ("Q", "K", "V", "head_outputs", "concat", "output", "E", "P", "X", "Q_unrotated", "K_unrotated",
@@ -64,15 +64,15 @@ def test_compute_any_routes_by_the_budget(monkeypatch):
 
 
 def test_a_long_compute_can_be_cancelled():
-    from attnexplorer.core.long import Cancelled
+    from attnexplorer.core.compute.long import Cancelled
 
     with pytest.raises(Cancelled):
         compute_long(small_session(), cancelled=lambda: True)
 
 
 def test_explain_works_on_a_long_result_as_on_the_dense_one():
-    from attnexplorer.core.explain import explain_cell, explain_output
-    from attnexplorer.core.stages import Positions
+    from attnexplorer.core.reading.explain import explain_cell, explain_output
+    from attnexplorer.core.inputs.stages import Positions
 
     session = small_session(mask=Mask("causal"), w_out=True).replace(positions=Positions("alibi"))
     dense, long = compute(session, dtype="float64"), compute_long(session, dtype="float64")
@@ -108,9 +108,9 @@ def _assert_same_explanation(ours, theirs, tol):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("stage", ["alibi", "rope"])
 def test_explain_of_a_streamed_result_across_many_blocks_equals_the_dense_one(monkeypatch, dtype, stage):
-    from attnexplorer.core.explain import explain_cell, explain_output, query_row
-    from attnexplorer.core.long import streamed
-    from attnexplorer.core.stages import Positions
+    from attnexplorer.core.reading.explain import explain_cell, explain_output, query_row
+    from attnexplorer.core.compute.long import streamed
+    from attnexplorer.core.inputs.stages import Positions
 
     n = 96
     base = build_preset("random", {"n": n, "d": 8, "d_k": 8, "d_v": 8, "heads": 4, "seed": 3}).session

@@ -13,12 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import masks, small_session, stage_sessions
 
-from attnexplorer.core.engine import compute
+from attnexplorer.core.compute.engine import compute
 from attnexplorer.core.errors import EngineError
-from attnexplorer.core.long import Cancelled, stream
-from attnexplorer.core.session import Mask, Session
-from attnexplorer.core.attention import alibi_bias
-from attnexplorer.core.stage_inputs import alibi_tensor
+from attnexplorer.core.compute.long import Cancelled, stream
+from attnexplorer.core.inputs.session import Mask, Session
+from attnexplorer.core.kernel.attention import alibi_bias
+from attnexplorer.core.compute.stage_inputs import alibi_tensor
 
 TOL = {"float32": 1e-6, "float64": 1e-12}
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

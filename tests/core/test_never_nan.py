@@ -7,7 +7,7 @@ import pytest
 
 import attnexplorer as ax
 from attnexplorer.core.errors import SessionError
-from attnexplorer.core.stages import Norm, Positions, norm_statistics
+from attnexplorer.core.inputs.stages import Norm, Positions, norm_statistics
 from attnexplorer.io.session_file import session_from_dict
 
 

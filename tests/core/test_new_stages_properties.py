@@ -6,10 +6,10 @@ grouped K/V heads and a mask: the file round-trips, the long path equals the den
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from attnexplorer.core.engine import compute
-from attnexplorer.core.long.result import compute_long
-from attnexplorer.core.session import Mask, Scale, Session
-from attnexplorer.core.stages import Positions, QKNorm, RopeScaling
+from attnexplorer.core.compute.engine import compute
+from attnexplorer.core.compute.long.result import compute_long
+from attnexplorer.core.inputs.session import Mask, Scale, Session
+from attnexplorer.core.inputs.stages import Positions, QKNorm, RopeScaling
 from attnexplorer.io.session_file import loads_session, dumps_session
 from attnexplorer.io.torch_code import session_to_torch_code
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from attnexplorer.core.engine import compute
+from attnexplorer.core.compute.engine import compute
 from attnexplorer.core.errors import PresetError
-from attnexplorer.core.presets import (
+from attnexplorer.core.inputs.presets import (
     build_preset,
     describe_presets,
     get_preset,
@@ -19,8 +19,8 @@ from attnexplorer.core.presets import (
     parse_assignments,
     reference_curves,
 )
-from attnexplorer.core.presets import pronoun, sine
-from attnexplorer.core.session import Mask, Scale
+from attnexplorer.core.inputs.presets import pronoun, sine
+from attnexplorer.core.inputs.session import Mask, Scale
 from walkthroughs import DESSERT_OUTPUT, DESSERT_SCORES_2, DESSERT_WEIGHTS_2, DESSERT_X_2
 
 NAMES = ["pronoun", "dessert", "sine", "random", "rope", "translate"]
@@ -360,7 +360,7 @@ def test_bad_parameters_are_refused_clearly(name, params, text):
 
 def test_importing_presets_pulls_in_neither_qt_nor_torch():
     code = (
-        "import sys; import attnexplorer.core.presets as p; p.list_presets(); p.describe_presets(); "
+        "import sys; import attnexplorer.core.inputs.presets as p; p.list_presets(); p.describe_presets(); "
         "p.build_preset('pronoun'); p.build_preset('sine'); p.build_preset('random'); "
         "bad = [m for m in ('torch', 'PySide6', 'pyqtgraph') if m in sys.modules]; "
         "assert not bad, bad"

@@ -2,7 +2,7 @@
 
 The engine keeps the last X·W product and, after a small edit, recomputes only the columns
 (a weight or bias cell) and rows (an embedding row, through positions and norm) that changed
-(``core/projection_reuse.py``). Here chains of edits are computed the way the window computes
+(``core/compute/projection_reuse.py``). Here chains of edits are computed the way the window computes
 them (each result alive while the next edit is computed), and every result is compared with a
 compute of an unrelated copy of the same session, which shares no cache with the chain.
 """
@@ -13,11 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import stage_sessions
 
-from attnexplorer.core import edits, projection_reuse
-from attnexplorer.core.engine import INTERMEDIATES, STAGE_INTERMEDIATES, compute
-from attnexplorer.core.session import Session
-from attnexplorer.core.session_arrays import with_values
-from attnexplorer.core.stages import Source
+from attnexplorer.core.editing import edits
+from attnexplorer.core.compute import projection_reuse
+from attnexplorer.core.compute.engine import INTERMEDIATES, STAGE_INTERMEDIATES, compute
+from attnexplorer.core.inputs.session import Session
+from attnexplorer.core.inputs.session_arrays import with_values
+from attnexplorer.core.inputs.stages import Source
 
 TOL = {"float64": 1e-10, "float32": 2e-5}
 unit = st.floats(-2, 2, allow_nan=False, width=64)
@@ -135,7 +136,7 @@ def test_a_value_cell_of_a_shared_kv_head_is_patched_where_it_lives():
 def test_a_kept_products_copy_is_equal_and_its_own():
     import torch
 
-    from attnexplorer.core.projection_reuse import _copy
+    from attnexplorer.core.compute.projection_reuse import _copy
 
     for t in (torch.randn(8, 24576), torch.randn(3, 5)):  # a mapping of its own, and a small one
         value = _copy(t)

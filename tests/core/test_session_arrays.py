@@ -9,10 +9,11 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from attnexplorer.core import edits, session_arrays
-from attnexplorer.core.session import Session
-from attnexplorer.core.session_arrays import copy_on_write, derived_from
-from attnexplorer.core.session_change import SessionChange
+from attnexplorer.core.editing import edits
+from attnexplorer.core.inputs import session_arrays
+from attnexplorer.core.inputs.session import Session
+from attnexplorer.core.inputs.session_arrays import copy_on_write, derived_from
+from attnexplorer.core.editing.session_change import SessionChange
 
 needs_memfd = pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="copy-on-write copies need memfd_create (Linux)")
 

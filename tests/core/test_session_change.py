@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from attnexplorer.core import edits
+from attnexplorer.core.editing import edits
 from attnexplorer.core.errors import SessionError
-from attnexplorer.core.session import Mask, Session
-from attnexplorer.core.session_arrays import derived_from, with_values
-from attnexplorer.core.session_change import SessionChange
+from attnexplorer.core.inputs.session import Mask, Session
+from attnexplorer.core.inputs.session_arrays import derived_from, with_values
+from attnexplorer.core.editing.session_change import SessionChange
 
 
 def big_session(heads=4, d=64, n=5, seed=0):

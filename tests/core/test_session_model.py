@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attnexplorer.core.errors import AttnExplorerError, SessionError
-from attnexplorer.core.session import MAX_DIM, MAX_HEADS, MAX_TOKENS, Mask, PresetRef, Scale, Session
+from attnexplorer.core.inputs.session import MAX_DIM, MAX_HEADS, MAX_TOKENS, Mask, PresetRef, Scale, Session
 
 
 def parts(n=3, d=2, heads=1, d_k=2, d_v=2):

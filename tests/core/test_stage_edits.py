@@ -1,17 +1,17 @@
-"""Edits of the stages (core/stage_edits.py, stage_tables.py, source_edits.py): every stage table read and written, biases added
+"""Edits of the stages (core/editing/stage_edits.py, stage_tables.py, source_edits.py): every stage table read and written, biases added
 and removed, norm, positions, K/V heads, output projection and the source sequence; refusals
 change nothing and say why; the result stays the same where an edit promises it."""
 
 import numpy as np
 import pytest
 
-from attnexplorer.core import edits, source_edits, stage_tables
-from attnexplorer.core import stage_edits as se
-from attnexplorer.core.engine import compute
+from attnexplorer.core.editing import edits, source_edits, stage_tables
+from attnexplorer.core.editing import stage_edits as se
+from attnexplorer.core.compute.engine import compute
 from attnexplorer.core.errors import SessionError
-from attnexplorer.core.presets import build_preset
-from attnexplorer.core.session import Mask, Session
-from attnexplorer.core.stages import Norm, Positions, Source, alibi_slopes, sinusoidal_table
+from attnexplorer.core.inputs.presets import build_preset
+from attnexplorer.core.inputs.session import Mask, Session
+from attnexplorer.core.inputs.stages import Norm, Positions, Source, alibi_slopes, sinusoidal_table
 
 
 def plain(heads=4, d=4, d_k=2, d_v=3, n=3, seed=0):

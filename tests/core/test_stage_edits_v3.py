@@ -5,11 +5,11 @@ SessionError naming the field."""
 import numpy as np
 import pytest
 
-from attnexplorer.core import stage_edits as se
-from attnexplorer.core import stage_tables
+from attnexplorer.core.editing import stage_edits as se
+from attnexplorer.core.editing import stage_tables
 from attnexplorer.core.errors import SessionError
-from attnexplorer.core.session import Session
-from attnexplorer.core.stages import Positions, QKNorm, RopeScaling
+from attnexplorer.core.inputs.session import Session
+from attnexplorer.core.inputs.stages import Positions, QKNorm, RopeScaling
 
 
 def plain(heads=2, kv=1, d_k=3):

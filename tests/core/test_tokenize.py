@@ -3,8 +3,8 @@
 import pytest
 
 from attnexplorer.core.errors import AttnExplorerError
-from attnexplorer.core.session import MAX_TOKENS
-from attnexplorer.core.tokenize import detokenize, tokenize
+from attnexplorer.core.inputs.session import MAX_TOKENS
+from attnexplorer.core.inputs.tokenize import detokenize, tokenize
 
 
 def test_words_and_punctuation():

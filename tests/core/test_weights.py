@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from attnexplorer.core.engine import compute
+from attnexplorer.core.compute.engine import compute
 from attnexplorer.core.errors import SessionError
-from attnexplorer.core.session import Session
-from attnexplorer.core.weights import INIT_KINDS, from_conv1d, from_linear, init_weight, resize, split_heads
+from attnexplorer.core.inputs.session import Session
+from attnexplorer.core.inputs.weights import INIT_KINDS, from_conv1d, from_linear, init_weight, resize, split_heads
 from walkthroughs import DESSERT_SCORES_2, DESSERT_WEIGHTS_2
 
 

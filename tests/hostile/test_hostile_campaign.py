@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from attnexplorer.cli import main
 from attnexplorer.core.errors import AttnExplorerError
-from attnexplorer.core.session import Session
+from attnexplorer.core.inputs.session import Session
 from attnexplorer.io.session_file import load_session, session_to_dict
 
 

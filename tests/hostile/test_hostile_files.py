@@ -10,7 +10,7 @@ import pytest
 
 from attnexplorer.cli import main
 from attnexplorer.core.errors import AttnExplorerError
-from attnexplorer.core.session import Session
+from attnexplorer.core.inputs.session import Session
 from attnexplorer.io import atomic
 from attnexplorer.io.matrices import read_matrix
 from attnexplorer.io.session_file import load_session, save_session

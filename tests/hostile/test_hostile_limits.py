@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from attnexplorer.cli import main
-from attnexplorer.core import memory
-from attnexplorer.core.engine import compute
+from attnexplorer.core.compute import memory
+from attnexplorer.core.compute.engine import compute
 from attnexplorer.core.errors import AttnExplorerError, EngineError
-from attnexplorer.core.presets import build_preset, reference_curves
-from attnexplorer.core.session import PresetRef, Session
+from attnexplorer.core.inputs.presets import build_preset, reference_curves
+from attnexplorer.core.inputs.session import PresetRef, Session
 from attnexplorer.io.matrices import write_json_bundle
 from attnexplorer.io.session_file import save_session, session_from_dict, session_to_dict
 
@@ -53,7 +53,7 @@ def test_reference_curves_never_build_the_preset(monkeypatch):
     huge = {"n": 8192, "d": 1024, "d_k": 1024, "d_v": 1024, "heads": 64}
     s = Session(tokens=("a", "b"), embeddings=np.zeros((2, 1)), w_query=np.ones((1, 1, 1)),
                 w_key=np.ones((1, 1, 1)), w_value=np.ones((1, 1, 1)), preset=PresetRef("random", huge))
-    import attnexplorer.core.presets.random_start as random_start
+    import attnexplorer.core.inputs.presets.random_start as random_start
 
     def refuse(params):
         raise AssertionError("the random preset was built")

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from attnexplorer.core.engine import compute
+from attnexplorer.core.compute.engine import compute
 from attnexplorer.core.errors import AttnExplorerError, EngineError
-from attnexplorer.core.presets import build_preset, preset_ref
-from attnexplorer.core.session import Mask, PresetRef, Scale, Session
+from attnexplorer.core.inputs.presets import build_preset, preset_ref
+from attnexplorer.core.inputs.session import Mask, PresetRef, Scale, Session
 from attnexplorer.io.session_file import dumps_session, load_session, loads_session, save_session, session_to_dict
 
 
@@ -76,9 +76,9 @@ def test_good_preset_parameters_load_as_checked_numbers():
 
 
 def test_a_preset_record_made_by_hand_is_checked_where_it_leaves():
-    # PresetRef checks its shape only (core/session cannot import the presets that import it);
+    # PresetRef checks its shape only (core/inputs/session cannot import the presets that import it);
     # a known preset's parameters out of bounds are no preset's curves, and cannot be saved.
-    from attnexplorer.core.presets import reference_curves
+    from attnexplorer.core.inputs.presets import reference_curves
 
     s = small(preset=PresetRef("sine", {"N": 5}))
     assert s.preset.params == {"N": 5}

@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attnexplorer.core.errors import AttnExplorerError
-from attnexplorer.core.presets import build_preset, list_presets
-from attnexplorer.core.session import Session
+from attnexplorer.core.inputs.presets import build_preset, list_presets
+from attnexplorer.core.inputs.session import Session
 from attnexplorer.io.session_file import load_session, save_session, session_to_dict
 from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.main_window import MainWindow
+from attnexplorer.ui.window import MainWindow
 from attnexplorer.ui.settings import AppSettings
 
 
@@ -150,7 +150,7 @@ def test_control_characters_are_refused_in_the_sentence_box_and_the_token_table(
     assert doc.session is before
     assert messages and "control character" in messages[-1]
     # The token table's rename goes through the same edit function, refused alike.
-    from attnexplorer.core.edits import set_token
+    from attnexplorer.core.editing.edits import set_token
 
     with pytest.raises(AttnExplorerError, match=r"tokens\[0\].*control character U\+0000"):
         set_token(before, 0, "a\x00b")

@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import given, settings
 from strategies import sessions, stage_sessions
 
-from attnexplorer.core.presets import build_preset
-from attnexplorer.core.session import Mask
+from attnexplorer.core.inputs.presets import build_preset
+from attnexplorer.core.inputs.session import Mask
 from attnexplorer.io.json_pieces import write_json
 from attnexplorer.io.recovery import read_recovery, write_recovery
 from attnexplorer.io.session_file import session_to_dict

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.inputs.presets import build_preset
 from attnexplorer.io import json_text, session_file
 from attnexplorer.io.json_text import array_json, parse_strict, rows_json, write_array
 from attnexplorer.io.session_file import dumps_session, loads_session, session_to_dict

@@ -12,7 +12,7 @@ from walkthroughs import (DESSERT_OMEGA_24, DESSERT_OUTPUT, DESSERT_SCORES_2, DE
                           DESSERT_X, PRONOUN_K_BALL, PRONOUN_K_DOG, PRONOUN_Q_SHE, PRONOUN_SCALED_DOG,
                           PRONOUN_SCORE_BALL, PRONOUN_SCORE_DOG, PRONOUN_WEIGHT_BALL, PRONOUN_WEIGHT_DOG)
 
-from attnexplorer.core.engine import compute
+from attnexplorer.core.compute.engine import compute
 from attnexplorer.core.lessons import LessonError, fill
 from attnexplorer.io.lesson_file import (builtin_lesson, builtin_lessons, dumps_lesson, is_lesson_file, load_lesson,
                                          loads_lesson, open_lesson, save_lesson)

@@ -11,8 +11,8 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 from strategies import small_session
 
-from attnexplorer.core.engine import compute
-from attnexplorer.core.session import Mask
+from attnexplorer.core.compute.engine import compute
+from attnexplorer.core.inputs.session import Mask
 from attnexplorer.io import matrices as mx
 from attnexplorer.io.matrices import (
     MatrixError, check_shape, csv_label, labelled_matrices, matrix_to_csv, matrix_to_json, matrix_to_latex, matrix_to_markdown,
@@ -272,9 +272,9 @@ def test_check_shape():
 
 
 def test_version_3_stages_are_exported_with_their_names():
-    from attnexplorer.core.engine import compute
-    from attnexplorer.core.session import Session
-    from attnexplorer.core.stages import QKNorm
+    from attnexplorer.core.compute.engine import compute
+    from attnexplorer.core.inputs.session import Session
+    from attnexplorer.core.inputs.stages import QKNorm
     from attnexplorer.io.matrix_bundles import labelled_matrices, result_arrays
 
     rng = np.random.default_rng(0)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.inputs.presets import build_preset
 from attnexplorer.io.atomic import STALE_TMP_AGE_S, atomic_write_text, remove_stale_temporaries
 from attnexplorer.io.recovery import (
     RECOVERY_FORMAT, OwnerLock, claim, find_recoveries, lock_file, owner_lock, read_recovery,

@@ -7,12 +7,12 @@ from collections import namedtuple
 import numpy as np
 import pytest
 
-import attnexplorer.core.long.result as long_result
+import attnexplorer.core.compute.long.result as long_result
 from attnexplorer.cli import main
-from attnexplorer.core.engine import compute
-from attnexplorer.core.long.result import compute_long
-from attnexplorer.core.presets import build_preset
-from attnexplorer.core.session import Mask
+from attnexplorer.core.compute.engine import compute
+from attnexplorer.core.compute.long.result import compute_long
+from attnexplorer.core.inputs.presets import build_preset
+from attnexplorer.core.inputs.session import Mask
 from attnexplorer.io import export_choice
 from attnexplorer.io.export_choice import ExportError, check_fits, parse_choice
 from attnexplorer.io.matrices import matrix_to_csv, matrix_to_json, matrix_to_latex, matrix_to_markdown

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from strategies import sessions, small_session
 
 from attnexplorer.core.errors import AttnExplorerError, SessionError
-from attnexplorer.core.session import MAX_HEADS, MAX_TOKEN_CHARS, MAX_TOKENS, Mask, PresetRef, Scale
+from attnexplorer.core.inputs.session import MAX_HEADS, MAX_TOKEN_CHARS, MAX_TOKENS, Mask, PresetRef, Scale
 from attnexplorer.io import session_file as sf
 from attnexplorer.io.atomic import WriteError
 from attnexplorer.io.session_file import (

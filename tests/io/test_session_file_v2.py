@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from strategies import stage_sessions
 
 from attnexplorer.core.errors import SessionError
-from attnexplorer.core.session import Mask, Session
-from attnexplorer.core.stages import Norm, Positions, Source
+from attnexplorer.core.inputs.session import Mask, Session
+from attnexplorer.core.inputs.stages import Norm, Positions, Source
 from attnexplorer.io.session_file import dumps_session, loads_session, session_from_dict, session_to_dict
 
 

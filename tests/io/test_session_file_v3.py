@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from attnexplorer.core.errors import SessionError
-from attnexplorer.core.session import Mask, Scale, Session
-from attnexplorer.core.stages import Positions, QKNorm, RopeScaling
+from attnexplorer.core.inputs.session import Mask, Scale, Session
+from attnexplorer.core.inputs.stages import Positions, QKNorm, RopeScaling
 from test_session_file import DELETE, mutate
 
 from attnexplorer.io.session_file import dumps_session, loads_session, session_from_dict, session_to_dict

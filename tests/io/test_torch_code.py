@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import sessions, small_session, stage_sessions
 
-from attnexplorer.core.engine import compute
-from attnexplorer.core.session import Mask, Scale
+from attnexplorer.core.compute.engine import compute
+from attnexplorer.core.inputs.session import Mask, Scale
 from attnexplorer.io.torch_code import session_to_torch_code
 
 NAMES = ("Q", "K", "V", "scores", "scaled_scores", "weights", "head_outputs", "concat", "output")
@@ -107,7 +107,7 @@ def test_snippet_with_stages_matches_engine(session):
 
 
 def _v3_session(**stages):
-    from attnexplorer.core.session import Session
+    from attnexplorer.core.inputs.session import Session
 
     rng = np.random.default_rng(4)
     r = lambda *shape: rng.normal(size=shape)  # noqa: E731
@@ -116,7 +116,7 @@ def _v3_session(**stages):
 
 
 def _v3_cases():
-    from attnexplorer.core.stages import Positions, QKNorm, RopeScaling
+    from attnexplorer.core.inputs.stages import Positions, QKNorm, RopeScaling
 
     rng = np.random.default_rng(5)
     return {

@@ -236,10 +236,10 @@ def model_in_window(qtbot, isolated):
     """``open(folder, text, layer)``: a main window (on the pronoun preset) whose model controller
     has opened the model on the text and drawn its first prediction; returns (window, controller).
     Errors are collected in ``window.errors``; everything is closed after the test."""
-    from attnexplorer.core.presets import build_preset
+    from attnexplorer.core.inputs.presets import build_preset
     from attnexplorer.ui.document import SessionDocument
-    from attnexplorer.ui.main_window import MainWindow
-    from attnexplorer.ui.model_controller import ModelController
+    from attnexplorer.ui.window import MainWindow
+    from attnexplorer.ui.model.controller import ModelController
     from attnexplorer.ui.settings import AppSettings
 
     opened = []

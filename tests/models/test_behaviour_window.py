@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.inputs.presets import build_preset
 from attnexplorer.models import load_model
 from attnexplorer.models.interventions import Behaviour, Interventions
 from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.main_window import MainWindow
+from attnexplorer.ui.window import MainWindow
 from attnexplorer.ui.settings import AppSettings
 
 TEXT = "The dog fetched the ball and she was happy"
@@ -127,7 +127,7 @@ def test_a_patch_text_of_another_length_is_said_in_the_panel(opened, qtbot):
 
 
 def test_figures_export_and_the_edited_model_saves(opened, qtbot, tmp_path):
-    from attnexplorer.ui.figures import export_panel, render_panel
+    from attnexplorer.ui.exports.figures import export_panel, render_panel
 
     window, controller, control, reference = opened
     control.set_ablation(0, 0, "zero")
@@ -159,7 +159,7 @@ def test_figures_export_and_the_edited_model_saves(opened, qtbot, tmp_path):
 
 
 def test_an_encoder_without_a_head_says_why_and_compares_embeddings(qtbot, tmp_path, monkeypatch, tiny_bert):
-    from attnexplorer.ui.model_controller import ModelController
+    from attnexplorer.ui.model.controller import ModelController
 
     monkeypatch.setenv("ATTNEXPLORER_CONFIG_DIR", str(tmp_path / "config"))
     doc = SessionDocument(build_preset("pronoun").session)

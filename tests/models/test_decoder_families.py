@@ -232,7 +232,7 @@ def test_a_thousand_tokens_keep_scaled_rope_and_windows_exact(name, request, tmp
     scaling and Gemma 3's local window show: the own forward
     (RoPE angles in float32, as transformers makes them) against transformers' eager attention,
     and a late layer's session (angles float32) against the model's weights."""
-    from attnexplorer.core.engine import compute
+    from attnexplorer.core.compute.engine import compute
     from attnexplorer.io.session_file import session_from_dict
 
     folder = _with_config(request.getfixturevalue(name), tmp_path, "long", max_position_embeddings=2048)
@@ -254,7 +254,7 @@ def test_import_model_writes_a_version_3_file_that_computes_the_models_weights(n
     """The CLI's path: the file it writes holds the new stages, loads by the session rules and
     the engine computes the model's own weights from it."""
     from attnexplorer import cli
-    from attnexplorer.core.engine import compute
+    from attnexplorer.core.compute.engine import compute
     from attnexplorer.io.session_file import load_session
 
     folder = request.getfixturevalue(name)

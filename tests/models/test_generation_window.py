@@ -189,7 +189,7 @@ def test_following_asks_about_unsaved_work_and_stops_when_it_is_kept(opened, qtb
     panel = controller.window.generation
     window = controller.main_window
     doc = window.document
-    from attnexplorer.core.presets import build_preset
+    from attnexplorer.core.inputs.presets import build_preset
 
     window.actions.adopt_session(build_preset("pronoun").session)   # the tables hold a preset …
     preset = doc.session
@@ -225,7 +225,7 @@ def grown_attention(generation) -> np.ndarray:
 
 
 def test_the_model_view_grows_with_the_text(opened, qtbot):
-    from attnexplorer.ui.model_views import thumbnail_rgb
+    from attnexplorer.ui.model.views import thumbnail_rgb
 
     controller, control, reference = opened
     mw, panel, grid = controller.window, controller.window.generation, controller.window.grid
@@ -262,7 +262,7 @@ def test_a_run_draws_only_the_newest_snapshot_and_paints_each_plot_once(opened, 
     settled in the paint, or the names' column refitted, painted them twice or three times)."""
     from PySide6.QtCore import QEvent, QObject
 
-    from attnexplorer.ui.generation_panel import snapshot
+    from attnexplorer.ui.model.generation_panel import snapshot
 
     controller, control, reference = opened
     mw, panel = controller.window, controller.window.generation
@@ -312,8 +312,8 @@ def test_a_run_draws_only_the_newest_snapshot_and_paints_each_plot_once(opened, 
 def test_the_thumbnails_colour_only_the_new_rows(opened):
     """The worker's thumbnails of the grown text are coloured a row per step: after steps, a
     Back and another token in its place, they are the whole grown text's coloured afresh."""
-    from attnexplorer.ui.generation_panel import GrownThumbnails
-    from attnexplorer.ui.model_views import thumbnail_rgb
+    from attnexplorer.ui.model.generation_panel import GrownThumbnails
+    from attnexplorer.ui.model.views import thumbnail_rgb
 
     _controller, _control, reference = opened
     generation, thumbnails = Generation(reference, stop=()), GrownThumbnails()
@@ -334,7 +334,7 @@ def test_the_thumbnails_colour_only_the_new_rows(opened):
 def test_a_run_makes_no_snapshot_the_window_skips(opened, qtbot, monkeypatch):
     """A Run's worker makes a step's snapshot only when the window has drawn the last: every one
     made is drawn, but for one the run's final answer may replace."""
-    from attnexplorer.ui import generation_panel
+    from attnexplorer.ui.model import generation_panel
 
     controller, control, _reference = opened
     mw, panel = controller.window, controller.window.generation

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from attnexplorer.core.engine import compute
+from attnexplorer.core.compute.engine import compute
 from attnexplorer.io.session_file import loads_session
 from attnexplorer.models import load_model
 

@@ -16,7 +16,7 @@ import pytest
 from model_reference import reference
 
 from attnexplorer import cli
-from attnexplorer.core.long import result as long_result
+from attnexplorer.core.compute.long import result as long_result
 from attnexplorer.io.session_file import session_from_dict
 from attnexplorer.models import Cancelled, load_model, loading
 from attnexplorer.models import forward as own_forward

@@ -26,7 +26,7 @@ ROPE_VARIANTS = {
     "partial-top-level": ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"),
     "theta-zero": ({"rope_parameters": {"rope_type": "default", "rope_theta": 0.0}}, "rope_theta"),
 }
-# The scalings the kernel reproduces (core.attention.rope_inv_freq): transformers 5 writes
+# The scalings the kernel reproduces (core.kernel.attention.rope_inv_freq): transformers 5 writes
 # rope_parameters; older files say rope_scaling, with "type" or "rope_type"
 SCALED_ROPES = {
     "linear": ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0}}, "linear"),
@@ -196,7 +196,7 @@ def test_notebook_misuse_is_named(tiny_llama, call, message):
 
 
 def test_each_control_character_has_a_visible_form():
-    from attnexplorer.core.session import control_character
+    from attnexplorer.core.inputs.session import control_character
     from attnexplorer.models.tokens import readable_piece
 
     for code in list(range(0x20)) + list(range(0x7F, 0xA0)):

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.inputs.presets import build_preset
 from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.main_window import MainWindow
-from attnexplorer.ui.head_view import HeadView
-from attnexplorer.ui.model_views import ModelGrid
-from attnexplorer.ui.open_model_dialog import OpenModelDialog
+from attnexplorer.ui.window import MainWindow
+from attnexplorer.ui.model.head_view import HeadView
+from attnexplorer.ui.model.views import ModelGrid
+from attnexplorer.ui.model.open_model_dialog import OpenModelDialog
 from attnexplorer.ui.settings import AppSettings
 
 TEXT = "The dog fetched the ball"
@@ -130,7 +130,7 @@ def test_dialog_refuses_an_empty_text_and_a_missing_model(qtbot, tmp_path):
 
 def test_open_model_fills_the_views_and_the_tables(win, qtbot, tiny_gpt2):
     assert win.open_model_action.text() == "Open &model…"
-    from attnexplorer.ui.model_controller import ModelController
+    from attnexplorer.ui.model.controller import ModelController
 
     win.model_controller = controller = ModelController(win, win.document, win.actions)
     controller.start(str(tiny_gpt2), TEXT, 1)
@@ -165,7 +165,7 @@ def test_open_model_fills_the_views_and_the_tables(win, qtbot, tiny_gpt2):
 
 
 def test_a_bad_model_is_a_message_and_changes_nothing(win, qtbot, tmp_path):
-    from attnexplorer.ui.model_controller import ModelController
+    from attnexplorer.ui.model.controller import ModelController
 
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF\x03\x00\x00\x00")
@@ -178,7 +178,7 @@ def test_a_bad_model_is_a_message_and_changes_nothing(win, qtbot, tmp_path):
 
 
 def test_cancel_drops_the_load(win, qtbot, tiny_bert):
-    from attnexplorer.ui.model_controller import ModelController
+    from attnexplorer.ui.model.controller import ModelController
 
     before = win.document.session
     win.model_controller = controller = ModelController(win, win.document, win.actions)
@@ -194,7 +194,7 @@ def _held_load(monkeypatch, go):
     """``_open_and_run`` made to wait for ``go``, report once, then fail: a load whose end is
     queued right behind its last report."""
     from attnexplorer.core.errors import AttnExplorerError
-    from attnexplorer.ui import model_controller
+    from attnexplorer.ui.model import controller as model_controller
 
     def load(job, models, spec, text, layer):
         go.wait(60)
@@ -262,7 +262,7 @@ def test_a_load_started_over_another_closes_the_first_ones_dialog(win, qtbot, mo
 
 
 def test_without_the_extra_open_model_says_what_to_install(win, monkeypatch):
-    from attnexplorer.ui import model_controller
+    from attnexplorer.ui.model import controller as model_controller
 
     monkeypatch.setattr(model_controller, "missing_dependencies",
                         lambda: 'opening a model needs gguf: python3 -m pip install "attnexplorer[models]"')
@@ -275,9 +275,9 @@ def test_without_the_extra_open_model_says_what_to_install(win, monkeypatch):
 def test_a_long_text_opens_with_progress_pooled_thumbnails_and_a_streamed_layer(win, qtbot, tiny_llama, monkeypatch):
     """A text run the long way (no n × n kept) and its layer computed the streamed way: the
     progress dialog follows the layers, the head view is off, the badge checks the outputs."""
-    from attnexplorer.core.long import result as long_result
+    from attnexplorer.core.compute.long import result as long_result
     from attnexplorer.models import forward as own_forward, loading
-    from attnexplorer.ui.model_controller import ModelController
+    from attnexplorer.ui.model.controller import ModelController
 
     monkeypatch.setattr(loading, "DENSE_RUN_BYTES", 0)
     monkeypatch.setattr(own_forward, "THUMBNAIL_CELLS", 4)
@@ -320,7 +320,7 @@ def test_the_dialog_reads_a_long_text_from_a_file(qtbot, tmp_path):
 
 def test_the_heads_tab_colours_the_model_view_and_ranks_the_heads(win, qtbot, tiny_gpt2, tmp_path):
     from attnexplorer.models.head_scores import HeadScores, parse_scores
-    from attnexplorer.ui.model_controller import ModelController
+    from attnexplorer.ui.model.controller import ModelController
 
     win.model_controller = controller = ModelController(win, win.document, win.actions)
     controller.start(str(tiny_gpt2), TEXT, 0)
@@ -352,7 +352,7 @@ def test_the_heads_tab_colours_the_model_view_and_ranks_the_heads(win, qtbot, ti
     assert grid.colouring[1].shape == (2, 4)
     panel.layer_box.setCurrentText("all layers")
     # the heatmap of the score shown exports like every panel's figure
-    from attnexplorer.ui.figures import export_panel
+    from attnexplorer.ui.exports.figures import export_panel
 
     image = panel.image.image
     assert image.shape == (2, 4) and np.abs(image - expected).max() < 1e-6
@@ -366,7 +366,7 @@ def test_the_heads_tab_colours_the_model_view_and_ranks_the_heads(win, qtbot, ti
 
 def test_the_heads_tab_attributes_a_token_on_a_job(win, qtbot, tiny_gpt2_lm):
     from attnexplorer.models.head_attribution import ablation_sweep, direct_logit_attribution, pick
-    from attnexplorer.ui.model_controller import ModelController
+    from attnexplorer.ui.model.controller import ModelController
 
     win.model_controller = controller = ModelController(win, win.document, win.actions)
     controller.start(str(tiny_gpt2_lm), TEXT, 0)
@@ -401,7 +401,7 @@ def test_the_heads_tab_attributes_a_token_on_a_job(win, qtbot, tiny_gpt2_lm):
 
 def test_a_probe_opens_as_the_documents_text_with_its_induction_score(win, qtbot, tiny_gpt2_lm):
     from attnexplorer.models.head_scores import HeadScores, make_probe, parse_scores
-    from attnexplorer.ui.model_controller import ModelController
+    from attnexplorer.ui.model.controller import ModelController
 
     win.model_controller = controller = ModelController(win, win.document, win.actions)
     controller.start(str(tiny_gpt2_lm), TEXT, 1)
@@ -455,7 +455,7 @@ def test_the_model_view_and_the_head_view_export_as_figures(win, qtbot, tiny_gpt
     import cairosvg
     from PySide6.QtGui import QImage
 
-    from attnexplorer.ui.model_controller import ModelController
+    from attnexplorer.ui.model.controller import ModelController
 
     win.model_controller = controller = ModelController(win, win.document, win.actions)
     controller.start(str(tiny_gpt2), TEXT, 1)
@@ -478,7 +478,7 @@ def test_the_model_view_and_the_head_view_export_as_figures(win, qtbot, tiny_gpt
             dialog.export()
             assert dialog.error_label.isHidden(), dialog.error_label.text()
             written[name, fmt] = tmp_path / f"{name}.{fmt}"
-    from attnexplorer.ui.figure_dialog import DASHBOARD
+    from attnexplorer.ui.exports.figure_dialog import DASHBOARD
 
     dialog.set_target(DASHBOARD)   # every figure of the window in one, each laid out in its cell
     dialog.set_format("svg")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.inputs.presets import build_preset
 from attnexplorer.ui.document import SessionDocument
 
 

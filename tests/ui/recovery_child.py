@@ -20,10 +20,10 @@ import sys
 def main(argv):
     from PySide6.QtCore import QTimer
 
-    from attnexplorer.core.presets import build_preset
+    from attnexplorer.core.inputs.presets import build_preset
     from attnexplorer.ui.app import make_app
     from attnexplorer.ui.document import SessionDocument
-    from attnexplorer.ui.main_window import MainWindow
+    from attnexplorer.ui.window import MainWindow
     from attnexplorer.ui.settings import AppSettings
 
     if argv[0] == "--autosave-ms":

@@ -13,10 +13,10 @@ from PySide6.QtWidgets import QApplication, QLabel
 
 from attnexplorer.commands.arguments import build_parser
 from attnexplorer.core.errors import PresetError, SessionError
-from attnexplorer.core.presets import build_preset, reference_curves
+from attnexplorer.core.inputs.presets import build_preset, reference_curves
 from attnexplorer.io.session_file import save_session
 from attnexplorer.ui.app import initial_session, run_app
-from attnexplorer.ui.main_window import MainWindow
+from attnexplorer.ui.window import MainWindow
 from attnexplorer.ui.settings import AppSettings
 
 

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.inputs.presets import build_preset
 from attnexplorer.ui import autosave
 from attnexplorer.ui.autosave import Autosaver, find_recoveries, read_recovery, write_recovery
 from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.main_window import MainWindow
+from attnexplorer.ui.window import MainWindow
 from attnexplorer.ui.settings import AppSettings, data_dir
 
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from attnexplorer.core.presets import build_preset, reference_curves
-from attnexplorer.core.session import Mask, Scale
-from attnexplorer.ui.controls import ControlsPanel
+from attnexplorer.core.inputs.presets import build_preset, reference_curves
+from attnexplorer.core.inputs.session import Mask, Scale
+from attnexplorer.ui.controls.controls_panel import ControlsPanel
 from attnexplorer.ui.user_actions import toggle_blocked, toggle_padding
 from attnexplorer.ui.document import SessionDocument
 
@@ -148,7 +148,7 @@ def test_drag_faster_than_frames_computes_only_the_newest_value(sine):
 
 
 def test_device_lists_only_available_and_sets_options(dessert):
-    from attnexplorer.core.engine import available_devices
+    from attnexplorer.core.compute.engine import available_devices
 
     doc, panel = dessert
     devices = [panel.device_combo.itemData(i) for i in range(panel.device_combo.count())]
@@ -220,7 +220,7 @@ def test_labels_are_not_clipped_in_a_narrow_dock(qtbot, sine):
 @pytest.mark.parametrize("name, param", [("random", "n"), ("sine", "N")])
 def test_preset_sliders_follow_an_edited_sentence(qtbot, name, param):
     # After the sentence was edited the slider said "tokens 6" for 4 tokens.
-    from attnexplorer.core import edits
+    from attnexplorer.core.editing import edits
 
     doc, panel = open_preset(qtbot, name)
     try:

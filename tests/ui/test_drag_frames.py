@@ -10,7 +10,7 @@ import pyqtgraph as pg
 import pytest
 
 from attnexplorer.bench.harness import settle
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.inputs.presets import build_preset
 from ui_helpers import close_window, open_window
 
 

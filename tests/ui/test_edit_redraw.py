@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnexplorer.core.engine import compute
-from attnexplorer.core.session import Mask, Session
-from attnexplorer.core.stages import Norm, Positions
+from attnexplorer.core.compute.engine import compute
+from attnexplorer.core.inputs.session import Mask, Session
+from attnexplorer.core.inputs.stages import Norm, Positions
 from attnexplorer.ui import user_actions
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels import AlibiPanel, InputPanel

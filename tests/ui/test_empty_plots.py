@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtWidgets import QApplication
 
-from attnexplorer.ui.generation_panel import GenerationPanel
-from attnexplorer.ui.head_scores_panel import HeadScoresPanel
+from attnexplorer.ui.model.generation_panel import GenerationPanel
+from attnexplorer.ui.model.head_scores_panel import HeadScoresPanel
 
 
 def _axes(plot):

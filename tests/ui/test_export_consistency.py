@@ -11,8 +11,8 @@ import threading
 import numpy as np
 import pytest
 
-from attnexplorer.core.engine import compute
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.compute.engine import compute
+from attnexplorer.core.inputs.presets import build_preset
 from attnexplorer.io.session_file import load_session, save_session
 from attnexplorer.ui.document import SessionDocument
 
@@ -51,7 +51,7 @@ def _edit_cell(doc, value):
 
 
 def test_matrix_export_during_a_slow_compute_matches_its_own_session(slow_document, tmp_path, qtbot):
-    from attnexplorer.ui.matrix_export import ALL, export_matrices
+    from attnexplorer.ui.exports.matrix_export import ALL, export_matrices
 
     doc, release, started = slow_document
     before = doc.result

@@ -4,9 +4,9 @@
 from PySide6.QtWidgets import QMessageBox
 from ui_helpers import close_window, open_window
 
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.inputs.presets import build_preset
 from attnexplorer.io import export_choice
-from attnexplorer.ui.matrix_export import ALL, MatrixExportDialog
+from attnexplorer.ui.exports.matrix_export import ALL, MatrixExportDialog
 
 
 def test_the_window_asks_before_a_large_export(qtbot, tmp_path, monkeypatch):

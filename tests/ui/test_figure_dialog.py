@@ -9,10 +9,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QMainWindow, QVBoxLayout, QWidget
 
-from attnexplorer.core.session import Session
-from attnexplorer.ui import figure_dialog
+from attnexplorer.core.inputs.session import Session
+from attnexplorer.ui.exports import figure_dialog
 from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.figure_dialog import DASHBOARD, FigureExportDialog, install_export_menu
+from attnexplorer.ui.exports.figure_dialog import DASHBOARD, FigureExportDialog, install_export_menu
 from attnexplorer.ui.panels.base import Panel
 
 TOKENS = ("a", "b", "c", "d")
@@ -192,7 +192,7 @@ def test_the_dialog_remembers_the_last_figure_format_and_selection_choice(qtbot,
 
 
 def test_include_selection_draws_or_leaves_out_the_marks(qtbot, tmp_path):
-    from attnexplorer.core.presets import build_preset
+    from attnexplorer.core.inputs.presets import build_preset
     from attnexplorer.ui.panels import WeightsPanel
     from ui_helpers import shown
 

@@ -18,8 +18,8 @@ import pytest
 from PySide6.QtGui import QImage
 
 from attnexplorer.core.errors import AttnExplorerError
-from attnexplorer.core.session import Session
-from attnexplorer.ui import figure_batch, figures
+from attnexplorer.core.inputs.session import Session
+from attnexplorer.ui.exports import figure_batch, figures
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels.base import Panel
 from ui_helpers import shown
@@ -305,8 +305,8 @@ def test_a_layout_heading_counts_as_the_title(qtbot, doc):
 
 # -- the app's own panels, headless, as `attnexplorer export --figures` makes them ---------------
 def run_export_figures(tmp_path, preset, formats):
-    from attnexplorer.core.engine import compute
-    from attnexplorer.core.presets import build_preset
+    from attnexplorer.core.compute.engine import compute
+    from attnexplorer.core.inputs.presets import build_preset
 
     built = build_preset(preset)
     result = compute(built.session)
@@ -351,7 +351,7 @@ def test_export_figures_includes_the_signal_plot_for_sine(qtbot, tmp_path):
 
 def test_export_figures_refuses_an_unknown_format_before_writing(qtbot, tmp_path):
     with pytest.raises(figures.FigureError, match="'tiff'"):
-        from attnexplorer.core.engine import compute
+        from attnexplorer.core.compute.engine import compute
 
         figure_batch.export_figures(compute(make_session()), tmp_path, ["png", "tiff"])
     assert list(tmp_path.iterdir()) == []
@@ -396,7 +396,7 @@ def test_exporting_a_large_scatter_plot_does_not_abort(qtbot, doc, tmp_path):
 def test_real_weights_panel_figure_matches_its_screen(qtbot):
     from PySide6.QtCore import QPointF, QRectF
 
-    from attnexplorer.core.presets import build_preset
+    from attnexplorer.core.inputs.presets import build_preset
     from attnexplorer.ui.panels import WeightsPanel
 
     built = build_preset("pronoun")
@@ -428,7 +428,7 @@ def test_a_2x_png_scales_cell_numbers_and_lines_too(qtbot):
     # pixels: a 2× PNG had them at 1×, half the size of the SVG's at the same pixels.
     from PySide6.QtCore import QPointF, QRectF
 
-    from attnexplorer.core.presets import build_preset
+    from attnexplorer.core.inputs.presets import build_preset
     from attnexplorer.ui.panels import WeightsPanel
     from attnexplorer.ui.panels import theme
 
@@ -479,7 +479,7 @@ def test_a_figure_wider_than_its_panel_draws_flat_token_labels_on_a_flat_axis(qt
     # In a narrow dock the weights' key labels stand upright on a tall axis. A wider figure
     # lays them flat; its axis must then be as short as flat labels need, not keep the
     # window's height (an empty band of ~60 px between the labels and the axis title).
-    from attnexplorer.core.presets import build_preset
+    from attnexplorer.core.inputs.presets import build_preset
     from attnexplorer.ui.panels import WeightsPanel
 
     document = SessionDocument(build_preset("pronoun").session)

@@ -8,11 +8,11 @@ from PySide6.QtCore import QEvent, QPointF, Qt
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication
 
-from attnexplorer.core.presets import build_preset, parse_assignments
-from attnexplorer.core.session import Mask
-from attnexplorer.core.stages import Positions
+from attnexplorer.core.inputs.presets import build_preset, parse_assignments
+from attnexplorer.core.inputs.session import Mask
+from attnexplorer.core.inputs.stages import Positions
 from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.main_window import MainWindow
+from attnexplorer.ui.window import MainWindow
 from attnexplorer.ui.settings import AppSettings
 
 
@@ -288,7 +288,7 @@ def test_grouped_query_fit_says_which_other_heads_change(make_window):
 
 
 def test_a_long_input_is_refused_by_the_fit_dock_without_building_a_target(make_window, monkeypatch):
-    from attnexplorer.core.long import result as long_result
+    from attnexplorer.core.compute.long import result as long_result
 
     monkeypatch.setattr(long_result, "DENSE_BUDGET", 1000)  # every session is a long input
     window = make_window(n=12)
@@ -320,7 +320,7 @@ def test_start_hands_the_fit_the_weights_already_shown_instead_of_computing_them
     doc, fit = window.document, window.fit
     assert doc.compute.wait_idle(30) and doc.result.session is doc.session
     handed = []
-    import attnexplorer.ui.fit_dock as fit_dock
+    import attnexplorer.ui.fit.dock as fit_dock
 
     real = fit_dock.Fitter
     monkeypatch.setattr(fit_dock, "Fitter", lambda *a, **k: handed.append(k.get("shown_weights")) or real(*a, **k))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from ui_helpers import shown
 
-from attnexplorer.core.stages import QKNorm
+from attnexplorer.core.inputs.stages import QKNorm
 from attnexplorer.ui.panels import WeightsPanel
 from attnexplorer.ui.panels.token_axis import ShrinkingLabel
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.inputs.presets import build_preset
 from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.inputs import InputsPanel
+from attnexplorer.ui.inputs.inputs_panel import InputsPanel
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_new_tokens_use_the_chosen_source(qtbot, panel, doc):
     assert not doc.session.embeddings[3].any()  # manual: zeros for the new word
     panel.tokens.set_source("seeded")
     panel.tokens.seed_spin.setValue(7)
-    from attnexplorer.core.embeddings import word_embeddings
+    from attnexplorer.core.inputs.embeddings import word_embeddings
 
     panel.tokens.sentence.setText("Life is short truly")
     panel.tokens.sentence.returnPressed.emit()
@@ -53,7 +53,7 @@ def test_new_tokens_use_the_chosen_source(qtbot, panel, doc):
 
 
 def test_token_header_click_toggles_padding(qtbot, panel, doc):
-    from attnexplorer.core.session import Mask
+    from attnexplorer.core.inputs.session import Mask
 
     doc.edit(doc.session.replace(mask=Mask("padding", padding=(0,))), "padding")
     panel.tokens.token_view.verticalHeader().sectionClicked.emit(2)
@@ -121,7 +121,7 @@ def test_heads_head_selector_dk_dv(panel, doc):
 
 
 def test_initialisers(panel, doc, messages):
-    from attnexplorer.core.weights import init_weight
+    from attnexplorer.core.inputs.weights import init_weight
 
     table = panel.weights.tables["W_v"]
     panel.weights.seed_spin.setValue(5)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnexplorer.core.presets import build_preset
-from attnexplorer.ui import figures
+from attnexplorer.core.inputs.presets import build_preset
+from attnexplorer.ui.exports import figures
 from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.main_window import MainWindow
+from attnexplorer.ui.window import MainWindow
 from attnexplorer.ui.settings import AppSettings
 
 # What the default layout shows of a pronoun session: the weights and the scaled scores in

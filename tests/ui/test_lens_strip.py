@@ -6,8 +6,8 @@ from __future__ import annotations
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import QApplication
 
-from attnexplorer.ui import lens_strip
-from attnexplorer.ui.model_views import ModelGrid
+from attnexplorer.ui.model import lens_strip
+from attnexplorer.ui.model.views import ModelGrid
 
 CELL = lens_strip.WIDTH - ModelGrid.GAP   # a strip cell's width (ModelGrid.lens_rect)
 

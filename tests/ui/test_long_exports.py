@@ -8,13 +8,13 @@ import pytest
 from ui_helpers import close_window, open_window
 
 from attnexplorer.cli import main
-from attnexplorer.core.engine import compute
-from attnexplorer.core.long import result as long_result
-from attnexplorer.core.presets import build_preset
-from attnexplorer.core.session import Mask
+from attnexplorer.core.compute.engine import compute
+from attnexplorer.core.compute.long import result as long_result
+from attnexplorer.core.inputs.presets import build_preset
+from attnexplorer.core.inputs.session import Mask
 from attnexplorer.io import export_choice
 from attnexplorer.io.session_file import save_session
-from attnexplorer.ui.matrix_export import ALL, MatrixExportDialog
+from attnexplorer.ui.exports.matrix_export import ALL, MatrixExportDialog
 from attnexplorer.ui.panels import long_matrix
 
 Usage = namedtuple("Usage", "total used free")
@@ -112,8 +112,8 @@ def test_window_and_command_line_accept_and_refuse_the_same(long_window, qtbot, 
 def test_figures_of_a_long_session_draw_its_overview_never_a_dense_compute(long_window, qtbot, tmp_path,
                                                                            monkeypatch):
     from attnexplorer.app import compute as compute_runner
-    from attnexplorer.ui.figure_batch import export_figures
-    from attnexplorer.ui.figure_dialog import FigureExportDialog
+    from attnexplorer.ui.exports.figure_batch import export_figures
+    from attnexplorer.ui.exports.figure_dialog import FigureExportDialog
 
     document, window = long_window
 

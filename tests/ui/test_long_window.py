@@ -1,4 +1,4 @@
-"""A long session in the window: computed by the streamed path (core/long), never n × n."""
+"""A long session in the window: computed by the streamed path (core/compute/long), never n × n."""
 
 import threading
 import warnings
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from ui_helpers import close_window, open_window
 
-from attnexplorer.core.engine import compute
-from attnexplorer.core.long import result as long_result
-from attnexplorer.core.presets import build_preset
-from attnexplorer.core.session import Mask
+from attnexplorer.core.compute.engine import compute
+from attnexplorer.core.compute.long import result as long_result
+from attnexplorer.core.inputs.presets import build_preset
+from attnexplorer.core.inputs.session import Mask
 from attnexplorer.ui.panels import long_matrix
 
 
@@ -91,7 +91,7 @@ def test_the_selected_query_row_is_exact(long_window, qtbot):
 def test_every_panel_draws_a_long_session_without_n_by_n(qtbot, monkeypatch, positions):
     from PySide6.QtWidgets import QApplication
 
-    from attnexplorer.core.stages import Positions
+    from attnexplorer.core.inputs.stages import Positions
 
     monkeypatch.setattr(long_result, "DENSE_BUDGET", 1000)
     session = build_preset("random", {"n": 24, "d": 8, "d_k": 4, "d_v": 4, "heads": 2}).session
@@ -111,9 +111,9 @@ def test_every_panel_draws_a_long_session_without_n_by_n(qtbot, monkeypatch, pos
 
 
 def test_a_newer_edit_cancels_a_long_compute_and_progress_is_shown(qtbot, monkeypatch):
-    import attnexplorer.core.long.streamed as stream_module
+    import attnexplorer.core.compute.long.streamed as stream_module
     import attnexplorer.app.compute as runner_module
-    from attnexplorer.core.long import Cancelled
+    from attnexplorer.core.compute.long import Cancelled
     from attnexplorer.ui.document import SessionDocument
 
     monkeypatch.setattr(long_result, "DENSE_BUDGET", 1000)

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from ui_helpers import close_window, open_window
 
-from attnexplorer.core.long import result as long_result
-from attnexplorer.core.presets import build_preset
-from attnexplorer.core.session import Mask, Scale
+from attnexplorer.core.compute.long import result as long_result
+from attnexplorer.core.inputs.presets import build_preset
+from attnexplorer.core.inputs.session import Mask, Scale
 
 
 @pytest.fixture

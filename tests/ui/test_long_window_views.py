@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from ui_helpers import close_window, open_window
 
-from attnexplorer.core.engine import compute
-from attnexplorer.core.long import result as long_result
-from attnexplorer.core.presets import build_preset
-from attnexplorer.core.session import Mask
+from attnexplorer.core.compute.engine import compute
+from attnexplorer.core.compute.long import result as long_result
+from attnexplorer.core.inputs.presets import build_preset
+from attnexplorer.core.inputs.session import Mask
 from attnexplorer.ui.panels import long_matrix
 from attnexplorer.ui.panels.downsample import block_reduce
 
@@ -51,7 +51,7 @@ def _masked_weights(session, head=0):
 
 
 def test_the_heatmap_fills_in_while_the_pass_runs(long_window, qtbot, monkeypatch):
-    import attnexplorer.core.long.streamed as stream_module
+    import attnexplorer.core.compute.long.streamed as stream_module
     import attnexplorer.app.compute as runner_module
 
     document, _window, weights = long_window
@@ -165,7 +165,7 @@ def test_a_progress_report_draws_one_heatmap_a_turn_of_the_event_loop(long_windo
     # of the GUI thread at 16,384 tokens; each now draws at a turn of its own, the newest
     # report only.
     import attnexplorer.app.compute as runner_module
-    from attnexplorer.core.long.pooling import Pooled
+    from attnexplorer.core.compute.long.pooling import Pooled
 
     document, window, _weights = long_window
     for kind in ("scores", "scaled_scores"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnexplorer.core.engine import INTERMEDIATES, STAGE_INTERMEDIATES, compute
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.compute.engine import INTERMEDIATES, STAGE_INTERMEDIATES, compute
+from attnexplorer.core.inputs.presets import build_preset
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels import PANEL_CLASSES, make_panels
 

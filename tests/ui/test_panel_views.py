@@ -13,7 +13,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtWidgets import QGraphicsItem
 
-from attnexplorer.core.presets import build_preset, reference_curves
+from attnexplorer.core.inputs.presets import build_preset, reference_curves
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels import EmbeddingPanel, ExplainPanel, QueryPanel, SignalPanel
 from attnexplorer.ui.panels import theme

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QRectF, Qt
 
-from attnexplorer.core.session import Mask, Session
+from attnexplorer.core.inputs.session import Mask, Session
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels import (PANEL_CLASSES, OutputPanel, QKVPanel, ScaledScoresPanel, ScoresPanel,
                                     WeightsPanel, make_panels)

@@ -11,8 +11,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QImage, QPainter
 from PySide6.QtWidgets import QApplication
 
-from attnexplorer.core.presets import build_preset
-from attnexplorer.core.session import Mask
+from attnexplorer.core.inputs.presets import build_preset
+from attnexplorer.core.inputs.session import Mask
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels import QueryPanel
 from ui_helpers import close_window, legend_entries, open_window, shown
@@ -111,7 +111,7 @@ def test_a_redraw_that_changes_only_numbers_creates_no_new_graphics_items(qtbot,
             x[session.n // 2 - 3 + step] *= 1.5  # a key near the query gains weight
             scale = document.session.scale
             if preset == "sine":
-                from attnexplorer.core.session import Scale
+                from attnexplorer.core.inputs.session import Scale
                 scale = Scale("temperature", temperature=0.004 * (1.6 ** (step + 1)))
             document.edit(document.session.replace(embeddings=x, scale=scale), "numbers")
             assert document.compute.wait_idle(60)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.inputs.presets import build_preset
 from attnexplorer.io.recovery import find_recoveries
 from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.main_window import MainWindow
+from attnexplorer.ui.window import MainWindow
 from attnexplorer.ui.settings import AppSettings
 
 

@@ -8,11 +8,11 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QSlider
 
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.inputs.presets import build_preset
 from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.main_window import INPUTS_WIDTH, MainWindow
+from attnexplorer.ui.window import INPUTS_WIDTH, MainWindow
 from attnexplorer.ui.settings import AppSettings
-from attnexplorer.ui.table_view import MatrixTableView
+from attnexplorer.ui.inputs.table_view import MatrixTableView
 
 
 @pytest.fixture
@@ -159,7 +159,7 @@ def test_the_wheel_scrolls_the_inputs_unless_a_control_has_focus_and_the_tabs_st
     window = window_at("random", (1260, 760))
     import numpy as np
 
-    from attnexplorer.core.stages import Norm, Positions
+    from attnexplorer.core.inputs.stages import Norm, Positions
 
     tall = build_preset("random", {"heads": 4}).session.replace(
         w_out=np.ones((12, 4)), norm=Norm(kind="layer"), positions=Positions(kind="alibi"))
@@ -274,7 +274,7 @@ def test_tabbed_docks_write_their_titles_whole_at_1280x800(window_at):
     import numpy as np
     from PySide6.QtWidgets import QTabBar
 
-    from attnexplorer.core.stages import QKNorm
+    from attnexplorer.core.inputs.stages import QKNorm
 
     window = window_at("pronoun", (1280, 800))
     session = window.document.session

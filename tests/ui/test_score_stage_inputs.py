@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from test_stage_inputs import commit, inputs_panel
 
-from attnexplorer.core.session import Scale
-from attnexplorer.core.stages import Positions
-from attnexplorer.ui.controls import ControlsPanel
+from attnexplorer.core.inputs.session import Scale
+from attnexplorer.core.inputs.stages import Positions
+from attnexplorer.ui.controls.controls_panel import ControlsPanel
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def test_the_scale_factor(qtbot, doc, messages):
 
 
 def test_screenshot_of_the_stages_page(qtbot, panel, doc):
-    from attnexplorer.core.stages import QKNorm, RopeScaling
+    from attnexplorer.core.inputs.stages import QKNorm, RopeScaling
 
     doc.edit(doc.session.replace(positions=Positions("rope", angles="float32", scaling=RopeScaling("yarn", factor=4.0)),
                                  qk_norm=QKNorm("rms"), softcap=30.0, sinks=np.zeros(doc.session.heads)), "all")

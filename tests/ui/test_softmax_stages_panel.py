@@ -56,7 +56,7 @@ def test_titles_say_rows_with_sinks_sum_to_less_than_one(qtbot, doc):
 
 
 def test_the_qk_norm_panel_draws_q_and_k_before_and_after(qtbot, doc):
-    from attnexplorer.core.stages import Positions, QKNorm
+    from attnexplorer.core.inputs.stages import Positions, QKNorm
     from attnexplorer.ui.panels import QKNormPanel
 
     panel = show(qtbot, QKNormPanel(doc))

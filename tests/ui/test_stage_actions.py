@@ -3,8 +3,8 @@ changes nothing and says why through the document's message."""
 
 import numpy as np
 
-from attnexplorer.core.session import Mask
-from attnexplorer.core.stages import Positions
+from attnexplorer.core.inputs.session import Mask
+from attnexplorer.core.inputs.stages import Positions
 from attnexplorer.ui import user_actions
 
 
@@ -107,7 +107,7 @@ def test_output_actions(doc):
 def test_stage_table_models_pass_the_model_tester_and_follow_the_stage(qtmodeltester, doc):
     from PySide6.QtCore import Qt
 
-    from attnexplorer.ui.table_models import MatrixModel
+    from attnexplorer.ui.inputs.table_models import MatrixModel
 
     bias = MatrixModel(doc, "b_q", follow_selection=True)
     qtmodeltester.check(bias)

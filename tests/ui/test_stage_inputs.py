@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from attnexplorer.core.presets import build_preset
-from attnexplorer.core.stages import Positions
-from attnexplorer.ui.inputs import InputsPanel
+from attnexplorer.core.inputs.presets import build_preset
+from attnexplorer.core.inputs.stages import Positions
+from attnexplorer.ui.inputs.inputs_panel import InputsPanel
 
 
 def inputs_panel(qtbot, doc) -> InputsPanel:
@@ -232,7 +232,7 @@ def test_the_current_source_token_is_the_selected_key(panel, doc):
 
 def test_the_source_token_model_passes_the_model_tester(qtmodeltester, doc):
     from attnexplorer.ui import user_actions
-    from attnexplorer.ui.source_inputs import SourceTokenModel
+    from attnexplorer.ui.inputs.source_page import SourceTokenModel
 
     model = SourceTokenModel(doc)
     assert model.rowCount() == 0  # no source: no rows

@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnexplorer.core.presets import build_preset
-from attnexplorer.core.presets.rope import query_and_key
-from attnexplorer.core.session import Mask, Session
-from attnexplorer.core.attention import alibi_bias
-from attnexplorer.core.stages import Norm, Positions, Source, norm_statistics, sinusoidal_table
-from attnexplorer.ui import figures
+from attnexplorer.core.inputs.presets import build_preset
+from attnexplorer.core.inputs.presets.rope import query_and_key
+from attnexplorer.core.inputs.session import Mask, Session
+from attnexplorer.core.kernel.attention import alibi_bias
+from attnexplorer.core.inputs.stages import Norm, Positions, Source, norm_statistics, sinusoidal_table
+from attnexplorer.ui.exports import figures
 from attnexplorer.ui.document import SessionDocument
 from attnexplorer.ui.panels import AlibiPanel, InputPanel, QKVPanel, QueryPanel, RopePanel
 from ui_helpers import legend_entries, shown
@@ -231,7 +231,7 @@ def test_every_pair_after_rope_is_its_before_turned_by_the_angle_the_panel_names
 
 
 def test_alibi_panel_draws_a_window_around_the_query_when_the_result_has_no_bias_matrix(make_doc, qtbot):
-    from attnexplorer.core.engine import compute
+    from attnexplorer.core.compute.engine import compute
     from attnexplorer.ui.panels import alibi_panel
 
     session = alibi_gqa_session(n=8)

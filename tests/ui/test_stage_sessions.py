@@ -4,11 +4,11 @@ cross-attention source of another length (keys are the source's tokens)."""
 import numpy as np
 import pytest
 
-from attnexplorer.core.presets import build_preset
-from attnexplorer.core.session import Mask, Session
-from attnexplorer.core.stages import Norm, Positions, Source
+from attnexplorer.core.inputs.presets import build_preset
+from attnexplorer.core.inputs.session import Mask, Session
+from attnexplorer.core.inputs.stages import Norm, Positions, Source
 from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.main_window import MainWindow
+from attnexplorer.ui.window import MainWindow
 from attnexplorer.ui.settings import AppSettings
 
 

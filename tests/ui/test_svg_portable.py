@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from PySide6.QtGui import QImage
 
-from attnexplorer.ui import figure_batch, figures
-from attnexplorer.ui.svg_compat import FONT_STACK, portable_svg
+from attnexplorer.ui.exports import figure_batch, figures
+from attnexplorer.ui.exports.svg_compat import FONT_STACK, portable_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -41,8 +41,8 @@ def _blocks(rgb: np.ndarray, side: int = 16) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    from attnexplorer.core.engine import compute
-    from attnexplorer.core.presets import build_preset
+    from attnexplorer.core.compute.engine import compute
+    from attnexplorer.core.inputs.presets import build_preset
 
     figures.ensure_app()
     out = tmp_path_factory.mktemp("figs")

@@ -6,10 +6,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QLineEdit
 
-from attnexplorer.core.session import Mask, Session
+from attnexplorer.core.inputs.session import Mask, Session
 from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.table_models import MatrixModel, TokenModel
-from attnexplorer.ui.table_view import MatrixTableView
+from attnexplorer.ui.inputs.table_models import MatrixModel, TokenModel
+from attnexplorer.ui.inputs.table_view import MatrixTableView
 
 
 def make_session(n=3, d=2, dk=3, dv=2, heads=1):
@@ -128,7 +128,7 @@ def test_copy_selection_as_tsv(qtbot, doc):
 
 
 def test_head_follows_selection_and_resizes_reset_the_model(qtbot, doc):
-    from attnexplorer.core import edits
+    from attnexplorer.core.editing import edits
 
     model = MatrixModel(doc, "W_q", follow_selection=True)
     with qtbot.waitSignal(model.dataChanged):
@@ -142,7 +142,7 @@ def test_head_follows_selection_and_resizes_reset_the_model(qtbot, doc):
 
 
 def test_bulk_change_is_one_data_changed(qtbot, doc):
-    from attnexplorer.core import edits
+    from attnexplorer.core.editing import edits
 
     model = MatrixModel(doc, "embeddings")
     seen = []
@@ -152,8 +152,8 @@ def test_bulk_change_is_one_data_changed(qtbot, doc):
 
 
 def test_value_only_edits_never_reset_and_equal_values_emit_nothing(qtbot, doc):
-    from attnexplorer.core import edits
-    from attnexplorer.core.session import Scale
+    from attnexplorer.core.editing import edits
+    from attnexplorer.core.inputs.session import Scale
 
     models = [MatrixModel(doc, "embeddings"), MatrixModel(doc, "W_q")]
     seen = []
@@ -212,8 +212,8 @@ def test_a_4096_row_table_asks_only_for_visible_rows(qtbot):
 def test_changed_cells_of_a_head_come_from_the_edit_not_a_comparison():
     """What a table shows of an edited W_q head: exactly the cells whose numbers changed, read
     from the edit's record of positions (``derived_from``), for every head and shape of view."""
-    from attnexplorer.core.session_arrays import with_values
-    from attnexplorer.ui.table_models import _changed_cells
+    from attnexplorer.core.inputs.session_arrays import with_values
+    from attnexplorer.ui.inputs.table_models import _changed_cells
 
     s = make_session(n=3, d=4, dk=5, heads=3)
     for index in [(1, 2, 3), (0, slice(0, 2), slice(1, 4)), (slice(None), 0, 4), (2, 1, slice(None))]:
@@ -232,7 +232,7 @@ def test_changed_cells_of_a_head_come_from_the_edit_not_a_comparison():
 
 
 def test_changed_box_bounds_every_changed_cell():
-    from attnexplorer.ui.table_models import _changed_box
+    from attnexplorer.ui.inputs.table_models import _changed_box
 
     old = np.zeros((6, 5))
     new = old.copy()

@@ -3,9 +3,9 @@ digits the row numbers take (a 4,096-token session's squeezed it to "oke")."""
 
 from __future__ import annotations
 
-from attnexplorer.core.presets import build_preset
+from attnexplorer.core.inputs.presets import build_preset
 from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.tokens_page import TokensPage
+from attnexplorer.ui.inputs.tokens_page import TokensPage
 
 
 def test_the_token_title_fits_its_column_at_thousands_of_tokens(qtbot):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnexplorer.core.session import Session
+from attnexplorer.core.inputs.session import Session
 from attnexplorer.ui import user_actions
 from attnexplorer.ui.document import UNDO_STEPS, SessionDocument
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
 from attnexplorer.app.history import UndoHistory
-from attnexplorer.core.session import Session
+from attnexplorer.core.inputs.session import Session
 
 LIMIT = 4
 

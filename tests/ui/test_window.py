@@ -10,9 +10,9 @@ from PySide6.QtCore import QSize
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QDockWidget, QMessageBox
 
-from attnexplorer.core.presets import build_preset, list_presets
+from attnexplorer.core.inputs.presets import build_preset, list_presets
 from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.main_window import MainWindow
+from attnexplorer.ui.window import MainWindow
 from attnexplorer.ui.settings import AppSettings
 
 
@@ -478,7 +478,7 @@ def _on_screen_needs(window):
 
 def test_large_session_keeps_only_what_on_screen_panels_need(make_window, monkeypatch):
     import attnexplorer.app.compute as runner_module
-    from attnexplorer.core.engine import INTERMEDIATES, STAGE_INTERMEDIATES
+    from attnexplorer.core.compute.engine import INTERMEDIATES, STAGE_INTERMEDIATES
 
     monkeypatch.setattr(runner_module, "LARGE_CELLS", 0)  # every session counts as large
     window = make_window("dessert")
@@ -527,8 +527,8 @@ def test_hidden_panel_coming_on_screen_recomputes_with_its_needs(make_window, mo
 
 def test_exports_get_every_intermediate_of_a_partial_result(make_window, monkeypatch):
     import attnexplorer.app.compute as runner_module
-    from attnexplorer.core.engine import INTERMEDIATES
-    from attnexplorer.ui.matrix_export import matrices_by_name
+    from attnexplorer.core.compute.engine import INTERMEDIATES
+    from attnexplorer.ui.exports.matrix_export import matrices_by_name
 
     monkeypatch.setattr(runner_module, "LARGE_CELLS", 0)
     window = make_window("dessert")
@@ -548,7 +548,7 @@ def test_exports_get_every_intermediate_of_a_partial_result(make_window, monkeyp
 
 
 def test_small_session_on_the_cpu_keeps_everything(make_window):
-    from attnexplorer.core.engine import INTERMEDIATES
+    from attnexplorer.core.compute.engine import INTERMEDIATES
 
     window = make_window("dessert")
     doc = window.document
@@ -564,7 +564,7 @@ def test_first_draw_time_is_shown_before_any_edit(make_window):
 
 
 def test_a_preset_opens_on_the_query_it_carries(qtbot):
-    from attnexplorer.core.presets import build_preset
+    from attnexplorer.core.inputs.presets import build_preset
     from attnexplorer.ui.document import SessionDocument
 
     built = build_preset("pronoun")
@@ -584,7 +584,7 @@ def test_a_document_dropped_without_shutdown_stops_its_thread(qtbot):
     import gc
     import weakref
 
-    from attnexplorer.core.presets import build_preset
+    from attnexplorer.core.inputs.presets import build_preset
     from attnexplorer.ui.document import SessionDocument
 
     doc = SessionDocument(build_preset("random", {"n": 600}).session)

@@ -1,7 +1,7 @@
 """Fitting a head's W_q and W_k toward a target attention pattern (Qt-free).
 
 ``targets`` builds and validates target patterns; ``trainer.Fitter`` runs the optimisation
-through the engine's own attention function (``core.attention.attend``) with autograd.
+through the engine's own attention function (``core.kernel.attention.attend``) with autograd.
 """
 
 from .targets import BUILT_IN, Target, TargetError, blocked_cells, check_target, make_target, parse_target_name, target_for

@@ -17,9 +17,9 @@ from typing import Mapping
 
 import numpy as np
 
-from ..attention import AttentionInputs, attend, join_projections
-from ..engine import attention_inputs
-from ..session import Session
+from ..kernel.attention import AttentionInputs, attend, join_projections
+from ..compute.engine import attention_inputs
+from ..inputs.session import Session
 from .settings import FitError
 from .targets import Target, blocked_cells
 

@@ -7,7 +7,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..session import Session
+from ..inputs.session import Session
 from .targets import Target, blocked_cells
 
 
@@ -68,7 +68,7 @@ def _heads(items) -> str:
 def _attention_inputs(s: Session) -> tuple[np.ndarray, np.ndarray]:
     """The rows queries are made from (X = norm(E + P)) and those keys are made from (X, or
     the source's rows in cross-attention), as the engine makes them."""
-    from ..engine import compute
+    from ..compute.engine import compute
 
     x = compute(s, dtype="float64", keep=("X",)).X
     return x, (x if s.source is None else s.source.embeddings)

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import AttnExplorerError
-from ..session import Session
+from ..inputs.session import Session
 
 OPTIMIZERS = ("adam", "sgd")
 # Chosen so that the previous-token fit of a random n = 8, d = 8, d_k = 4 head converges well
@@ -50,7 +50,7 @@ TARGET_COPIES = 6
 
 def fit_bytes(session: Session, heads: int, dtype: str = "float32", device: str = "cpu") -> int:
     """An upper estimate of the memory a fit of ``heads`` heads of ``session`` holds at its peak."""
-    from ..memory import _ITEM_BYTES, compute_bytes
+    from ..compute.memory import _ITEM_BYTES, compute_bytes
 
     alibi = session.positions is not None and session.positions.kind == "alibi"
     engine = compute_bytes(session.heads, session.n, session.d, session.d_k, session.d_v, dtype, device,
@@ -64,7 +64,7 @@ def check_fit_memory(session: Session, heads: int, dtype: str = "float32", devic
     """FitError, before any target or tensor is made, when a fit would need more than ``limit``
     bytes (default: half of the machine's memory, as ``compute`` and ``export`` use). A fit on
     16,384 tokens otherwise allocated 21.8 GB and was killed by the kernel."""
-    from ..memory import _size, memory_limit
+    from ..compute.memory import _size, memory_limit
 
     limit = memory_limit() if limit is None else limit
     need = fit_bytes(session, heads, dtype, device)

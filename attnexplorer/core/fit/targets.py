@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import AttnExplorerError
-from ..session import Session
+from ..inputs.session import Session
 
 # The built-in targets (``window:W`` and ``head:H`` take a parameter).
 BUILT_IN = ("previous-token", "first-token", "self", "uniform", "window", "head")
@@ -198,7 +198,7 @@ def target_for(session: Session, spec: str, head: int = 0, device: str = "cpu") 
     other = None
     if kind == "head":
         if arg is not None and 0 <= arg < session.heads:
-            from ..engine import compute
+            from ..compute.engine import compute
 
             other = compute(session, device=device, dtype="float64", keep=("weights",)).weights[arg]
         if arg == head:

@@ -36,8 +36,8 @@ import math
 from typing import Mapping
 
 
-from ..engine import resolve
-from ..session import Session
+from ..compute.engine import resolve
+from ..inputs.session import Session
 from .problem import FitProblem
 from .reasons import explain_plateau, shared_kv_notes
 from .settings import FitError, FitProgress, check_fit_memory, check_settings
@@ -97,7 +97,7 @@ class Fitter:
         self._atol = 1e-5 if dtype == "float64" else 1e-3
         self._shown_weights = shown_weights
         if shown_weights is None:
-            from ..engine import compute
+            from ..compute.engine import compute
 
             self.problem.check_reproduces(compute(session, device=device, dtype=dtype, keep=("weights",)).weights,
                                           self._atol)

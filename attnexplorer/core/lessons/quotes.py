@@ -212,7 +212,7 @@ def value(ref: Ref, result):
 
 def format_value(v, fmt: str | None) -> str:
     """``v`` as the text shows it: one number, ``[a, b, c]``, or one such row per line."""
-    from ..number_text import fmt as short
+    from ..numbers.number_text import fmt as short
 
     if isinstance(v, str):
         return v

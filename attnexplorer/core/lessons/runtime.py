@@ -93,7 +93,7 @@ class LessonRun:
     def guess_number(self, text: str) -> float:
         """The class's typed guess, parsed like a cell (``0.9``, ``1/3``); AttnExplorerError
         naming the text when it is not a number."""
-        from ..expr import parse_number
+        from ..numbers.expr import parse_number
 
         value = parse_number(text)
         self.guesses[self.index] = value

@@ -36,10 +36,10 @@ def write_handout(lesson, fmt: str, out_dir, session=None, dtype: str = "float32
     format; WriteError when the folder cannot be written (nothing half-written is left)."""
     if fmt not in FORMATS:
         raise LessonError(f"handout format {fmt!r} is not supported; choose one of {', '.join(FORMATS)}")
-    from ...core.engine import compute
+    from ...core.compute.engine import compute
     from ...io.atomic import atomic_directory
-    from ..figures import exportable  # before figure_batch, which it imports at its end
-    from ..figure_batch import offscreen_panels
+    from ..exports.figures import exportable  # before figure_batch, which it imports at its end
+    from ..exports.figure_batch import offscreen_panels
 
     session = lesson.session if session is None else session
     result = compute(session, dtype=dtype)
@@ -56,7 +56,7 @@ def write_handout(lesson, fmt: str, out_dir, session=None, dtype: str = "float32
             # As in the window, the panels that spell the selected query out wait for the answer.
             kinds = [k for k in page.panels if k in by_kind and not (page.hidden and k in TELLING_KINDS)]
             if figure_fmt is not None:
-                from ..figures import export_panel
+                from ..exports.figures import export_panel
 
                 for kind in kinds:
                     # Hyphens, not underscores: a file name LaTeX reads needs no escaping.
@@ -99,7 +99,7 @@ class _PdfHandout:
     """A4 landscape pages at the figures' resolution (logical px = device px)."""
 
     def __init__(self, path: Path, title: str):
-        from ..figure_paint import _dpi
+        from ..exports.figure_paint import _dpi
 
         self.writer = QPdfWriter(str(path))
         self.writer.setResolution(_dpi())
@@ -134,7 +134,7 @@ class _PdfHandout:
         if page.numbers:
             self._table(QRectF(w - m - table_w, y, table_w, h - m - y), page.numbers)
         if panels:
-            from ..figure_paint import _panel_figure
+            from ..exports.figure_paint import _panel_figure
 
             area = QRectF(m, y, w - 2 * m - table_w - (12 if table_w else 0), h - m - y)
             # The figures in the grid (1 to n columns) that gives each one the most room,

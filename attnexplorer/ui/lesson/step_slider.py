@@ -4,7 +4,7 @@ undo step (``SliderDrags``)."""
 
 from __future__ import annotations
 
-from ..value_slider import SliderDrags, ValueSlider
+from ..controls.value_slider import SliderDrags, ValueSlider
 
 
 class StepSlider:
@@ -28,7 +28,7 @@ class StepSlider:
         if want is None:
             self.bar.show_slider(None)
             return
-        from ...core.presets import get_preset
+        from ...core.inputs.presets import get_preset
 
         param = get_preset(want[0]).param(want[1])
         slider = ValueSlider(param.minimum, param.maximum, integer=param.kind == "int", log=param.log)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.stage_views import alibi_window
+from ...core.reading.stage_views import alibi_window
 from . import theme
 from .common import FigurePanel, clamp_selection
 from .matrix_view import MatrixView

@@ -9,7 +9,7 @@ pyqtgraph items: no new items per frame); it reports clicks back with
   names (QSettings layout) and exported figure names.
 - ``title``: what an exported figure is titled (and the panel's heading).
 - ``short_title``: at most about 16 characters, for a dock's tab.
-- ``needs``: the names from ``attnexplorer.core.engine.INTERMEDIATES`` (and
+- ``needs``: the names from ``attnexplorer.core.compute.engine.INTERMEDIATES`` (and
   ``STAGE_INTERMEDIATES``, for a stage's panel) the panel reads from a result, so that a
   document may compute (or copy to the host) only what the visible panels need
   (``compute(keep=...)``). A panel given a result in which an
@@ -148,7 +148,7 @@ class Panel(QWidget):
     # The View menu's settings, given to every panel (an unbuilt one keeps them for its build):
     # a panel without heatmaps, or without a colour range to choose, has nothing to change.
     def set_number_format(self, number_format: str) -> None:
-        """How the panel's heatmaps write numbers in cells (``core.display.NUMBER_FORMATS``)."""
+        """How the panel's heatmaps write numbers in cells (``core.numbers.display.NUMBER_FORMATS``)."""
 
     def set_pool(self, pool: str) -> None:
         """How the panel's zoomed-out heatmaps pool cells into pixels ("max" or "mean")."""

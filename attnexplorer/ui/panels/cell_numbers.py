@@ -1,7 +1,7 @@
 """The numbers written in a heatmap's cells, painted by one item (``MatrixView``'s part).
 
 ``CellNumbers`` decides which cells get a number (few enough whole cells in view, big
-enough to read), in which style (``core.display.NUMBER_FORMATS``) and colour, and paints
+enough to read), in which style (``core.numbers.display.NUMBER_FORMATS``) and colour, and paints
 them; the view tells it what is in view (``whole_cells``) and where to read the values.
 """
 
@@ -15,7 +15,7 @@ from PySide6.QtCore import QRectF
 from PySide6.QtGui import QColor, QFontMetricsF
 from PySide6.QtWidgets import QGraphicsItem
 
-from ...core import display
+from ...core.numbers import display
 from . import theme
 
 # Cell numbers are written only while at most this many cells are in view (16 × 16): more
@@ -60,7 +60,7 @@ class CellNumbers(QGraphicsItem):
         return self._number_format
 
     def set_number_format(self, number_format: str) -> bool:
-        """Write numbers in ``number_format`` (``core.display.NUMBER_FORMATS``: auto,
+        """Write numbers in ``number_format`` (``core.numbers.display.NUMBER_FORMATS``: auto,
         fixed2..4) from the next ``write`` on; True when that changes them."""
         if number_format not in display.NUMBER_FORMATS:
             raise ValueError(f"unknown number format {number_format!r}")

@@ -63,7 +63,7 @@ class ExplainPanel(Panel):
         head, query, key = clamp_selection(self.document, result)
         # Imported here: explain belongs to the engine side and is only needed once shown.
         from ...core.errors import AttnExplorerError
-        from ...core.explain import MAX_TERMS_SHOWN, query_row, explain_cell, explain_output
+        from ...core.reading.explain import MAX_TERMS_SHOWN, query_row, explain_cell, explain_output
 
         chosen = key
         if chosen is None:

@@ -7,7 +7,7 @@ makes the pictures for it:
 - ``DenseHeatmap``: a matrix held whole as an array. The overview is the array reduced to
   the view's pixels (``block_reduce``, by max or mean), a zoomed region is reduced from the
   array's part on the GUI thread (milliseconds), and cells are read from the array.
-- ``LongHeatmap``: a long session's matrix (core/long), never made whole. The overview is
+- ``LongHeatmap``: a long session's matrix (core/compute/long), never made whole. The overview is
   the streamed pass's pooled overview pooled again; a region is exact tiles when small, or
   pooled from exact tiles on the shared worker (``long_matrix.region_worker``) while the
   overview stands in; while the pass still runs (``PartialMatrix``) only the rows done so far.

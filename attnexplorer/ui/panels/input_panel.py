@@ -7,15 +7,15 @@ scale its row was multiplied by. Tokens run down the side, dimensions along the 
 
 Shown only when the session adds positions or normalises (otherwise X is E, the Inputs
 table). P comes from the result when it carries it, else from its session (it is a pure
-function of it); the mean and scale are ``core.stages.norm_statistics`` of E + P.
+function of it); the mean and scale are ``core.inputs.stages.norm_statistics`` of E + P.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...core.stage_inputs import positions_array
-from ...core.stages import norm_statistics
+from ...core.compute.stage_inputs import positions_array
+from ...core.inputs.stages import norm_statistics
 from . import theme
 from .common import FigurePanel, clamp_selection, feature_names, set_plot_title
 from .matrix_view import MatrixView

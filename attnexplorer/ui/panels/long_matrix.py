@@ -1,4 +1,4 @@
-"""A long session's heatmap (core/long): what ``MatrixView`` shows of a matrix never made whole.
+"""A long session's heatmap (core/compute/long): what ``MatrixView`` shows of a matrix never made whole.
 
 Three pictures, by how far the view is zoomed in:
 
@@ -20,8 +20,8 @@ from typing import Callable
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from ...core.long.pooling import POOLED, Pooled
-from ...core.long.tiled import TiledMatrix
+from ...core.compute.long.pooling import POOLED, Pooled
+from ...core.compute.long.tiled import TiledMatrix
 from .downsample import block_reduce
 
 # A long session's heatmap computes an exact region of at most this many cells at once (a few

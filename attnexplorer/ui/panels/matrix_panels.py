@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.blocked_cells import MaskMatrix
+from ...core.compute.blocked_cells import MaskMatrix
 from . import theme
 from .base import when_built
 from .common import FigurePanel, clamp_selection, feature_names, set_plot_title
@@ -20,7 +20,7 @@ from .matrix_view import MatrixView
 class _SingleMatrixPanel(FigurePanel):
     """A token × token matrix of the selected head (scores, scaled scores, weights).
 
-    A long session's (core/long) fills in while its streamed pass runs: the compute runner's
+    A long session's (core/compute/long) fills in while its streamed pass runs: the compute runner's
     ``overview_progress`` brings the pooled overview so far, drawn with the rows not yet
     reached greyed out, until the result replaces it.
     """
@@ -64,7 +64,7 @@ class _SingleMatrixPanel(FigurePanel):
     def redraw(self) -> None:
         result = self.document.result
         head, query, key = (0, 0, None) if result is None else clamp_selection(self.document, result)
-        # A long session's (core/long) is read in exact tiles and drawn from a pooled overview.
+        # A long session's (core/compute/long) is read in exact tiles and drawn from a pooled overview.
         matrix = None if result is None else result.matrix(self.field, head)
         if matrix is None or getattr(matrix, "overview", True) is None:
             self.view.clear_matrix()

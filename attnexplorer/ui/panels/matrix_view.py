@@ -235,7 +235,7 @@ class MatrixView(pg.PlotItem):
         ``levels`` defaults to symmetric nice bounds (signed) or 0..1; passing them keeps the
         colour scale fixed and skips any auto-levelling.
         """
-        # A long session's matrix (core/long) is read in exact tiles and a pooled overview.
+        # A long session's matrix (core/compute/long) is read in exact tiles and a pooled overview.
         any_blocked = blocked is not None and bool(blocked.any())
         heatmap = heatmap_for(data, blocked if any_blocked else None, self.signed, self.detail.pool)
         data = heatmap.data
@@ -323,7 +323,7 @@ class MatrixView(pg.PlotItem):
         return self.numbers.number_format
 
     def set_number_format(self, number_format: str) -> None:
-        """How cells write their numbers: ``core.display.NUMBER_FORMATS`` (auto, fixed2..4)."""
+        """How cells write their numbers: ``core.numbers.display.NUMBER_FORMATS`` (auto, fixed2..4)."""
         if self.numbers.set_number_format(number_format):
             self._update_cell_texts()
 

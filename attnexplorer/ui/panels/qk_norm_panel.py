@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
-from ...core.stages import norm_statistics
+from ...core.inputs.stages import norm_statistics
 from . import theme
 from .bars import Bars
 from .common import FigurePanel, clamp_selection, feature_names, set_plot_title

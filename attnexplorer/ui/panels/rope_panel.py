@@ -9,7 +9,7 @@ the plots gives the score q·k before and after RoPE: change the offset and watc
 
 The offset is session data (one undo step per change); the pair shown is this panel's own
 choice. Everything drawn is read from the result: Q and K after RoPE, Q_unrotated and
-K_unrotated before (``core.stage_views.rope_pair``), the angles ``core.stages.rope_angles``.
+K_unrotated before (``core.reading.stage_views.rope_pair``), the angles ``core.inputs.stages.rope_angles``.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import pyqtgraph as pg
 from PySide6.QtCore import QSignalBlocker, Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox
 
-from ...core.number_text import fmt
-from ...core.stage_views import rope_pair, rope_pair_names
-from ...core.stages import MAX_OFFSET, rope_angles
+from ...core.numbers.number_text import fmt
+from ...core.reading.stage_views import rope_pair, rope_pair_names
+from ...core.inputs.stages import MAX_OFFSET, rope_angles
 from . import theme
 from .common import FigurePanel, clamp_selection
 from .embedding_panel import arrow_segments

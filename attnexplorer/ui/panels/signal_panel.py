@@ -14,7 +14,7 @@ Where the numbers come from:
 - output: the first column of the attention output.
 
 All of it comes from the result drawn and the session it was computed from
-(``core.presets.reference_curves``), never from a document's other state.
+(``core.inputs.presets.reference_curves``), never from a document's other state.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGraphicsItem
 
-from ...core.presets import reference_curves
+from ...core.inputs.presets import reference_curves
 from . import theme
 from .common import FigurePanel, clamp_selection
 

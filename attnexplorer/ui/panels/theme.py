@@ -23,8 +23,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontDatabase, QPen
 
-from ...core.display import DEFAULT_NUMBER_FORMAT, format_number
-from ...core.display import cell_texts as _cell_texts
+from ...core.numbers.display import DEFAULT_NUMBER_FORMAT, format_number
+from ...core.numbers.display import cell_texts as _cell_texts
 
 pg.setConfigOptions(antialias=True, imageAxisOrder="row-major", background="w", foreground="k")
 
@@ -154,7 +154,7 @@ def format_value(value: float, digits: int = 4) -> str:
 
 def cell_texts(values: np.ndarray, max_chars: Sequence[int],
                number_format: str = DEFAULT_NUMBER_FORMAT) -> tuple[list[str | None], int] | None:
-    """Texts for a block of cells in one style (``core.display.cell_texts``)."""
+    """Texts for a block of cells in one style (``core.numbers.display.cell_texts``)."""
     return _cell_texts(values, max_chars, number_format)
 
 

@@ -10,7 +10,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QFontMetricsF
 
-from ...core import display
+from ...core.numbers import display
 from . import theme
 
 
@@ -18,7 +18,7 @@ class TokenAxis(pg.AxisItem):
     """An axis whose ticks are the cells' labels (tokens or feature names).
 
     Ticks sit at cell centres. Which labels are written, at what font size and whether they
-    stand upright is ``core.display.label_plan``: up to 32 labels in view every one is
+    stand upright is ``core.numbers.display.label_plan``: up to 32 labels in view every one is
     written (shrunk, and upright along the bottom, as needed); beyond that every k-th, plus
     the selected query or key (``set_marked``). Only the labels in view are generated, so at
     4,096 tokens the axis stays cheap, and zooming in brings every label back.

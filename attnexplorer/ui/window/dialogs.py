@@ -37,7 +37,7 @@ def ask_save_path(parent, start: str) -> str | None:
 
 def ask_new_choice(parent, blank: str) -> str | None:
     """A preset name, ``blank``, or None when cancelled."""
-    from ...core.presets import list_presets
+    from ...core.inputs.presets import list_presets
 
     choices = [(p.title, p.name) for p in list_presets()] + [("Blank session", blank)]
     label, ok = QInputDialog.getItem(parent, "New session", "Start from:", [c[0] for c in choices], 0, False)

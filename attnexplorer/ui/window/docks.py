@@ -11,7 +11,7 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QTabBar
 
-from ..input_widgets import scrolling
+from ..inputs.widgets import scrolling
 from ..wheel_guard import guard_wheel
 
 # Where each result panel goes by default. The "main" pair sits side by side along the top and
@@ -280,7 +280,7 @@ class DockLayout:
     def _install_panel_menu(self, kind: str) -> None:
         panel = self._menus_pending.pop(kind, None)
         if panel is not None:
-            from ..figure_dialog import install_export_menu
+            from ..exports.figure_dialog import install_export_menu
 
             install_export_menu(panel, self.window)
 

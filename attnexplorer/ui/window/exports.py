@@ -11,7 +11,7 @@ from ...core.errors import AttnExplorerError
 
 
 def export_figure(window):
-    from ..figure_dialog import FigureExportDialog
+    from ..exports.figure_dialog import FigureExportDialog
 
     dialog = FigureExportDialog(window.panels, window)
     dialog.open()
@@ -19,7 +19,7 @@ def export_figure(window):
 
 
 def export_matrices(window):
-    from ..matrix_export import MatrixExportDialog
+    from ..exports.matrix_export import MatrixExportDialog
 
     dialog = MatrixExportDialog(window.document, window)
     dialog.open()
@@ -29,7 +29,7 @@ def export_matrices(window):
 def fill_copy_tsv_menu(menu, document, copy) -> None:
     """One entry per matrix of the current result (``copy(name)`` when chosen), or the reason
     there is none."""
-    from ..matrix_export import describe, matrices_by_name
+    from ..exports.matrix_export import describe, matrices_by_name
 
     menu.clear()
     try:
@@ -42,7 +42,7 @@ def fill_copy_tsv_menu(menu, document, copy) -> None:
 
 
 def copy_matrix_tsv(document, status, name: str) -> None:
-    from ..matrix_export import copy_matrix_tsv as copy, describe
+    from ..exports.matrix_export import copy_matrix_tsv as copy, describe
 
     try:
         copy(document, name)
@@ -53,7 +53,7 @@ def copy_matrix_tsv(document, status, name: str) -> None:
 
 
 def copy_torch_code(document, status) -> None:
-    from ..matrix_export import copy_torch_code as copy
+    from ..exports.matrix_export import copy_torch_code as copy
 
     copy(document.session)
     status.show_message("PyTorch code for this session copied to the clipboard")

@@ -55,14 +55,14 @@ class MainWindow(QMainWindow):
         # Connected before any panel so it runs first on every result: the start of a redraw.
         document.result_changed.connect(self.status.on_result_started)
         if inputs is None:
-            from ..inputs import InputsPanel
+            from ..inputs.inputs_panel import InputsPanel
 
             inputs = InputsPanel(document)
         if controls is None:
-            from ..controls import ControlsPanel
+            from ..controls.controls_panel import ControlsPanel
 
             controls = ControlsPanel(document)
-        from ..fit_dock import FitDock
+        from ..fit.dock import FitDock
 
         self.fit = FitDock(document)
         if panels is None:
@@ -194,7 +194,7 @@ class MainWindow(QMainWindow):
     def _follow_size_with_weight_colors(self, *_) -> None:
         if self.weight_colors_chosen:
             return
-        from ..matrix_export import is_long_document
+        from ..exports.matrix_export import is_long_document
 
         # Not only a streamed session: above MANY_KEYS keys a row's weights average under
         # 0.001, and 0 to 1 drew a dense 4,096-token session's weights as one purple square.
@@ -216,7 +216,7 @@ class MainWindow(QMainWindow):
     def open_model(self) -> None:
         """File ▸ Open model…: a real model's attention in a window of its own, a layer in the tables."""
         if self.model_controller is None:
-            from ..model_controller import ModelController
+            from ..model.controller import ModelController
 
             self.model_controller = ModelController(self, self.document, self.actions)
         self.model_controller.open_dialog()

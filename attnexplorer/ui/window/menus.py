@@ -54,7 +54,7 @@ def build_menus(window) -> None:
     window.copy_action.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
 
     presets = bar.addMenu("&Presets")
-    from ...core.presets import list_presets
+    from ...core.inputs.presets import list_presets
 
     window.preset_actions = {}
     for preset in list_presets():
@@ -95,7 +95,7 @@ def build_menus(window) -> None:
 
 def _build_number_menu(window, menu) -> None:
     """View ▸ Numbers in cells: significant digits (as many as fit) or fixed decimals."""
-    from ...core.display import NUMBER_FORMATS
+    from ...core.numbers.display import NUMBER_FORMATS
 
     group = QActionGroup(window)
     window.number_format_actions = {}
@@ -131,7 +131,7 @@ def _build_pool_menu(window, menu) -> None:
 
 def apply_overview_pool(document, panels, pool: str) -> None:
     """Pool zoomed-out heatmaps by ``pool``: the panels redraw a dense matrix's overview; a
-    long session's (core/long) overview is made by its streamed pass, so a result pooled the
+    long session's (core/compute/long) overview is made by its streamed pass, so a result pooled the
     other way is computed again."""
     document.compute.set_pool(pool)
     for panel in panels:
