@@ -2,21 +2,21 @@
 there, and the report names them. The figures themselves are not asserted (shared machines)."""
 
 from attnexplorer.bench import long as long_bench
-from attnexplorer.bench.long import _child, format_long
+from attnexplorer.bench.long import run_child, format_long
 
 
 def test_a_child_process_reports_the_streamed_and_the_dense_figures():
-    streamed = _child(256, 2, "streamed")
+    streamed = run_child(256, 2, "streamed")
     assert {"overview_s", "outputs_s", "tile_ms", "row_ms", "peak_mb", "before_mb"} <= set(streamed), streamed
     assert streamed["overview_s"] > 0 and streamed["peak_mb"] >= streamed["before_mb"] > 0
-    masked = _child(256, 2, "causal")
+    masked = run_child(256, 2, "causal")
     assert masked["path"] == "causal" and masked["peak_mb"] >= masked["held_mb"] > 0 and masked["overview_s"] > 0
-    dense = _child(128, 2, "dense")
+    dense = run_child(128, 2, "dense")
     assert dense["path"] == "dense" and dense["overview_s"] > 0 and "tile_ms" not in dense
 
 
 def test_a_failed_child_says_why_in_one_line():
-    row = _child(0, 2, "streamed")  # 0 tokens: the preset refuses
+    row = run_child(0, 2, "streamed")  # 0 tokens: the preset refuses
     assert "error" in row and "\n" not in row["error"] and "0" in row["error"]
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import statistics
 
-from .real_models import TEXT_32, _load, _probe, not_installed
+from .real_models import TEXT_32, _load, run_probe, not_installed
 
 TARGETS = {"smollm2": {"edit_ms": 150.0, "ablation_ms": 150.0, "lens_ms": 50.0}, "minilm": {"ablation_ms": 60.0}}
 LAYER = 15
@@ -110,7 +110,7 @@ def bench_behaviour(repeats: int = 7) -> list[dict]:
             rows.append(row)
             continue
         row["load_before"] = _load()
-        result = _probe(_PROBE, name, TEXT_32, str(LAYER if name == "smollm2" else 3), str(repeats))
+        result = run_probe(_PROBE, name, TEXT_32, str(LAYER if name == "smollm2" else 3), str(repeats))
         row["load_after"] = _load()
         if "error" in result:
             row.update(error=result["error"], met=False)

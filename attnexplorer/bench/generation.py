@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import statistics
 
-from .real_models import TEXT_32, _load, _probe
+from .real_models import TEXT_32, _load, run_probe
 
 TARGETS = {"step_ms": 60.0, "speedup": 5.0, "run_block_ms": 50.0}
 RUN_STEPS = 64
 CONTEXT = 256
 MODEL = "smollm2"
 
-_PROBE = r"""
+STEP_PROBE = r"""
 import json, sys, time
 import torch
 from attnexplorer.models.loading import load_model
@@ -63,7 +63,7 @@ print(json.dumps({"context": generation.length + 1, "layers": loaded.num_layers,
                   "recompute_ms": recompute_ms, "threads": torch.get_num_threads()}))
 """
 
-_WINDOW_PROBE = r"""
+WINDOW_PROBE = r"""
 import json, sys, time
 from PySide6.QtCore import QTimer
 from attnexplorer.bench.harness import close_window, end_probe, open_probe_window
@@ -125,7 +125,7 @@ def bench_generation(repeats: int = 9) -> dict:
         row.update(error=problem or f"{MODEL} is not installed", met=None)
         return row
     row["load_before"] = _load()
-    result = _probe(_PROBE, MODEL, TEXT_32, str(CONTEXT), str(repeats))
+    result = run_probe(STEP_PROBE, MODEL, TEXT_32, str(CONTEXT), str(repeats))
     row["load_after"] = _load()
     if "error" in result:
         row.update(error=result["error"], met=False)
@@ -134,7 +134,7 @@ def bench_generation(repeats: int = 9) -> dict:
     row.update(context=result["context"], layers=result["layers"], step_ms=step, recompute_ms=recompute,
                speedup=recompute / step if step > 0 else None, step_all=result["step_ms"],
                recompute_all=result["recompute_ms"])
-    window = _probe(_WINDOW_PROBE, MODEL, TEXT_32, str(RUN_STEPS))
+    window = run_probe(WINDOW_PROBE, MODEL, TEXT_32, str(RUN_STEPS))
     row["load_after"] = _load()
     if "error" in window:
         row.update(error=f"the window's Run {RUN_STEPS}: {window['error']}", met=False)

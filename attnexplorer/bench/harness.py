@@ -97,7 +97,7 @@ def open_window(session, size=(1280, 800)):
     for _ in range(3):
         QApplication.processEvents()
     window.repaint()
-    # As the app does once its window is up (ui/app.py, _collect_after_first_result): what
+    # As the app does once its window is up (ui/app.py, collect_after_first_result): what
     # exists now lives as long as the window, and the collector no longer walks it. Without
     # this the bench paid full collections the app does not: a W_q edit at 16 heads of 512
     # took 6 ms more on average, 17 ms on the edits one fell on.

@@ -13,7 +13,7 @@ process's peak resident memory (``ru_maxrss``: torch, the model's weights and th
 
 from __future__ import annotations
 
-from .real_models import TEXT_32, _load, _probe
+from .real_models import TEXT_32, _load, run_probe
 
 TARGETS = {"scores_s": 3.0, "probe_s": 20.0, "dla_s": 1.0, "sweep_s": 30.0, "long_peak_mb": 2048.0}
 LONG_TOKENS = 4096
@@ -86,13 +86,13 @@ def bench_heads() -> dict:
         row.update(error=problem or f"{MODEL} is not installed", met=None)
         return row
     row["load_before"] = _load()
-    result = _probe(_PROBE, MODEL, TEXT_32)
+    result = run_probe(_PROBE, MODEL, TEXT_32)
     row["load_after"] = _load()
     if "error" in result:
         row.update(error=result["error"], met=False)
         return row
     row.update(result)
-    long = _probe(_LONG, MODEL, str(LONG_TOKENS))
+    long = run_probe(_LONG, MODEL, str(LONG_TOKENS))
     row["load_after"] = _load()
     if "error" in long:
         row.update(long_error=long["error"], met=False)

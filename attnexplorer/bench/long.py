@@ -135,7 +135,7 @@ def _print_row(row: dict, base_mb: float) -> None:
     sys.stdout.flush()
 
 
-def _child(n: int, heads: int, path: str) -> dict:
+def run_child(n: int, heads: int, path: str) -> dict:
     code = f"from attnexplorer.bench.long import long_probe; long_probe({n}, {heads}, {path!r})"
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
@@ -160,7 +160,7 @@ def _streamed_row(n: int, repeats: int) -> dict:
     from .harness import load_average, median_of
 
     load_before = load_average()
-    runs = [_child(n, 4, "streamed")] + [_child(n, 4, "overview") for _ in range(repeats - 1)]
+    runs = [run_child(n, 4, "streamed")] + [run_child(n, 4, "overview") for _ in range(repeats - 1)]
     row = median_of(runs, ("overview_s", "overview_cpu_s"))
     if "error" in row:
         return {"n": n, "heads": 4, "path": "streamed", **row}
@@ -175,8 +175,8 @@ def bench_long(quick: bool = False) -> dict:
     """The 16,384-token row (2,048 with ``quick``) and the comparison at 4,096 (512)."""
     n, compare = (2048, 512) if quick else (16384, 4096)
     row = _streamed_row(n, 1 if quick else OVERVIEW_REPEATS)
-    out = {"long": row, "long_dense": [_child(compare, 4, "dense"), _child(compare, 4, "streamed")],
-           "long_masked": _child(n, 4, "causal")}
+    out = {"long": row, "long_dense": [run_child(compare, 4, "dense"), run_child(compare, 4, "streamed")],
+           "long_masked": run_child(n, 4, "causal")}
     if not quick:
         from .long_window import bench_window
 

@@ -143,7 +143,7 @@ end_probe(controller.window)
 LONG_TOKENS, LONG_LAYER, LONG_PEAK_MB = 4096, 12, 2048
 
 
-def _probe(code: str, name: str, *args: str) -> dict:
+def run_probe(code: str, name: str, *args: str) -> dict:
     proc = subprocess.run([sys.executable, "-c", code, name, *args], capture_output=True, text=True, timeout=1800,
                           env=child_env())
     if proc.returncode != 0:
@@ -184,7 +184,7 @@ def bench_models(repeats: int = 3) -> list[dict]:
             rows.append(row)
             continue
         # untimed: fills SmolLM2's dequantised cache when empty, and warms the file cache alike
-        warm = _probe(_FRESH, name, "Hello")
+        warm = run_probe(_FRESH, name, "Hello")
         if "error" in warm:
             row.update(seconds=None, met=False, error=warm["error"])
             rows.append(row)
@@ -193,7 +193,7 @@ def bench_models(repeats: int = 3) -> list[dict]:
         fresh, in_app = [], []
         for _ in range(repeats):
             for code, into in ((_IN_APP, in_app), (_FRESH, fresh)):
-                result = _probe(code, name, TEXT_32)
+                result = run_probe(code, name, TEXT_32)
                 if "error" in result:
                     row.update(seconds=None, met=False, error=result["error"])
                     break
@@ -227,7 +227,7 @@ def bench_family_folders(repeats: int = 3, probe=None) -> list[dict]:
     the running app and in a fresh process as MiniLM is: the median, with the engine it ran on.
     ``probe(code, folder, text)`` runs each probe and returns its JSON (default: in a fresh
     Python, as every row's probes run)."""
-    probe = _probe if probe is None else probe
+    probe = run_probe if probe is None else probe
     import tempfile
     from pathlib import Path
 
@@ -265,7 +265,7 @@ def bench_family_folders(repeats: int = 3, probe=None) -> list[dict]:
 def bench_model_long(name: str = "smollm2", tokens: int = LONG_TOKENS, layer: int = LONG_LAYER) -> dict:
     """SmolLM2 on ``tokens`` tokens, layer ``layer``, opened in the running app (one fresh process)."""
     row = {"kind": "long", "model": name, "target_peak_mb": LONG_PEAK_MB, "load_before": _load()}
-    result = _probe(_IN_APP_LONG, name, str(tokens), str(layer))
+    result = run_probe(_IN_APP_LONG, name, str(tokens), str(layer))
     row["load_after"] = _load()
     if "error" in result:
         row.update(seconds=None, met=False)

@@ -133,7 +133,7 @@ def ablation_sweep(behaviour, picked: Picked, kind: str = "zero", progress=None,
     elif patch_text is not None:
         raise ModelError("a patch text is for the patch-ablation sweep (ablate:patch)")
     unedited = Interventions(patch_text=patch_text)
-    logit = _picked_logit(behaviour, picked)
+    logit = picked_logit(behaviour, picked)
     base = logit(torch.from_numpy(np.ascontiguousarray(behaviour.run.final[picked.position])))
     effects = np.zeros((L, H))
     for layer in range(L):
@@ -147,7 +147,7 @@ def ablation_sweep(behaviour, picked: Picked, kind: str = "zero", progress=None,
     return effects, base
 
 
-def _picked_logit(behaviour, picked: Picked):
+def picked_logit(behaviour, picked: Picked):
     """The picked logit (or logit difference) of one final residual row: the final norm (BERT: its
     masked-LM transform) and only the picked unembedding rows, as ``forward.logits`` applies them;
     the sweep's 270 rows each skip the whole vocabulary's product (SmolLM2: 49,152 × 576)."""

@@ -123,7 +123,7 @@ def open_window(args):
     # Everything made from here to the first result (Qt, pyqtgraph, the window: some 200,000
     # objects) lives as long as the app, yet the collector walked it over 400 times on the way
     # (about 0.1 s before the first paint): collection waits until the first result is in,
-    # when those objects are frozen out of its reach (_collect_after_first_result).
+    # when those objects are frozen out of its reach (collect_after_first_result).
     collecting = gc.isenabled()
     gc.disable()
     opened = None
@@ -133,7 +133,7 @@ def open_window(args):
         if opened is None and collecting:
             gc.enable()  # no window: nothing to wait for
     if opened is not None:
-        _collect_after_first_result(opened[1].document, collecting)
+        collect_after_first_result(opened[1].document, collecting)
     return opened
 
 
@@ -202,7 +202,7 @@ def _compute_after_first_paint(app, document) -> None:
     app.installEventFilter(watcher)
 
 
-def _collect_after_first_result(document, collecting: bool) -> None:
+def collect_after_first_result(document, collecting: bool) -> None:
     """Once the first result is in (torch loaded, the window built), move every object made so
     far out of the garbage collector's reach (``gc.freeze``), then let it collect again (when
     it did before ``open_window``).

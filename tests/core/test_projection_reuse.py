@@ -136,10 +136,10 @@ def test_a_value_cell_of_a_shared_kv_head_is_patched_where_it_lives():
 def test_a_kept_products_copy_is_equal_and_its_own():
     import torch
 
-    from attnexplorer.core.compute.projection_reuse import _copy
+    from attnexplorer.core.compute.projection_reuse import unmapped_copy
 
     for t in (torch.randn(8, 24576), torch.randn(3, 5)):  # a mapping of its own, and a small one
-        value = _copy(t)
+        value = unmapped_copy(t)
         assert torch.equal(value, t) and value.shape == t.shape and value.dtype == t.dtype
         value[:, 0] = 7.0  # written as an edit writes its changed columns ...
         assert not torch.any(t[:, 0] == 7.0)  # ... the product a published result holds stays

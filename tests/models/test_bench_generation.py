@@ -2,12 +2,12 @@
 context, in a fresh process as the bench runs it) and the report judges the row against its
 targets. The figures themselves are SmolLM2's, taken by the full bench."""
 
-from attnexplorer.bench.generation import _PROBE, _WINDOW_PROBE, TARGETS, format_row
-from attnexplorer.bench.real_models import TEXT_32, _probe
+from attnexplorer.bench.generation import STEP_PROBE, WINDOW_PROBE, TARGETS, format_row
+from attnexplorer.bench.real_models import TEXT_32, run_probe
 
 
 def test_the_probe_steps_and_recomputes_at_the_context(tiny_llama_lm):
-    result = _probe(_PROBE, str(tiny_llama_lm), TEXT_32, "40", "2")
+    result = run_probe(STEP_PROBE, str(tiny_llama_lm), TEXT_32, "40", "2")
     assert "error" not in result, result
     assert result["context"] == 40 and result["layers"] == 3
     assert len(result["step_ms"]) == len(result["recompute_ms"]) == 2
@@ -15,7 +15,7 @@ def test_the_probe_steps_and_recomputes_at_the_context(tiny_llama_lm):
 
 
 def test_the_window_probe_runs_the_generate_tab(tiny_llama_lm):
-    result = _probe(_WINDOW_PROBE, str(tiny_llama_lm), "The dog fetched the ball", "6")
+    result = run_probe(WINDOW_PROBE, str(tiny_llama_lm), "The dog fetched the ball", "6")
     assert "error" not in result, result
     assert result["run_steps"] == 6 and result["run_block_ms"] > 0 and result["run_s"] > 0
 

@@ -355,7 +355,7 @@ def test_the_patch_sweep_refuses_a_text_of_another_length_before_any_head(decode
 def test_the_sweeps_picked_logit_is_the_models_logit(tiny_bert_mlm, decoder):
     """The sweep reads only the picked unembedding rows: the same logit (difference) as the whole
     vocabulary's, for a decoder and for BERT's masked-LM transform."""
-    from attnexplorer.models.head_attribution import _picked_logit
+    from attnexplorer.models.head_attribution import picked_logit
 
     loaded, _ = decoder
     bert = load_model(str(tiny_bert_mlm))
@@ -364,4 +364,4 @@ def test_the_sweeps_picked_logit_is_the_models_logit(tiny_bert_mlm, decoder):
         picked = pick(behaviour, target, versus)
         row = torch.from_numpy(behaviour.run.final[picked.position])
         full = behaviour.logits(row[None])[0].double()
-        assert abs(_picked_logit(behaviour, picked)(row) - picked.logit(full)) < 1e-5
+        assert abs(picked_logit(behaviour, picked)(row) - picked.logit(full)) < 1e-5

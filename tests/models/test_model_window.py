@@ -191,7 +191,7 @@ def test_cancel_drops_the_load(win, qtbot, tiny_bert):
 
 
 def _held_load(monkeypatch, go):
-    """``_open_and_run`` made to wait for ``go``, report once, then fail: a load whose end is
+    """``open_and_run`` made to wait for ``go``, report once, then fail: a load whose end is
     queued right behind its last report."""
     from attnexplorer.core.errors import AttnExplorerError
     from attnexplorer.ui.model import controller as model_controller
@@ -201,7 +201,7 @@ def _held_load(monkeypatch, go):
         job.progress(0.5, f"layer 1 of 2 of {text}")
         raise AttnExplorerError(f"{text} ended")
 
-    monkeypatch.setattr(model_controller, "_open_and_run", load)
+    monkeypatch.setattr(model_controller, "open_and_run", load)
     return model_controller.ModelController
 
 
@@ -216,7 +216,7 @@ def test_the_loads_end_queued_behind_a_report_runs_after_it_not_inside(win, qtbo
     go = threading.Event()
     win.model_controller = controller = _held_load(monkeypatch, go)(win, win.document, win.actions)
     inside, bars = [], []
-    report = controller._on_progress
+    report = controller.show_progress
 
     def on_progress(*args):   # the report as the loader delivers it, watched
         inside.append(True)
@@ -224,23 +224,23 @@ def test_the_loads_end_queued_behind_a_report_runs_after_it_not_inside(win, qtbo
             report(*args)
         finally:
             inside.pop()
-        bars.append(None if controller._progress is None else (controller._progress.value(),
-                                                               controller._progress.labelText()))
+        bars.append(None if controller.progress_dialog is None else (controller.progress_dialog.value(),
+                                                               controller.progress_dialog.labelText()))
 
-    controller._on_progress = on_progress
+    controller.show_progress = on_progress
     win.show_error = lambda title, text: win.errors.append((text, bool(inside)))
     controller.start("minilm", "the text", 0)
-    dialog = controller._progress
+    dialog = controller.progress_dialog
     qtbot.waitUntil(dialog.isVisible, timeout=10000)   # shown: from now setValue would process events
     go.set()
-    assert controller._loader.wait(30)   # the report, then the end, both queued
+    assert controller.wait(30)   # the report, then the end, both queued
     qtbot.waitUntil(lambda: bool(win.errors), timeout=10000)
     assert bars == [(50, "layer 1 of 2 of the text")]   # the report moved the bar, the dialog alive
     assert win.errors == [("the text ended", False)]    # the end came after the report, not inside it
-    assert controller._progress is None
+    assert controller.progress_dialog is None
     qtbot.waitUntil(lambda: not shiboken6.isValid(dialog), timeout=10000)   # closed and deleted
     report(1.0, "a report after the end")   # finds no dialog: nothing to touch
-    assert controller._progress is None and win.errors == [("the text ended", False)]
+    assert controller.progress_dialog is None and win.errors == [("the text ended", False)]
 
 
 def test_a_load_started_over_another_closes_the_first_ones_dialog(win, qtbot, monkeypatch):
@@ -251,14 +251,14 @@ def test_a_load_started_over_another_closes_the_first_ones_dialog(win, qtbot, mo
     go = threading.Event()
     win.model_controller = controller = _held_load(monkeypatch, go)(win, win.document, win.actions)
     controller.start("minilm", "the first text", 0)
-    first = controller._progress
+    first = controller.progress_dialog
     controller.start("minilm", "the second text", 0)   # as the Heads tab's Open probe does
-    assert controller._progress is not first and not first.isVisible()
+    assert controller.progress_dialog is not first and not first.isVisible()
     go.set()
     qtbot.waitUntil(lambda: bool(win.errors), timeout=10000)
     assert win.errors == ["the second text ended"]   # the first load's end is dropped
     qtbot.waitUntil(lambda: not shiboken6.isValid(first), timeout=10000)
-    assert controller._progress is None
+    assert controller.progress_dialog is None
 
 
 def test_without_the_extra_open_model_says_what_to_install(win, monkeypatch):

@@ -187,7 +187,7 @@ def test_a_document_with_its_result_already_in_connects_and_disconnects_nothing(
     raised PySide6's "Failed to disconnect" warning, an error here (warnings are errors)."""
     import gc
 
-    from attnexplorer.ui.app import _collect_after_first_result
+    from attnexplorer.ui.app import collect_after_first_result
     from attnexplorer.ui.document import SessionDocument
 
     document = SessionDocument(build_preset("pronoun").session, compute=False)
@@ -195,7 +195,7 @@ def test_a_document_with_its_result_already_in_connects_and_disconnects_nothing(
     qtbot.waitUntil(lambda: document.result is not None)
     gc.disable()
     try:
-        _collect_after_first_result(document, collecting=True)
+        collect_after_first_result(document, collecting=True)
         assert gc.isenabled()
     finally:
         gc.enable()

@@ -392,7 +392,7 @@ def test_explain_after_an_edit_reads_as_a_fresh_panel_and_keeps_its_scroll(prono
 def test_explain_text_replaces_changed_lines_across_emoji():
     from PySide6.QtWidgets import QPlainTextEdit
 
-    from attnexplorer.ui.panels.explain_panel import _replace_changed_span
+    from attnexplorer.ui.panels.explain_panel import replace_changed_span
 
     view = QPlainTextEdit()
     old = "score('🙂', 'b') = 1.25\nweight 0.5\nsame"
@@ -400,7 +400,7 @@ def test_explain_text_replaces_changed_lines_across_emoji():
     for new in ("score('🙂', 'b') = 1.75\nweight 0.625\nsame",  # several lines, after an emoji
                 "score('🙂🙂', 'b') = 1\nweight 0.6\nsame",  # shorter and longer
                 "one line now"):  # other lines: set whole
-        _replace_changed_span(view, view.toPlainText(), new)
+        replace_changed_span(view, view.toPlainText(), new)
         assert view.toPlainText() == new
     view.deleteLater()
 

@@ -213,31 +213,31 @@ def test_changed_cells_of_a_head_come_from_the_edit_not_a_comparison():
     """What a table shows of an edited W_q head: exactly the cells whose numbers changed, read
     from the edit's record of positions (``derived_from``), for every head and shape of view."""
     from attnexplorer.core.inputs.session_arrays import with_values
-    from attnexplorer.ui.inputs.table_models import _changed_cells
+    from attnexplorer.ui.inputs.table_models import changed_cells
 
     s = make_session(n=3, d=4, dk=5, heads=3)
     for index in [(1, 2, 3), (0, slice(0, 2), slice(1, 4)), (slice(None), 0, 4), (2, 1, slice(None))]:
         w = with_values(s.w_query, index, 7.0)
         for head in range(3):
             for new, old in ((w[head], s.w_query[head]), (w[head][1][None, :], s.w_query[head][1][None, :])):
-                got = _changed_cells(new, old)
+                got = changed_cells(new, old)
                 assert got is not None
                 assert sorted(zip(*map(list, got))) == sorted(zip(*map(list, np.nonzero(new != old))))
-            assert _changed_cells(w[head].T, s.w_query[head].T) is None  # not rows of cells: compare instead
+            assert changed_cells(w[head].T, s.w_query[head].T) is None  # not rows of cells: compare instead
     same = with_values(s.w_query, (0, 0, 0), s.w_query[0, 0, 0])  # the same number written
-    assert [c.size for c in _changed_cells(same[0], s.w_query[0])] == [0, 0]
+    assert [c.size for c in changed_cells(same[0], s.w_query[0])] == [0, 0]
     x = with_values(s.embeddings, (2, 1), 5.0)
-    assert [list(c) for c in _changed_cells(x, s.embeddings)] == [[2], [1]]
-    assert _changed_cells(s.embeddings.copy(), s.embeddings) is None  # not made by an edit
+    assert [list(c) for c in changed_cells(x, s.embeddings)] == [[2], [1]]
+    assert changed_cells(s.embeddings.copy(), s.embeddings) is None  # not made by an edit
 
 
 def test_changed_box_bounds_every_changed_cell():
-    from attnexplorer.ui.inputs.table_models import _changed_box
+    from attnexplorer.ui.inputs.table_models import changed_box
 
     old = np.zeros((6, 5))
     new = old.copy()
     new[1, 3] = 1.0
     new[4, 0] = -2.0
-    rows, cols = _changed_box(new, old)
+    rows, cols = changed_box(new, old)
     assert (rows.min(), rows.max(), cols.min(), cols.max()) == (1, 4, 0, 3)
-    assert _changed_box(old.copy(), old) is None and _changed_box(np.zeros((0, 0)), np.zeros((0, 0))) is None
+    assert changed_box(old.copy(), old) is None and changed_box(np.zeros((0, 0)), np.zeros((0, 0))) is None

@@ -169,7 +169,7 @@ def _update(kept, columns: np.ndarray, x, w, b):
         return None
     if n_rows == 0 and columns.size == 0:
         return old  # nothing it was made from changed (the source of cross-attention, say)
-    value = _copy(old)
+    value = unmapped_copy(old)
     if columns.size:
         cols = torch.as_tensor(columns, device=w.device)
         value[:, cols] = linear(x, w.index_select(1, cols), None if b is None else b.index_select(0, cols))
@@ -178,7 +178,7 @@ def _update(kept, columns: np.ndarray, x, w, b):
     return value
 
 
-def _copy(t):
+def unmapped_copy(t):
     """A copy of ``t`` that frees its memory back to the system when it dies.
 
     Every edit makes one such copy and drops the one before (once the result holding it is

@@ -204,9 +204,9 @@ class MatrixModel(QAbstractTableModel):
         if stored != was_stored and new.size:  # grey ↔ black: every cell's colour changed
             self.dataChanged.emit(self.index(0, 0), self.index(new.shape[0] - 1, new.shape[1] - 1))
         if not _same_view(new, old):
-            changed = _changed_cells(new, old)
+            changed = changed_cells(new, old)
             if changed is None:
-                changed = _changed_box(new, old)
+                changed = changed_box(new, old)
             if changed is not None and changed[0].size:
                 rows, cols = changed
                 self.dataChanged.emit(self.index(int(rows.min()), int(cols.min())),
@@ -229,7 +229,7 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
             and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
 
 
-def _changed_box(new: np.ndarray, old: np.ndarray):
+def changed_box(new: np.ndarray, old: np.ndarray):
     """``(rows, cols)`` that differ anywhere, whose ranges bound every changed cell: a model's
     layer opened at 4,096 tokens changes every cell of its tables, and listing each changed
     cell (``np.nonzero``) cost 23 ms for the 4,096 × 576 embeddings here, this 4 ms."""
@@ -240,7 +240,7 @@ def _changed_box(new: np.ndarray, old: np.ndarray):
     return (rows, np.flatnonzero(differ.any(axis=0))) if rows.size else None
 
 
-def _changed_cells(new: np.ndarray, old: np.ndarray):
+def changed_cells(new: np.ndarray, old: np.ndarray):
     """``(rows, cols)`` of the cells where ``new`` differs from ``old``, in O(cells changed),
     when ``new`` shows the same cells as ``old`` of an array that an edit made from ``old``'s
     (``core.inputs.session.derived_from``: a one-cell edit of W_q tells which of its 4 million

@@ -31,7 +31,7 @@ from .window import ModelWindow
 from .open_model_dialog import DEFAULT_TEXT, OpenModelDialog
 
 
-def _open_and_run(job, models: dict, spec: str, text: str, layer: int):
+def open_and_run(job, models: dict, spec: str, text: str, layer: int):
     """On the loader's worker: open ``spec`` (or reuse it from ``models``, the runner's state),
     run it on ``text`` and build ``layer``'s session here too: at 4,096 tokens checking and
     freezing its arrays takes a quarter of a second that the GUI thread would otherwise block.
@@ -134,8 +134,8 @@ class ModelController(QObject):
         self._progress.canceled.connect(self.cancel)
         self._progress.setValue(0)   # the first (not yet shown) only starts the minimum-duration timer
         models = self._loader.state.setdefault("models", {})   # opened models, by their file or folder
-        job = self._loader.submit(lambda job: _open_and_run(job, models, spec, text, layer),
-                                  self._on_done, self._on_failed, self._on_progress)
+        job = self._loader.submit(lambda job: open_and_run(job, models, spec, text, layer),
+                                  self._on_done, self._on_failed, self.show_progress)
         return job.generation
 
     def open_probe(self, probe: str) -> int:
@@ -147,6 +147,16 @@ class ModelController(QObject):
         self._loader.cancel()   # a load in progress stops at its next step; what it sends is dropped
         self._close_progress()
 
+    @property
+    def progress_dialog(self) -> QProgressDialog | None:
+        """The open load's progress dialog (None when no load is in progress)."""
+        return self._progress
+
+    def wait(self, timeout_s: float = 30.0) -> bool:
+        """Block until the load in progress has finished on its thread (what it sends the
+        window is still queued); False when ``timeout_s`` passes first."""
+        return self._loader.wait(timeout_s)
+
     def _close_progress(self) -> None:
         if self._progress is not None:
             self._progress.canceled.disconnect(self.cancel)
@@ -154,7 +164,7 @@ class ModelController(QObject):
             self._progress.deleteLater()
             self._progress = self._progress_bar = None
 
-    def _on_progress(self, fraction: float, message: str) -> None:
+    def show_progress(self, fraction: float, message: str) -> None:
         self.progressed.emit(fraction, message)
         # Nothing here runs the event loop, so the load's end (queued behind this report)
         # cannot close the dialog under it; a report after the end finds no dialog.

@@ -35,7 +35,7 @@ class ExplainPanel(Panel):
         self.caption = QLabel("Click a cell or a token to explain it.")
         self.text_view = QPlainTextEdit()
         self.text_view.setReadOnly(True)
-        # Redraws replace the changed part of the text (_replace_changed_span): no history.
+        # Redraws replace the changed part of the text (replace_changed_span): no history.
         self.text_view.setUndoRedoEnabled(False)
         self.text_view.setFont(theme.monospace_font(10))
         # Wrapped to the panel's width (long sums of products would be cut off otherwise);
@@ -87,7 +87,7 @@ class ExplainPanel(Panel):
     def _show(self, text: str, caption: str) -> None:
         old = self.text_view.toPlainText()
         if old != text:
-            _replace_changed_span(self.text_view, old, text)
+            replace_changed_span(self.text_view, old, text)
         if self.caption.text() != caption:
             self.caption.setText(caption)
 
@@ -105,7 +105,7 @@ def _changed_span(old: str, new: str) -> tuple[int, int, str]:
     return start, len(old) - end, new[start:len(new) - end]
 
 
-def _replace_changed_span(view: QPlainTextEdit, old: str, new: str) -> None:
+def replace_changed_span(view: QPlainTextEdit, old: str, new: str) -> None:
     """Show ``new`` in ``view`` (which shows ``old``) by replacing only the parts that differ.
 
     An edit changes a few numbers of the explanation, not its lines: each changed line is
