@@ -117,3 +117,35 @@ def test_small_arrays_and_large_edits_are_plain_copies(big):
     whole = session_arrays.with_values(big.w_query, (slice(0, 3),), 0.0)
     assert not copy_on_write(whole)
     assert not whole[:3].any() and np.array_equal(whole[3:], big.w_query[3:])
+
+
+@needs_memfd
+def test_a_prepared_array_starts_its_chain_from_the_file_written_ahead(big):
+    # The first edit of a chain maps a memory file holding the array's numbers; prepared
+    # (a cell's editor opened), that file is written off the caller's thread, and the edit
+    # then maps it instead of writing a second one.
+    rng = np.random.default_rng(2)
+    s = big.replace(w_query=rng.normal(size=(HEADS, D, D)))  # a fresh array, no chain yet
+    gc.collect()
+    files = session_arrays.memory_file_bytes()
+    assert edits.prepare_edit(s, "W_q")
+    assert edits.prepare_edit(s, "W_q")  # asked again: the same file, not a second one
+    assert session_arrays.prepared(s.w_query) and not session_arrays.prepared(big.w_key)
+    assert session_arrays.memory_file_bytes() - files == s.w_query.nbytes  # written before any edit
+    first = edits.set_cell(s, "W_q", 3, 4, 9.5, head=1)
+    assert copy_on_write(first.w_query)
+    assert session_arrays.memory_file_bytes() - files == s.w_query.nbytes  # one file: the prepared one
+    expected = np.array(s.w_query)
+    expected[1, 3, 4] = 9.5
+    np.testing.assert_array_equal(first.w_query, expected)
+    # The next edit continues the same chain (no new file), and undoing gives the numbers back.
+    second = edits.set_cell(first, "W_q", 5, 6, -1.0, head=2)
+    assert session_arrays.memory_file_bytes() - files == s.w_query.nbytes
+    assert SessionChange(first, second).undo(second) == first
+    # An array of a chain needs nothing written ahead; a small one and a stage-less table neither.
+    assert edits.prepare_edit(second, "W_q")
+    assert session_arrays.memory_file_bytes() - files == s.w_query.nbytes
+    small = Session(tokens=("a",), embeddings=np.ones((1, 4)), w_query=np.ones((1, 4, 4)),
+                    w_key=np.ones((1, 4, 4)), w_value=np.ones((1, 4, 4)))
+    assert not edits.prepare_edit(small, "W_q")
+    assert not edits.prepare_edit(small, "W_o")  # this session has no output projection

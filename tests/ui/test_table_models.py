@@ -241,3 +241,33 @@ def test_changed_box_bounds_every_changed_cell():
     rows, cols = changed_box(new, old)
     assert (rows.min(), rows.max(), cols.min(), cols.max()) == (1, 4, 0, 3)
     assert changed_box(old.copy(), old) is None and changed_box(np.zeros((0, 0)), np.zeros((0, 0))) is None
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "memfd_create"), reason="copy-on-write copies need memfd_create (Linux)")
+def test_opening_a_cell_editor_writes_the_first_edits_memory_file_ahead(qtbot):
+    # A large W_q's first cell edit maps a memory file holding its numbers; the editor opening
+    # gets it written (off the GUI thread) while the person types, so Enter writes no file.
+    import gc
+
+    from attnexplorer.core.inputs import session_arrays
+
+    doc = SessionDocument(make_session(n=3, d=512, dk=512, dv=8, heads=2), compute=False)  # W_q: 4 MB
+    try:
+        model = MatrixModel(doc, "W_q", head=1)
+        view = MatrixTableView(model)
+        qtbot.addWidget(view)
+        view.show()
+        before = doc.session.w_query
+        gc.collect()
+        files = session_arrays.memory_file_bytes()
+        view.setCurrentIndex(model.index(2, 5))
+        view.setFocus()
+        qtbot.keyClick(view, Qt.Key.Key_F2)
+        assert session_arrays.prepared(before)
+        assert session_arrays.memory_file_bytes() - files == before.nbytes
+        _type_into_cell(qtbot, view, 2, 5, "0.25")
+        assert doc.session.w_query[1, 2, 5] == 0.25
+        assert session_arrays.copy_on_write(doc.session.w_query)
+        assert session_arrays.memory_file_bytes() - files == before.nbytes  # the edit mapped that file
+    finally:
+        doc.shutdown()

@@ -29,7 +29,7 @@ from . import token_sequence
 from ..errors import SessionError
 from ..inputs.mask import custom_mask_owning
 from ..inputs.session import MAX_DIM, MAX_HEADS, Mask, Scale, Session
-from ..inputs.session_arrays import with_values
+from ..inputs.session_arrays import prepare_copy_on_write, with_values
 from ..inputs.stages import alibi_slopes
 
 # The tables a user can edit cell by cell, by the names messages use.
@@ -41,6 +41,15 @@ _PER_HEAD = ("W_q", "W_k", "W_v")
 def _check_table(table: str) -> None:
     if table not in _FIELD:
         raise SessionError(f"unknown table {table!r}; tables are {', '.join(TABLES)}")
+
+
+def prepare_edit(session: Session, table: str) -> bool:
+    """Get ``table``'s array ready for a cell edit about to come (the person opened a cell's
+    editor): where its edits copy on write, the memory file that the first one maps is written
+    meanwhile, off the caller's thread (``session_arrays.prepare_copy_on_write``). True when
+    that is under way or done; nothing changes in the session either way."""
+    value = getattr(session, _FIELD[table], None) if table in _FIELD else None
+    return value is not None and prepare_copy_on_write(value)
 
 
 def table_matrix(session: Session, table: str, head: int = 0) -> np.ndarray:

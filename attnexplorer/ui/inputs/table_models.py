@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 
-from ...core.editing import stage_tables
+from ...core.editing import edits, stage_tables
 from ...core.errors import SessionError
 from ...core.inputs.session_arrays import derived_from
 from ...core.numbers.expr import format_compact, format_full
@@ -153,6 +153,11 @@ class MatrixModel(QAbstractTableModel):
             return False
         text = value if isinstance(value, str) else str(value)
         return user_actions.set_cell(self.document, self.table, index.row(), index.column(), text, self._head)
+
+    def prepare_edit(self) -> bool:
+        """A cell's editor opened: get this table's array ready for the edit it will make
+        (``core.editing.edits.prepare_edit``); True when that is under way or done."""
+        return edits.prepare_edit(self._session, self.table)
 
     def paste_text(self, top: int, left: int, text: str) -> bool:
         """Paste a block of text at (top, left) as one undo step; refuse (and say why) if it

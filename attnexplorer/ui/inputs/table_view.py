@@ -18,9 +18,21 @@ from __future__ import annotations
 from PySide6.QtCore import QItemSelectionModel, Qt, QTimer
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtCore import QSize
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QSizePolicy, QTableView
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QMenu, QSizePolicy, QStyledItemDelegate, QTableView
 
 from ..document import SessionDocument
+
+
+class _CellDelegate(QStyledItemDelegate):
+    """The tables' delegate: opening a cell's editor tells a model that has ``prepare_edit``
+    that an edit is coming, so it can get ready while the person types (a large weight array
+    writes the memory file its first copy-on-write edit maps)."""
+
+    def createEditor(self, parent, option, index):
+        prepare = getattr(index.model(), "prepare_edit", None)
+        if prepare is not None:
+            prepare()
+        return super().createEditor(parent, option, index)
 
 
 class MatrixTableView(QTableView):
@@ -31,6 +43,7 @@ class MatrixTableView(QTableView):
 
     def __init__(self, model=None, parent=None):
         super().__init__(parent)
+        self.setItemDelegate(_CellDelegate(self))
         self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
                              | QAbstractItemView.EditTrigger.EditKeyPressed
