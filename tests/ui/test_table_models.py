@@ -271,3 +271,57 @@ def test_opening_a_cell_editor_writes_the_first_edits_memory_file_ahead(qtbot):
         assert session_arrays.memory_file_bytes() - files == before.nbytes  # the edit mapped that file
     finally:
         doc.shutdown()
+
+
+def test_focus_coming_and_going_repaints_only_the_current_cell(qtbot):
+    # Typing a number moves focus to the cell's editor and back: the table repaints the
+    # current cell's focus frame, not every visible cell (QAbstractItemView's default), and
+    # what it shows is what a full repaint draws.
+    from PySide6.QtCore import QEvent, QItemSelectionModel, QObject, QRect
+    from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+    doc = SessionDocument(make_session(n=4, d=6, dk=6, heads=1), compute=False)
+    try:
+        top = QWidget()
+        layout = QVBoxLayout(top)
+        model = MatrixModel(doc, "W_q")
+        view, other = MatrixTableView(model), QLineEdit()
+        layout.addWidget(view)
+        layout.addWidget(other)
+        qtbot.addWidget(top)
+        top.resize(500, 300)
+        top.show()
+        qtbot.waitExposed(top)
+        other.setFocus()
+        qtbot.waitUntil(other.hasFocus)
+        view.setCurrentIndex(model.index(1, 1))
+        view.selectionModel().select(model.index(2, 3), QItemSelectionModel.SelectionFlag.Select)
+        view.viewport().repaint()  # nothing left pending from setting them up
+
+        class Paints(QObject):
+            rects: list = []
+
+            def eventFilter(self, obj, event):
+                if event.type() == QEvent.Type.Paint:
+                    self.rects.append(QRect(event.rect()))
+                return False
+
+        paints = Paints(view)
+        view.viewport().installEventFilter(paints)
+        cell = view.visualRect(model.index(1, 1))
+        for focus, has in ((view, True), (other, False)):
+            paints.rects = []
+            focus.setFocus()
+            qtbot.waitUntil(lambda: view.hasFocus() == has)
+            qtbot.waitUntil(lambda: bool(paints.rects))
+            assert all(cell.contains(rect) for rect in paints.rects), paints.rects
+            shown = view.grab().toImage()
+            view.viewport().repaint()
+            assert view.grab().toImage() == shown  # nothing stale: the same as every cell painted afresh
+        # Keyboard focus into a table with no current cell still makes the first one current.
+        view.setCurrentIndex(model.index(-1, -1))
+        view.setFocus(Qt.FocusReason.TabFocusReason)
+        qtbot.waitUntil(view.hasFocus)
+        assert view.currentIndex() == model.index(0, 0)
+    finally:
+        doc.shutdown()
