@@ -7,52 +7,18 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
+from ui_helpers import settle_lesson as settle, teach
 
 from attnexplorer.core.compute.engine import compute
 from attnexplorer.core.lessons.quotes import HIDDEN_MARK
-from attnexplorer.core.inputs.presets import build_preset
 from attnexplorer.io.lesson_file import builtin_lesson, load_lesson
 from attnexplorer.ui import user_actions
-from attnexplorer.ui.document import SessionDocument
-from attnexplorer.ui.window import MainWindow
 from attnexplorer.ui.panels import theme
-from attnexplorer.ui.settings import AppSettings
 
 
 @pytest.fixture
-def win(qtbot, tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNEXPLORER_DATA_DIR", str(tmp_path / "data"))
-    doc = SessionDocument(build_preset("dessert").session)
-    window = MainWindow(doc, AppSettings())
-    window.errors = []
-    window.show_error = lambda title, text: window.errors.append(text)
-    window.ask_unsaved = lambda: "discard"
-    qtbot.addWidget(window)
-    window.resize(1280, 800)
-    window.show()
-    qtbot.waitExposed(window)
-    # Keys and focus go to the active window: on an X server with no window manager (Xvfb in CI)
-    # nothing activates a new window, so the test does, as a click on it would
-    window.activateWindow()
-    qtbot.waitActive(window)
-    yield window
-    if window.lesson_started():
-        window.lesson.end()
-    window.actions.autosaver.discard()
-    doc.shutdown()
-
-
-def settle(window):
-    window.document.compute.wait_idle()
-    for _ in range(3):
-        QApplication.processEvents()
-
-
-def teach(window, name="pronoun", step=0):
-    assert window.lesson.start(builtin_lesson(name))
-    window.lesson.go(step)
-    settle(window)
-    return window.lesson
+def win(lesson_window):
+    return lesson_window   # tests/ui/conftest.py
 
 
 def test_the_arrow_and_page_keys_and_the_buttons_step(win, qtbot):

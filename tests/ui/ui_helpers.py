@@ -29,3 +29,22 @@ def shown(qtbot, panel, size=(420, 320)):
     qtbot.waitExposed(panel)
     return panel
 
+
+
+def settle_lesson(window) -> None:
+    """The window's compute done and its posted events (a lesson step's refits) handled."""
+    from PySide6.QtWidgets import QApplication
+
+    window.document.compute.wait_idle()
+    for _ in range(3):
+        QApplication.processEvents()
+
+
+def teach(window, name="pronoun", step=0):
+    """Lesson ``name`` started in ``window`` and shown at step ``step`` (0-based); its controller."""
+    from attnexplorer.io.lesson_file import builtin_lesson
+
+    assert window.lesson.start(builtin_lesson(name))
+    window.lesson.go(step)
+    settle_lesson(window)
+    return window.lesson

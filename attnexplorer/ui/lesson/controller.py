@@ -150,12 +150,12 @@ class LessonController(QObject):
         self.fit_bar()
 
     def fit_bar(self) -> None:
-        """The lesson bar as tall as its text needs at the window's width."""
-        layout = self.bar.layout()
-        width = max(self.window.width() - 8, 200)
-        if layout.hasHeightForWidth():
-            self.bar.setFixedHeight(max(layout.heightForWidth(width), layout.minimumSize().height()))
-        self.bar.setFixedWidth(width)
+        """The lesson bar as wide as the window and exactly as tall as its rows need at that
+        width (its ``heightForWidth``: wrapped text, the answers' rows). Not the layout's
+        minimum height: that is measured with every label at its narrowest, and made the bar
+        two or three times taller than its text."""
+        width = self.bar.width() if self.bar.isVisible() else self.window.width() - 8
+        self.bar.setFixedHeight(self.bar.fitted_height(max(width, 200)))
 
     def _select(self, step) -> None:
         session = self.document.session
@@ -235,8 +235,9 @@ class LessonController(QObject):
 
     # -- keys --------------------------------------------------------------------------------
     def eventFilter(self, obj, event) -> bool:
-        if event.type() == QEvent.Type.Resize and obj is self.window and self.active:
-            QTimer.singleShot(0, self.fit_bar)   # the bar's text wraps to the new width
+        if event.type() == QEvent.Type.Resize and obj is self.bar and self.active \
+                and event.size().width() != event.oldSize().width():
+            QTimer.singleShot(0, self.fit_bar)   # the bar's text wraps to its new width
             return False
         if event.type() != QEvent.Type.KeyPress or not self.active:
             return False

@@ -18,7 +18,8 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, QRectF
 from PySide6.QtGui import QFont, QGuiApplication
-from PySide6.QtWidgets import QLabel, QPlainTextEdit, QTextEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QAbstractButton, QAbstractSpinBox, QComboBox, QLabel, QPlainTextEdit, QTextEdit,
+                               QVBoxLayout, QWidget)
 
 from ...core.errors import AttnExplorerError
 from ...core.lessons import fill
@@ -94,11 +95,16 @@ def zoom_numbers(panels, zoom: float) -> None:
             panel.refresh()
 
 
+# The widgets whose text presenter mode enlarges: labels and texts, and the panels' own
+# controls (the RoPE panel's pair and offset, check boxes), which stayed at 13 px beside 30-px labels.
+_ZOOMED = (QLabel, QTextEdit, QPlainTextEdit, QAbstractButton, QComboBox, QAbstractSpinBox)
+
+
 def zoom_widgets(root: QWidget, zoom: float, originals: dict) -> None:
-    """Text widgets under ``root`` at ``zoom`` times their own font (``originals`` keeps the
-    fonts they had, so zoom 1 gives them back)."""
+    """Text widgets and controls under ``root`` at ``zoom`` times their own font
+    (``originals`` keeps the fonts they had, so zoom 1 gives them back)."""
     for widget in root.findChildren(QWidget):
-        if not isinstance(widget, (QLabel, QTextEdit, QPlainTextEdit)):
+        if not isinstance(widget, _ZOOMED):
             continue
         base = originals.setdefault(widget, QFont(widget.font()))
         font = QFont(base)
