@@ -17,7 +17,7 @@ from PySide6.QtCore import Qt
 
 from . import theme
 from .common import FigurePanel, clamp_selection, feature_names, query_row, set_plot_title
-from .bars import Bars
+from .bars import Bars, StackedBars
 from .key_legend import KeyLegend
 from .token_axis import TokenAxis
 
@@ -172,10 +172,9 @@ class QueryPanel(FigurePanel):
         self.lower = self.figure.addLayout(row=2, col=0, colspan=2)
         self.lower.setContentsMargins(0, 0, 0, 0)
         self.lower.addItem(self.sum_chart, row=0, col=0)
-        # A fixed pool: one bar item per colour, reused on every redraw.
-        self.parts = [Bars(width=0.7, brush=color, pen=None) for color in theme.CATEGORY_COLORS]
-        for part in self.parts:
-            self.sum_chart.addItem(part)
+        # Every key's part in one item, reused on every redraw: a layer per coloured key.
+        self.parts = StackedBars(width=0.7)
+        self.sum_chart.addItem(self.parts)
         self.totals = Bars(width=0.8, brush=pg.mkBrush(0, 0, 0, 0), pen=pg.mkPen("k", width=1.5))
         self._sum_y_range = None
         self._sum_dims = self._sum_full_dims = -1
@@ -262,8 +261,8 @@ class QueryPanel(FigurePanel):
 
     def _draw_sum(self, result, head: int, query: int, weights: np.ndarray) -> None:
         if result.V is None or result.head_outputs is None:
-            for part in self.parts:
-                part.setOpts(x=[], height=[])
+            self.parts.clear()
+            self.totals.setOpts(x=[], height=[], y0=[])
             self.legend.set_entries([])
             return
         weights = np.asarray(weights, dtype=np.float64)
@@ -283,21 +282,10 @@ class QueryPanel(FigurePanel):
             others[rest] = weights[rest]
             groups.append((f"other keys ({len(rest)})", np.asarray(others @ values, dtype=np.float64)))
         x = np.arange(d_v) + 0.5
-        up = np.zeros(d_v)
-        down = np.zeros(d_v)
-        self._contributions = {}
-        for k, part in enumerate(self.parts):
-            if k >= len(groups):
-                part.setOpts(x=[], height=[], y0=[])
-                part.setVisible(False)
-                continue
-            name, contribution = groups[k]
-            base = np.where(contribution >= 0, up, down)
-            part.setOpts(x=x, height=contribution, y0=base, width=0.7, brush=theme.CATEGORY_COLORS[k if k < len(shown) else -1])
-            part.setVisible(True)
-            up = up + np.clip(contribution, 0, None)
-            down = down + np.clip(contribution, None, 0)
-            self._contributions[name] = contribution
+        colors = [theme.CATEGORY_COLORS[k if k < len(shown) else -1] for k in range(len(groups))]
+        self.parts.set_stack(x, np.array([contribution for _, contribution in groups]).reshape(len(groups), d_v), colors)
+        up, down = self.parts.tops, self.parts.bottoms
+        self._contributions = dict(groups)
         self._contributions["total"] = total
         # The total as a thin black outline bar from 0 to the output value.
         self.totals.setOpts(x=x, height=total, y0=np.zeros(d_v), width=0.85)
