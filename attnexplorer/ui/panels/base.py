@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import functools
 
-from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import QLabel, QWidget
 
 from ..document import SessionDocument
@@ -168,6 +168,9 @@ class Panel(QWidget):
         if self._disposed:
             return
         self._disposed = True
+        for widget in self._watched:
+            _CoverWatch.release(widget, self)
+        self._watched = []
         pairs = [(self.document.result_changed, self._on_result_changed),
                  (self.document.selection.changed, self._on_selection_changed)]
         compute = getattr(self.document, "compute", None)
@@ -195,6 +198,8 @@ class Panel(QWidget):
             return
         self.ensure_built()
         self._stale = False
+        if self._watched:
+            self._watch_ancestors()  # on screen and drawn: nothing to watch for any more
         self._drawn_head = self.document.selection.current.head
         self._drawn_result = self.document.result
         self._say_waiting()
@@ -226,7 +231,7 @@ class Panel(QWidget):
 
     def _should_draw(self) -> bool:
         # A panel that is not on screen waits; showEvent (or, with ``defer_when_covered``, its
-        # dock coming back from behind another tab, seen by eventFilter) catches it up.
+        # dock coming back from behind another tab, seen by its ``_CoverWatch``) catches it up.
         return self.is_on_screen if Panel.defer_when_covered else self.isVisible()
 
     # -- signal handlers ------------------------------------------------------------------
@@ -237,7 +242,7 @@ class Panel(QWidget):
                 return
             self.refresh()
         else:
-            self._stale = True
+            self._set_stale()
 
     def _same_picture(self, result) -> bool:
         """Whether ``result`` shows what this panel drew last (see ``draws_from``)."""
@@ -255,7 +260,7 @@ class Panel(QWidget):
 
     def _on_selection_changed(self, selection) -> None:
         if not self._should_draw():
-            self._stale = True
+            self._set_stale()
         elif self._stale or selection.head != self._drawn_head or self.document.result is not self._drawn_result:
             self.refresh()
         else:
@@ -300,27 +305,36 @@ class Panel(QWidget):
             self._schedule_catch_up()
 
     def _watch_ancestors(self) -> None:
-        """Watch the containers (dock, tab area) whose moves bring this panel back on screen."""
+        """Watch the containers (dock, tab area) whose moves bring this panel back on screen:
+        while it is stale only, and through one shared watcher per container
+        (``_CoverWatch``), not an event filter of each panel's own. A filter per panel on
+        every ancestor had the main window's every event (three paint requests an edit) pass
+        through fourteen Python filters, each given a new wrapper of the event."""
         ancestors = []
-        widget = self.parentWidget()
-        while widget is not None:
-            ancestors.append(widget)
-            widget = widget.parentWidget()
+        if self._stale:
+            widget = self.parentWidget()
+            while widget is not None:
+                ancestors.append(widget)
+                widget = widget.parentWidget()
         if ancestors == self._watched:
             return
         for widget in self._watched:
-            try:
-                widget.removeEventFilter(self)
-            except RuntimeError:  # already deleted
-                pass
+            _CoverWatch.release(widget, self)
         for widget in ancestors:
-            widget.installEventFilter(self)
+            _CoverWatch.hold(widget, self)
         self._watched = ancestors
 
-    def eventFilter(self, watched, event) -> bool:
-        if self._stale and event.type() in (QEvent.Type.Move, QEvent.Type.Resize, QEvent.Type.Show):
+    def _set_stale(self) -> None:
+        """The document changed while this panel was not drawing: it catches up when it comes
+        on screen (``showEvent``, or its containers moving it back from behind a tab)."""
+        if not self._stale:
+            self._stale = True
+            if self.isVisible():
+                self._watch_ancestors()
+
+    def _on_container_moved(self) -> None:
+        if self._stale:
             self._schedule_catch_up()
-        return False
 
     def _schedule_catch_up(self) -> None:
         # After the layout has placed everything: the visible region is known only then.
@@ -337,3 +351,54 @@ class Panel(QWidget):
 def _same(a, b) -> bool:
     """Session fields are immutable: the same object, or equal plain values (tokens, sizes)."""
     return a is b or (isinstance(a, (int, float, str, tuple)) and type(a) is type(b) and a == b)
+
+
+class _CoverWatch(QObject):
+    """The one event filter on a container (a dock, a tab area, the window) for every stale
+    panel inside it: when the container is moved, resized or shown, those panels check whether
+    they came on screen (``Panel._on_container_moved``). It is the container's child, so it
+    goes with it; it removes itself once no panel waits on it."""
+
+    _EVENTS = (QEvent.Type.Move, QEvent.Type.Resize, QEvent.Type.Show)
+
+    def __init__(self, widget: QWidget):
+        super().__init__(widget)
+        self.setObjectName("panel-cover-watch")
+        self.panels: list[Panel] = []
+        widget.installEventFilter(self)
+
+    @classmethod
+    def hold(cls, widget: QWidget, panel: Panel) -> None:
+        try:
+            watch = widget.findChild(cls, "panel-cover-watch", Qt.FindChildOption.FindDirectChildrenOnly)
+            if watch is None:
+                watch = cls(widget)
+        except RuntimeError:  # the container is already deleted
+            return
+        if panel not in watch.panels:
+            watch.panels.append(panel)
+
+    @classmethod
+    def release(cls, widget: QWidget, panel: Panel) -> None:
+        try:
+            watch = widget.findChild(cls, "panel-cover-watch", Qt.FindChildOption.FindDirectChildrenOnly)
+        except RuntimeError:
+            return
+        if watch is None or panel not in watch.panels:
+            return
+        watch.panels.remove(panel)
+        if not watch.panels:
+            widget.removeEventFilter(watch)
+            # Deleted later, not now: this may run while Qt walks the container's children
+            # (a panel drawn in its showEvent); renamed so that ``hold`` makes a new one.
+            watch.setObjectName("")
+            watch.deleteLater()
+
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() in self._EVENTS:
+            for panel in list(self.panels):
+                try:
+                    panel._on_container_moved()
+                except RuntimeError:  # a panel deleted without being disposed
+                    self.panels.remove(panel)
+        return False

@@ -208,9 +208,15 @@ class MainWindow(QMainWindow):
         self.show_warning("Computation failed", text)
 
     def _update_title(self, *_):
-        # Qt appends the application display name ("— attnexplorer") itself.
-        self.setWindowTitle(f"{self.actions.display_name()}[*]")
-        self.setWindowModified(self.actions.modified)
+        # Qt appends the application display name ("— attnexplorer") itself. Set only when it
+        # changes: every edit comes here, and setWindowModified, even to the same value, makes
+        # the title again and sends the window a ModifiedChange event.
+        title = f"{self.actions.display_name()}[*]"
+        if self.windowTitle() != title:
+            self.setWindowTitle(title)
+        modified = self.actions.modified
+        if self.isWindowModified() != modified:
+            self.setWindowModified(modified)
 
     # -- menu actions (menus.build_menus connects them) ------------------------------------
     def open_model(self) -> None:
