@@ -109,3 +109,30 @@ def test_a_panel_that_does_not_say_what_it_reads_gets_everything(qtbot):
         assert panel_needs(Child(document)) == {"weights"}
     finally:
         document.shutdown()
+
+
+def test_stale_panels_share_one_watcher_a_container_and_drawn_panels_watch_nothing(qtbot):
+    # A filter of each panel's own on every container had each event of the main window
+    # (three paint requests an edit) pass through fourteen Python filters.
+    from PySide6.QtCore import QObject
+
+    from ui_helpers import close_window, open_window
+
+    document, window = open_window(build_preset("pronoun", {}).session)
+    try:
+        for value in (1.0, 2.0):
+            x = document.session.embeddings.copy()
+            x[0, 0] += value
+            document.edit(document.session.replace(embeddings=x), "edit")
+            assert document.compute.wait_idle()
+            qtbot.wait(10)
+        watches = window.findChildren(QObject, "panel-cover-watch")
+        containers = [watch.parent() for watch in watches]
+        assert len({id(c) for c in containers}) == len(containers)  # one a container
+        watching = [panel for watch in watches for panel in watch.panels]
+        stale = [p for p in window.panels if p.isVisible() and p.is_stale]
+        assert stale and window in containers  # the tabbed-away panels wait on the window too
+        assert all(panel.is_stale for panel in watching)
+        assert not [p for p in window.panels if p.is_on_screen and p in watching]
+    finally:
+        close_window(document, window)

@@ -506,6 +506,55 @@ def test_bars_are_painted_as_rectangles_not_as_one_path():
     assert not painter.drawPath.called and not painter.fillPath.called
 
 
+def test_stacked_bars_stack_each_sign_away_from_zero_one_array_a_colour():
+    # The query panel's contributions: one item for every key's layer (ten Bars items cost ten
+    # updates and ten paints an edit), each layer one drawRects of its rectangles in place.
+    from unittest import mock
+
+    from PySide6.QtGui import QColor
+
+    from attnexplorer.ui.panels.bars import StackedBars
+
+    parts = np.array([[1.0, -0.5, 0.25], [0.5, -0.25, -1.0], [-0.2, 0.75, 0.5]])
+    item = StackedBars(width=0.7)
+    item.set_stack(np.arange(3) + 0.5, parts, ["#ff0000", "#00ff00", "#0000ff"])
+    layers = item.layers()
+    assert [color.name() for color, _ in layers] == ["#ff0000", "#00ff00", "#0000ff"]
+    # (top, height) of each layer's bar at each position: positives stacked up from 0, negatives down
+    drawn = [[(round(r.top(), 6), round(r.height(), 6)) for r in rects] for _, rects in layers]
+    assert drawn == [[(0.0, 1.0), (-0.5, 0.5), (0.0, 0.25)],
+                     [(1.0, 0.5), (-0.75, 0.25), (-1.0, 1.0)],
+                     [(-0.2, 0.2), (0.0, 0.75), (0.25, 0.5)]]
+    assert all(r.width() == pytest.approx(0.7) and r.left() == pytest.approx(k + 0.15)
+               for _, rects in layers for k, r in enumerate(rects))
+    np.testing.assert_allclose(item.tops, [1.5, 0.75, 0.75])
+    np.testing.assert_allclose(item.bottoms, [-0.2, -0.75, -1.0])
+    box = item.boundingRect()
+    assert (box.top(), box.bottom()) == pytest.approx((-1.0, 1.5))
+    painter = mock.MagicMock()
+    item.paint(painter, None)
+    assert painter.drawRects.call_count == 3 and [c[0][1] for c in painter.drawRects.call_args_list] == [3, 3, 3]
+    assert [c[0][0].color() for c in painter.setBrush.call_args_list] == [QColor("#ff0000"), QColor("#00ff00"), QColor("#0000ff")]
+    item.clear()
+    assert item.layers() == [] and item.boundingRect().isNull()
+    painter = mock.MagicMock()
+    item.paint(painter, None)
+    assert not painter.drawRects.called
+
+
+def test_the_query_panel_stacks_each_keys_contribution_in_its_colour(pronoun, qtbot):
+    panel = shown(qtbot, QueryPanel(pronoun))
+    pronoun.selection.set(query=6)
+    parts = panel.contributions()
+    parts.pop("total")
+    layers = panel.parts.layers()
+    legend = legend_entries(panel.legend)
+    assert len(layers) == len(parts) == len(legend)
+    for (color, rects), contribution, (_, legend_color) in zip(layers, parts.values(), legend):
+        assert color.name() == legend_color
+        np.testing.assert_allclose([r.height() for r in rects], np.abs(contribution), atol=1e-12)
+
+
 def test_a_resized_panel_draws_its_axes_at_the_new_size(qtbot):
     # A dock made wider (the Explain dock closed): the token axes' cached pictures kept their
     # ticks and labels at the old width, squeezed into the axis's left part.

@@ -171,6 +171,40 @@ def test_an_edit_repaints_what_changed_not_the_whole_window(make_window, qtbot):
     assert not repainted, "preset controls whose values did not change repainted"
 
 
+def test_an_edit_that_leaves_the_title_as_it_was_does_not_set_it_again(make_window, qtbot):
+    # setWindowModified, even to the value it had, made the title again and sent the window a
+    # ModifiedChange event (through every application event filter) on every edit.
+    from PySide6.QtCore import QEvent, QObject
+
+    window = make_window("random")
+    doc = window.document
+    _edit_embedding(doc, 1.0)
+    assert doc.compute.wait_idle()
+    title = window.windowTitle()
+    assert window.isWindowModified()
+    seen = []
+
+    class Watch(QObject):
+        def eventFilter(self, obj, event):
+            if obj is window and event.type() in (QEvent.Type.ModifiedChange, QEvent.Type.WindowTitleChange):
+                seen.append(event.type())
+            return False
+
+    watch = Watch()
+    QApplication.instance().installEventFilter(watch)
+    try:
+        for value in (2.0, 3.0):
+            _edit_embedding(doc, value, i=1)
+            assert doc.compute.wait_idle()
+        QApplication.processEvents()
+        assert not seen and window.windowTitle() == title and window.isWindowModified()
+        doc.undo_stack.setClean()  # saved: the mark goes, with the one event that says so
+        QApplication.processEvents()
+    finally:
+        QApplication.instance().removeEventFilter(watch)
+    assert not window.isWindowModified() and QEvent.Type.ModifiedChange in seen
+
+
 def test_undo_redo_through_menu_actions_and_modified_marker(make_window):
     window = make_window("dessert")
     doc = window.document
