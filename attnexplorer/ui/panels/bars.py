@@ -77,6 +77,13 @@ def _with_width(corners: np.ndarray, width: float) -> np.ndarray:
     return rects
 
 
+def _bounds_along(rect: QRectF, ax: int):
+    """pyqtgraph's ``dataBounds`` of data within ``rect``: (low, high) along x (0) or y (1)."""
+    if rect.isNull():
+        return None, None
+    return (rect.left(), rect.right()) if ax == 0 else (rect.top(), rect.bottom())
+
+
 class Bars(pg.GraphicsObject):
     def __init__(self, **opts):
         super().__init__()
@@ -148,10 +155,7 @@ class Bars(pg.GraphicsObject):
         return self.opts["x"], self.opts["height"]
 
     def dataBounds(self, ax, frac=1.0, orthoRange=None):
-        if self._data_rect.isNull():
-            return None, None
-        r = self._data_rect
-        return (r.left(), r.right()) if ax == 0 else (r.top(), r.bottom())
+        return _bounds_along(self._data_rect, ax)
 
     # -- QGraphicsItem --------------------------------------------------------------------------
     def viewTransformChanged(self) -> None:
@@ -304,10 +308,7 @@ class StackedBars(pg.GraphicsObject):
         return [(brush.color(), rect_list(rects)) for brush, rects in zip(self._brushes, self._rects)]
 
     def dataBounds(self, ax, frac=1.0, orthoRange=None):
-        if self._data_rect.isNull():
-            return None, None
-        r = self._data_rect
-        return (r.left(), r.right()) if ax == 0 else (r.top(), r.bottom())
+        return _bounds_along(self._data_rect, ax)
 
     # -- QGraphicsItem --------------------------------------------------------------------------
     def boundingRect(self) -> QRectF:
