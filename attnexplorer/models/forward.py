@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from collections import ChainMap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, NamedTuple
 
 import torch
@@ -84,6 +84,24 @@ OUTPUT_ROWS = 512
 # Bytes of one block's (heads × rows × keys) scores: the attention of a long text holds about
 # three such buffers at once (scores, weights, their pooled rows).
 BLOCK_BYTES = 32 * 1024**2
+
+
+# Several rows go through the unembedding a block of this many vocabulary rows at a time. Whole,
+# the product of SmolLM2's 14 lens rows with its 49,152 × 576 unembedding took 37 ms of one
+# core, in blocks of 512 26-30 ms (29 rows: 59 → 36 ms); one row (a matrix-vector product, bound
+# by reading the 113 MB) is the same either way. Each logit is the same dot product either way:
+# the blocks' numbers equal the whole product's bitwise (checked on SmolLM2 and in the tests).
+VOCAB_BLOCK = 512
+
+
+def unembedding(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear(x, weight, bias)`` for an LM head (V × d): rows of x against blocks of
+    ``VOCAB_BLOCK`` vocabulary rows when there are several rows (see ``VOCAB_BLOCK``)."""
+    vocabulary = weight.shape[0]
+    if x.dim() < 2 or x.shape[0] < 2 or vocabulary <= 2 * VOCAB_BLOCK:
+        return F.linear(x, weight, bias)
+    return torch.cat([F.linear(x, weight[i:i + VOCAB_BLOCK], None if bias is None else bias[i:i + VOCAB_BLOCK])
+                      for i in range(0, vocabulary, VOCAB_BLOCK)], dim=-1)
 
 
 def _new_gelu(x: torch.Tensor) -> torch.Tensor:
@@ -287,15 +305,16 @@ class _Family:
         """The logits as the model finally gives them (Gemma 2 soft-caps them)."""
         return logits
 
-    def unembed(self, residual: torch.Tensor, linear=F.linear) -> torch.Tensor:
+    def unembed(self, residual: torch.Tensor, linear=None) -> torch.Tensor:
         """The logits of residual-stream rows: the final norm, the LM head (``linear(x, W, b)``:
-        a generation step's reads a weight laid out for one row) and the model's cap."""
+        a generation step's reads a weight laid out for one row; by default ``unembedding``)
+        and the model's cap."""
         head = self.lm_head()
         if isinstance(head, str):
             from .sources import ModelError
 
             raise ModelError(head)
-        return self.cap(linear(self.final_norm(residual), *head))
+        return self.cap((linear or unembedding)(self.final_norm(residual), *head))
 
     def _decoder_head(self, norm: str, embeddings: str, tied_by_default: bool):
         """A decoder's head: ``lm_head.weight``, else the embeddings when the config ties them."""
@@ -443,7 +462,8 @@ class _Llama(_Family):
             return None
         scaling = settings.get("scaling")
         key = (settings["theta"], settings["dims"], tuple(sorted((scaling or {}).items())), n, offset)
-        if key not in self._rope:
+        found = self._rope.get(key)
+        if found is None:
             from ..core.kernel.attention import rope_cos_sin
             from ..core.inputs.stages import RopeScaling
 
@@ -452,8 +472,9 @@ class _Llama(_Family):
                                     scaling=None if scaling is None else RopeScaling(**scaling))
             if len(self._rope) > 1:   # a long text's are large: keep Gemma 3's two kinds of layer, no more
                 self._rope.clear()
-            self._rope[key] = (cos, sin, dims, "half")
-        return self._rope[key]
+            # read back from the local name: a model kept by its caller may run on two workers
+            found = self._rope[key] = (cos, sin, dims, "half")
+        return found
 
     def norm(self, x, w, name):
         if self.recipe.norm == "layer":
@@ -573,15 +594,23 @@ def forward(kind: str, config: Any, weights: Mapping[str, torch.Tensor], ids: li
 
 
 def forward_from(kind: str, config: Any, weights: Mapping[str, torch.Tensor], start: int, x: torch.Tensor, *,
-                 changes: Mapping[int, LayerChange] | None = None, capture=(), cancelled=None,
-                 ) -> tuple[list[torch.Tensor], dict[int, torch.Tensor]]:
+                 changes: Mapping[int, LayerChange] | None = None, capture=(), cancelled=None, model=None,
+                 rows: int | None = None) -> tuple[list[torch.Tensor], dict[int, torch.Tensor]]:
     """Run layers ``start…`` from ``x``, the residual stream entering layer ``start`` (a cached
     run's), with ``changes`` applied: what an intervention recomputes. Returns the residual
     stream after each of those layers (the last is the final one) and the captured layers'
-    heads' outputs (``_Layers.capture``). Nothing n × n is kept."""
+    heads' outputs (``_Layers.capture``). Nothing n × n is kept.
+
+    ``model``: the family's forward (``family``) to run, when the caller keeps one (its RoPE
+    tables are then made once, not per call). ``rows``: run the text's first ``rows`` rows only,
+    for a causal model (a decoder's row i reads rows ≤ i alone, so a prediction at position p
+    needs rows 0…p); the changes' n-row tensors are cut to them, and ``changes[…].heads`` gets
+    those rows' heads' outputs (a head's mean over the text cannot be taken from them)."""
     changes = dict(changes or {})
+    if rows is not None and rows < x.shape[0]:
+        x, changes = x[:rows], {layer: _first_rows(change, rows) for layer, change in changes.items()}
     with threads_for(x.shape[0]), torch.no_grad():
-        model = family(kind, config, weights)
+        model = family(kind, config, weights) if model is None else model
         run = _Layers(model.layers, False, None, cancelled, changes=changes, record=False, capture=capture)
         after = []
         for layer in range(start, model.layers):
@@ -594,15 +623,23 @@ def forward_from(kind: str, config: Any, weights: Mapping[str, torch.Tensor], st
         return after, run.contexts
 
 
+def _first_rows(change: LayerChange, rows: int) -> LayerChange:
+    """``change`` on the text's first ``rows`` rows: its residual stream's rows, its mask's
+    top-left corner."""
+    return replace(change, residual=None if change.residual is None else change.residual[:rows],
+                   blocked=None if change.blocked is None else change.blocked[:rows, :rows])
+
+
 def head_problem(kind: str, config: Any, weights: Mapping[str, torch.Tensor]) -> str | None:
     """Why these weights cannot predict tokens (no LM head, a BERT without ``cls.predictions``), or None."""
     found = family(kind, config, weights).lm_head()
     return found if isinstance(found, str) else None
 
 
-def logits(kind: str, config: Any, weights: Mapping[str, torch.Tensor], residual: torch.Tensor) -> torch.Tensor:
+def logits(kind: str, config: Any, weights: Mapping[str, torch.Tensor], residual: torch.Tensor, model=None
+           ) -> torch.Tensor:
     """The model's logits (rows × vocabulary) for residual-stream rows (… × d): the final norm
     (BERT: its masked-LM transform) and the unembedding, as the task model applies them.
-    A residual after an earlier layer gives that layer's logit lens."""
+    A residual after an earlier layer gives that layer's logit lens. ``model``: as ``forward_from``."""
     with torch.no_grad():
-        return family(kind, config, weights).unembed(residual)
+        return (family(kind, config, weights) if model is None else model).unembed(residual)

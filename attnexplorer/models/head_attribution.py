@@ -140,8 +140,8 @@ def ablation_sweep(behaviour, picked: Picked, kind: str = "zero", progress=None,
         for head in range(H):
             if cancelled is not None and cancelled():
                 raise Cancelled()
-            after = behaviour.residuals(unedited.with_ablation(layer, head, kind), cancelled)
-            effects[layer, head] = logit(after[-1][picked.position]) - base
+            after = behaviour.rows_at(unedited.with_ablation(layer, head, kind), picked.position, cancelled)
+            effects[layer, head] = logit(after[-1]) - base
             if progress is not None:
                 progress(layer * H + head + 1, L * H)
     return effects, base

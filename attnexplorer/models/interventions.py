@@ -113,6 +113,7 @@ class Behaviour:
     _models: dict = field(default_factory=dict)    # layer → the model's own session of that layer
     _patches: dict = field(default_factory=dict)   # patch text → {layer: heads' outputs}
     _edits: dict = field(default_factory=dict)      # layer → (session, its ``LayerEdit``): the last one read
+    _model: Any = None                              # the family's forward (``model``)
 
     def __post_init__(self):
         from .forward import head_problem
@@ -186,12 +187,10 @@ class Behaviour:
             if len(ids) != n:
                 raise ModelError(f"the patch text is {len(ids)} tokens long; the text is {n}: "
                                  "a patched head needs a text of the same token length")
-            from .forward import family
-
             with torch.no_grad():
-                x = family(self.kind, self.loaded.config, self.loaded.weights).embed(torch.tensor(ids))
+                x = self.model.embed(torch.tensor(ids))
             _after, contexts = forward_from(self.kind, self.loaded.config, self.loaded.weights, 0, x,
-                                            capture=set(layers) | set(kept))
+                                            capture=set(layers) | set(kept), model=self.model)
             self._patches.clear()   # one patch text at a time
             self._patches[text] = contexts
         return self._patches[text]
@@ -220,9 +219,30 @@ class Behaviour:
 
     # ---- runs ------------------------------------------------------------------------------
 
+    @property
+    def model(self):
+        """The family's forward (``forward.family``), kept: every prediction runs layers and the
+        LM head through it, and building it (its recipe, its RoPE tables) took 3-5 ms a time."""
+        if self._model is None:
+            from .forward import family
+
+            self._model = family(self.kind, self.loaded.config, self.loaded.weights)
+        return self._model
+
     def residuals(self, interventions: Interventions, cancelled=None) -> list:
         """The residual stream after each layer (layers × (n × d) torch), intervened; the
         layers before the first intervention are the cached run's."""
+        return self._intervened(interventions, None, cancelled)
+
+    def rows_at(self, interventions: Interventions, position: int, cancelled=None) -> list:
+        """The residual stream's row at ``position`` after each layer (layers × (d,) torch),
+        intervened: what a prediction and its logit lens read. A decoder reruns rows 0…position
+        only (a later row cannot reach an earlier one), unless a head is mean-ablated (its mean is
+        over the whole text)."""
+        causal = self.kind != "bert" and not any(a.kind == "mean" for a in interventions.ablations)
+        return [a[position] for a in self._intervened(interventions, position + 1 if causal else None, cancelled)]
+
+    def _intervened(self, interventions: Interventions, rows: int | None, cancelled) -> list:
         import torch
 
         from .forward import forward_from
@@ -235,20 +255,21 @@ class Behaviour:
         changes = self.changes(interventions)   # checks the interventions first
         start = torch.from_numpy(self.run.layer_inputs[first])
         after, _ = forward_from(self.kind, self.loaded.config, self.loaded.weights, first, start,
-                                changes=changes, cancelled=cancelled)
+                                changes=changes, cancelled=cancelled, model=self.model, rows=rows)
         return cached[:first] + after
 
     def logits(self, residual):
         from .forward import logits
 
-        return logits(self.kind, self.loaded.config, self.loaded.weights, residual)
+        return logits(self.kind, self.loaded.config, self.loaded.weights, residual, model=self.model)
 
     # ---- the prediction (prediction.Predictor) -----------------------------------------------
 
     def predict(self, interventions: Interventions = Interventions(), position: int | None = None, top: int = 10,
-                target: str | None = None, versus: str | None = None, lens: bool = False, cancelled=None) -> dict:
+                target: str | None = None, versus: str | None = None, lens: bool = False, cancelled=None,
+                on_prediction=None) -> dict:
         """The prediction as ``attnexplorer predict --json`` prints it (``Predictor.predict``)."""
-        return self.predictor.predict(interventions, position, top, target, versus, lens, cancelled)
+        return self.predictor.predict(interventions, position, top, target, versus, lens, cancelled, on_prediction)
 
     def default_position(self) -> int:
         return self.predictor.default_position()
@@ -276,8 +297,8 @@ def _ablate(cuts, source, held=None):
             elif kind == "mean":
                 mean = context[:, columns].mean(dim=0, keepdim=True)
                 context[:, columns] = mean if held is None else held.setdefault(columns.start, mean)
-            else:
-                context[:, columns] = source[:, columns]
+            else:   # the patch run's rows (a prediction may run the text's first rows only)
+                context[:, columns] = source[:context.shape[0], columns]
         return context
 
     return change

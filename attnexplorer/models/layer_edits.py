@@ -114,7 +114,7 @@ def layer_edit(kind: str, config, weights, run, layer: int, session, model, labe
     import torch
 
     _check_shapes(session, model, label, layer)
-    H, Hkv, d, dk = model.heads, model.kv_heads, model.d, model.d_k
+    d, dk = model.d, model.d_k
     changed = [name for name, a, b in (
         ("W_q", session.w_query, model.w_query), ("W_k", session.w_key, model.w_key),
         ("W_v", session.w_value, model.w_value), ("W_o", session.w_out, model.w_out)) if not _same(a, b)]
@@ -133,10 +133,9 @@ def layer_edit(kind: str, config, weights, run, layer: int, session, model, labe
         raise ModelError(f"the session is not layer {layer} of {label}: its input and all its weights differ from the layer's")
 
     projections = {}
-    if any(c[2] in "qkv" for c in changed):
-        q, k, v = _columns(session.w_query), _columns(session.w_key), _columns(session.w_value)
-        bq, bk, bv = (_flat(session.b_query, H, dk), _flat(session.b_key, Hkv, dk), _flat(session.b_value, Hkv, dk))
-        projections.update(_qkv(kind, layer, q, k, v, bq, bk, bv, session, weights))
+    edited = {c[2] for c in changed if c[2] in "qkv"}
+    if edited:
+        projections.update(_qkv(kind, layer, edited, session, weights))
     if "W_o" in changed or "b_o" in changed:
         projections.update(_out(kind, layer, session, d))
     local = dict(projections)
@@ -193,18 +192,26 @@ def layer_edit(kind: str, config, weights, run, layer: int, session, model, labe
                      fold, tuple(unfoldable), tuple(what))
 
 
-def _qkv(kind, layer, q, k, v, bq, bk, bv, session, weights) -> dict:
+def _qkv(kind, layer, edited: set, session, weights) -> dict:
+    """The model's projections of the ``edited`` ones of "q", "k", "v" (their weights or
+    biases changed): GPT-2's fused ``c_attn`` whole; BERT's and Llama's own modules only those
+    (an edited W_q of SmolLM2 rebuilt its K and V projections too: copies the model already has)."""
+    H, Hkv, dk = session.heads, session.kv_heads, session.d_k
+    sides = {"q": (session.w_query, session.b_query, H), "k": (session.w_key, session.b_key, Hkv),
+             "v": (session.w_value, session.b_value, Hkv)}
     if kind == "gpt2":
         p = f"h.{layer}.attn.c_attn"
-        return {p + ".weight": _f32(np.concatenate([q, k, v], axis=1)), p + ".bias": _f32(np.concatenate([bq, bk, bv]))}
+        return {p + ".weight": _f32(np.concatenate([_columns(w) for w, _b, _h in sides.values()], axis=1)),
+                p + ".bias": _f32(np.concatenate([_flat(b, h, dk) for _w, b, h in sides.values()]))}
     out = {}
-    names = (("query", "key", "value") if kind == "bert" else ("q_proj", "k_proj", "v_proj"))
+    names = dict(zip("qkv", ("query", "key", "value") if kind == "bert" else ("q_proj", "k_proj", "v_proj")))
     prefix = f"encoder.layer.{layer}.attention.self." if kind == "bert" else f"layers.{layer}.self_attn."
-    given = (session.b_query, session.b_key, session.b_value)
-    for m, w, b, sb in zip(names, (q, k, v), (bq, bk, bv), given):
-        out[f"{prefix}{m}.weight"] = _f32(w.T)
-        if f"{prefix}{m}.bias" in weights or (sb is not None and np.any(sb)):
-            out[f"{prefix}{m}.bias"] = _f32(b)
+    for side in sorted(edited):
+        w, b, heads = sides[side]
+        name = prefix + names[side]
+        out[f"{name}.weight"] = _f32(_columns(w).T)
+        if f"{name}.bias" in weights or (b is not None and np.any(b)):
+            out[f"{name}.bias"] = _f32(_flat(b, heads, dk))
     return out
 
 

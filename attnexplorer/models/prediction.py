@@ -58,8 +58,14 @@ class Predictor:
         return self._tokens[token_id]
 
     def predict(self, interventions, position: int | None = None, top: int = 10, target: str | None = None,
-                versus: str | None = None, lens: bool = False, cancelled=None) -> dict:
+                versus: str | None = None, lens: bool = False, cancelled=None, on_prediction=None) -> dict:
         """The prediction as ``attnexplorer predict --json`` prints it (see the README).
+
+        ``on_prediction(result)``, with ``lens``: called with the prediction before the lens is
+        computed (the same dict, ``logit_lens`` still None), so that a window can draw it at
+        once: the lens's rows of the recomputed layers through the unembedding (V × d each)
+        cost as much again as the prediction's last steps. ``cancelled()`` is asked before the
+        lens too.
 
         A short text's whole prediction runs on one thread, the unembedding products too (the
         forward's ``ONE_THREAD_TOKENS`` rule): a second thread woken for each of them spun on a
@@ -67,9 +73,9 @@ class Predictor:
         from .forward import threads_for
 
         with threads_for(len(self.runs.run.ids)):
-            return self._predict(interventions, position, top, target, versus, lens, cancelled)
+            return self._predict(interventions, position, top, target, versus, lens, cancelled, on_prediction)
 
-    def _predict(self, interventions, position, top, target, versus, lens, cancelled) -> dict:
+    def _predict(self, interventions, position, top, target, versus, lens, cancelled, on_prediction) -> dict:
         import torch
 
         n = len(self.runs.run.ids)
@@ -86,29 +92,34 @@ class Predictor:
         picked = [self.target_id(target)] if target is not None else []
         if versus is not None:
             picked.append(self.target_id(versus, "--versus"))
-        after = self.runs.residuals(interventions, cancelled) if not interventions.empty else None
-        base_layers = [np.asarray(self.runs.run.residual(layer + 1)) for layer in range(self.runs.loaded.num_layers)]
+        # only the row at the position, after each layer: a decoder reruns rows 0…position
+        after = self.runs.rows_at(interventions, position, cancelled) if not interventions.empty else None
         base = self.base_scores(position)
         out: dict = {"tokens": list(self.runs.run.tokens), "position": position,
                      "baseline": {"top": self.top_tokens(base, top)}, "intervened": None, "target": None, "logit_lens": None}
-        edited = fresh = None
+        edited = None
         if after is not None:
-            first = interventions.first_layer()
-            if lens:
-                # the prediction's row and the lens's rows of the recomputed layers in one
-                # product: the unembedding (V × d, 113 MB for SmolLM2) is read once, not twice
-                rows = self.runs.logits(torch.stack([a[position] for a in after[first:]]))
-                fresh, edited = rows[:-1], Scores(rows[-1])
-            else:
-                edited = Scores(self.runs.logits(after[-1][position]))
+            # the prediction's one row through the unembedding; the lens's rows come after it
+            edited = Scores(self.runs.logits(after[-1]))
             out["intervened"] = {"top": self.top_tokens(edited, top, base), "interventions": interventions.describe(),
                                  # the unedited top tokens under the interventions, for drawing them side by side
                                  "baseline_top": [self._one(edited, e["id"]) for e in out["baseline"]["top"]]}
         if picked:
             out["target"] = self._target(picked, base, edited, target, versus)
         if lens:
-            out["logit_lens"] = self._lens(base_layers, fresh, position, picked[0] if picked else None, base, edited,
-                                           interventions.first_layer())
+            if on_prediction is not None:
+                on_prediction(dict(out))
+            if cancelled is not None and cancelled():
+                from .sources import Cancelled
+
+                raise Cancelled()
+            first = interventions.first_layer()
+            # the recomputed layers' rows but the last (the prediction's own) in one product:
+            # the unembedding (V × d, 113 MB for SmolLM2) is read once for them all
+            fresh = (None if after is None else
+                     self.runs.logits(torch.stack(after[first:-1])) if first < len(after) - 1 else
+                     torch.empty((0, base.logits.shape[0]), dtype=torch.float32))
+            out["logit_lens"] = self._lens(position, picked[0] if picked else None, base, fresh, edited, first)
         return out
 
     def base_scores(self, position: int) -> "Scores":
@@ -154,8 +165,8 @@ class Predictor:
                 "intervened": None if edited is None else float(edited.logits[picked[0]] - edited.logits[picked[1]])}
         return out
 
-    def _lens(self, base_layers, fresh, position: int, picked: int | None, base_scores: "Scores",
-              edited_scores: "Scores | None", first: int | None) -> list[dict]:
+    def _lens(self, position: int, picked: int | None, base_scores: "Scores", fresh, edited_scores: "Scores | None",
+              first: int | None) -> list[dict]:
         """Each layer's residual through the final norm and the unembedding. The unedited
         model's is computed once per position (its probabilities kept: layers × vocabulary,
         with each layer's top token), and with the interventions only from their first layer
@@ -163,9 +174,9 @@ class Predictor:
         unedited one. The last layer's is the prediction's own row."""
         import torch
 
-        layers = len(base_layers)
+        layers = self.runs.loaded.num_layers
         if self._lens_probs is None or self._lens_probs[0] != position:
-            stack = torch.from_numpy(np.stack([b[position] for b in base_layers[:-1]]))
+            stack = torch.from_numpy(np.stack([self.runs.run.residual(layer + 1)[position] for layer in range(layers - 1)]))
             probs = np.concatenate([torch.softmax(self.runs.logits(stack), dim=-1, dtype=torch.float64).numpy(),
                                     base_scores.probs[None]])
             self._lens_probs = (position, probs, probs.argmax(axis=1))

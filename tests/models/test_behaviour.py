@@ -34,6 +34,14 @@ def _ours(behaviour, interventions=Interventions()):
     return behaviour.logits(residual).double().numpy()
 
 
+def _predicted_rows(behaviour, interventions, theirs):
+    """A prediction's own route (``rows_at``: a decoder reruns rows 0…position only) at an
+    early position and the last, against transformers' logits there."""
+    for position in (2, len(behaviour.run.ids) - 1):
+        row = behaviour.rows_at(interventions, position)[-1]
+        assert np.abs(behaviour.logits(row).double().numpy() - theirs[position]).max() < TOL
+
+
 def _projection(reference, kind, layer):
     """The module whose input is the concatenated heads' outputs."""
     if kind == "gpt2":
@@ -104,6 +112,7 @@ def test_an_ablated_head_equals_a_hook_on_the_output_projection(decoder, kind):
     ours = _ours(behaviour, interventions)
     assert np.abs(ours - theirs).max() < TOL
     assert np.abs(ours - _ours(behaviour)).max() > 1e-3   # the ablation did something
+    _predicted_rows(behaviour, interventions, theirs)   # a mean over the text still: all rows rerun
 
 
 def test_an_edited_layer_equals_transformers_with_the_same_weights_changed(decoder):
@@ -135,6 +144,7 @@ def test_an_edited_layer_equals_transformers_with_the_same_weights_changed(decod
     ours = _ours(behaviour, Interventions().with_edit(layer, edited))
     assert np.abs(ours - theirs).max() < TOL
     assert np.abs(theirs - _logits(reference_restored, behaviour.run.ids)).max() > 1e-3
+    _predicted_rows(behaviour, Interventions().with_edit(layer, edited), theirs)
     # the edit recomputes only from its layer: the cached stream before it is the unedited run's
     edit = behaviour.layer_edit(layer, edited)
     assert set(edit.changed) == {"W_q", "W_o", "norm"} and edit.unfoldable == () and edit.change.residual is None
@@ -171,6 +181,7 @@ def test_an_edited_input_is_the_residual_stream_the_recompute_starts_from(decode
         handle.remove()
     ours = _ours(behaviour, Interventions().with_edit(layer, session_from_dict(parts, "edited input")))
     assert np.abs(ours - theirs).max() < TOL
+    _predicted_rows(behaviour, Interventions().with_edit(layer, session_from_dict(parts, "edited input")), theirs)
 
 
 def test_logit_lens_ends_at_the_logits_and_the_json_shape(decoder):

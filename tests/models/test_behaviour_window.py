@@ -317,3 +317,25 @@ def test_an_edit_starts_one_prediction_before_the_tables_compute(opened, qtbot, 
     qtbot.waitUntil(lambda: doc.result is not None and doc.result.session is doc.session)
     assert result["intervened"]["interventions"] == ["layer 1 edited"]
     assert asked == [False], asked
+
+
+def test_the_prediction_is_drawn_before_its_logit_lens(opened, qtbot, monkeypatch):
+    """The job hands the prediction over as soon as it is made: the Predictions panels draw it
+    before the logit lens is computed, and the answer with the lens draws the lens only."""
+    window, controller, control, reference = opened
+    _wait(qtbot, control, lambda res: res["intervened"] is None)
+    drawn = []
+    for name, panel in (("predictions", controller.window.predictions), ("dock", control.dock_panel),
+                        ("lens", controller.window.lens)):
+        show = panel.show_result
+        monkeypatch.setattr(panel, "show_result",
+                            lambda result, name=name, show=show: drawn.append((name, result["logit_lens"] is None))
+                            or show(result))
+    control.last_result = None
+    control.set_ablation(1, 2, "zero")
+    result = _wait(qtbot, control, lambda res: res["intervened"] is not None)
+    assert drawn == [("predictions", True), ("dock", True), ("lens", False)]
+    assert control.last_prediction is result and result["logit_lens"] is not None
+    expected = reference.predict(Interventions().with_ablation(1, 2, "zero"), top=10, lens=True)
+    assert [e["id"] for e in result["intervened"]["top"]] == [e["id"] for e in expected["intervened"]["top"]]
+    assert controller.window.predictions.result["intervened"] is result["intervened"]

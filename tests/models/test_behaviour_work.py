@@ -64,8 +64,9 @@ def test_an_ablation_reruns_only_the_layers_from_its_own(decoder, counted):
         counted["logits"].clear()
         result = behaviour.predict(Interventions().with_ablation(layer, 1, "zero"), top=5, lens=True)
         assert counted["layers"] == [(i, n) for i in range(layer, last + 1)]
-        # the prediction's row and the lens's rows of the rerun layers: one product
-        assert counted["logits"] == [last + 1 - layer]
+        # the prediction's one row first (drawn before the lens), then the lens's rows of the
+        # rerun layers but the last (the prediction's own) in one product
+        assert counted["logits"] == [1] + ([last - layer] if layer < last else [])
         assert result["logit_lens"][-1]["intervened"]["top"]["id"] == result["intervened"]["top"][0]["id"]
 
 
@@ -113,3 +114,78 @@ def test_counted_ranks_and_top_tokens_are_the_stable_sorts():
     ids = list(range(0, 2000, 7)) + [5, 17, 900]
     assert scores.ranks(ids).tolist() == ranks[ids].tolist()
     assert abs(scores.probs.sum() - 1.0) < 1e-12
+
+
+def test_a_prediction_reruns_only_the_rows_up_to_its_position(decoder, counted):
+    loaded, behaviour = decoder
+    n, layers = len(behaviour.run.ids), loaded.num_layers
+    behaviour.predict(Interventions(), position=3, top=5)   # the unedited side at that position, once
+    counted["logits"].clear()
+    behaviour.predict(Interventions().with_ablation(0, 1, "zero"), position=3, top=5)
+    assert counted["layers"] == [(i, 4) for i in range(layers)]   # a decoder's row 3 reads rows 0…3 alone
+    assert counted["logits"] == [1]
+    counted["layers"].clear()
+    behaviour.predict(Interventions().with_ablation(0, 1, "mean"), position=3, top=5)
+    assert counted["layers"] == [(i, n) for i in range(layers)]   # a head's mean is over the whole text
+
+
+def test_the_first_rows_rerun_are_the_whole_texts_rows(decoder):
+    """Cut to the rows up to the position, an edited mask, an edited input and a patched head
+    give that row as the whole text's rerun does."""
+    loaded, behaviour = decoder
+    layer, position = 1, 4
+    parts = loaded.layer_parts(behaviour.run, layer)
+    parts["mask"] = {"window": 2}
+    x = np.array(parts["embeddings"], dtype=np.float32)
+    x[2] *= -1.0
+    parts["embeddings"] = x
+    edited = session_from_dict(parts, "edited mask and input")
+    patched = Interventions(Interventions().with_ablation(0, 1, "patch").ablations,
+                            patch_text="The ball fetched the dog and she was happy")
+    for interventions in (Interventions().with_edit(layer, edited), patched):
+        whole = behaviour.residuals(interventions)
+        rows = behaviour.rows_at(interventions, position)
+        assert len(rows) == len(whole) == loaded.num_layers
+        for a, b in zip(rows, whole):
+            assert torch.allclose(a, b[position], rtol=1e-5, atol=1e-5)
+        assert not torch.allclose(rows[-1], torch.from_numpy(behaviour.run.final[position]), atol=1e-4)
+
+
+def test_the_prediction_is_handed_over_before_the_lens(decoder, counted):
+    loaded, behaviour = decoder
+    behaviour.predict(Interventions(), top=5, lens=True)   # the unedited side, once
+    counted["logits"].clear()
+    handed = []
+
+    def on_prediction(result):
+        handed.append((result, list(counted["logits"])))
+
+    result = behaviour.predict(Interventions().with_ablation(0, 1, "zero"), top=5, lens=True,
+                               on_prediction=on_prediction)
+    (first, logits_then), = handed
+    assert logits_then == [1]                  # only the prediction's row through the unembedding yet
+    assert first["logit_lens"] is None and result["logit_lens"] is not None
+    assert first["intervened"] is result["intervened"] and first["baseline"] is result["baseline"]
+
+
+def test_the_models_forward_is_built_once(decoder, monkeypatch):
+    loaded, behaviour = decoder
+    behaviour.predict(Interventions().with_ablation(0, 1, "zero"), top=5, lens=True)
+    built = []
+    real = forward_module.family
+    monkeypatch.setattr(forward_module, "family", lambda *a: built.append(1) or real(*a))
+    behaviour.predict(Interventions().with_ablation(1, 0, "zero"), top=5, lens=True)
+    behaviour.predict(Interventions().with_ablation(0, 0, "zero"), position=2, top=5, lens=True)
+    assert built == []
+
+
+def test_the_unembedding_by_blocks_is_the_whole_product(decoder, monkeypatch):
+    loaded, behaviour = decoder
+    model = behaviour.model
+    weight, bias = model.lm_head()
+    rows = torch.from_numpy(np.stack([behaviour.run.residual(layer + 1)[-1] for layer in range(loaded.num_layers)]))
+    whole = torch.nn.functional.linear(model.final_norm(rows), weight, bias)
+    monkeypatch.setattr(forward_module, "VOCAB_BLOCK", 7)   # the tiny vocabulary in many blocks
+    blocks = behaviour.logits(rows)
+    assert blocks.shape == whole.shape and torch.allclose(blocks, whole, rtol=0, atol=1e-6)
+    assert torch.equal(behaviour.logits(rows[-1]), torch.nn.functional.linear(model.final_norm(rows[-1]), weight, bias))

@@ -61,7 +61,8 @@ class BehaviourControl(QObject):
         self._query_at_load: int | None = None
         self._following = False   # the tables' selected query is the position once a layer is in
         self.stack = QUndoStack(self)
-        self.last_result: dict | None = None
+        self.last_result: dict | None = None       # the newest answer, its logit lens included
+        self.last_prediction: dict | None = None   # the newest prediction drawn (its lens may follow)
         self.last_error: str | None = None
         gui = GuiThread(self)
         self.jobs = JobRunner("attnexplorer-predictions", gui.post)
@@ -218,24 +219,41 @@ class BehaviourControl(QObject):
         self.window.behaviour_bar.state.setText("computing…")
 
         def work(job):
-            return predict(behaviour, interventions, position, target, versus, lambda: job.cancelled)
+            # the prediction goes to the panels as soon as it is made (the job's one progress
+            # report), the logit lens after it
+            return predict(behaviour, interventions, position, target, versus, lambda: job.cancelled, job.progress)
 
         return self.jobs.submit(work, lambda result: self._on_done(result, None),
-                                lambda err: self._on_done(None, _reason(err, "the prediction failed"))).generation
+                                lambda err: self._on_done(None, _reason(err, "the prediction failed")),
+                                self._on_prediction).generation
+
+    def _on_prediction(self, result) -> None:
+        """The prediction, before its logit lens: the Predictions panels drawn at once."""
+        self.last_prediction = result
+        self._show_prediction(result)
+
+    def _show_prediction(self, result) -> None:
+        edited = result.get("intervened")
+        self.window.behaviour_bar.state.setText(
+            "no interventions" if edited is None else "in effect: " + ", ".join(edited["interventions"]))
+        for panel in (self.window.predictions, self.dock_panel):
+            panel.show_result(result)
 
     def _on_done(self, result, error) -> None:
+        drawn = self.last_prediction
         self.last_result, self.last_error = result, error
         bar = self.window.behaviour_bar
         if error:
+            self.last_prediction = None
             bar.state.setText("")
             for panel in (self.window.predictions, self.dock_panel):
                 panel.show_message(error)
             self.window.grid.set_lens(None)
             return
-        edited = result.get("intervened")
-        bar.state.setText("no interventions" if edited is None else "in effect: " + ", ".join(edited["interventions"]))
-        for panel in (self.window.predictions, self.dock_panel, self.window.lens):
-            panel.show_result(result)
+        if drawn is None or not _same_prediction(drawn, result):
+            self._show_prediction(result)   # not drawn before its lens (a model without an LM head)
+        self.last_prediction = result
+        self.window.lens.show_result(result)
         self.window.grid.set_lens(result)   # the lens strip beside the model view
 
     # -- saving and figures ---------------------------------------------------------------
@@ -291,9 +309,14 @@ def _reason(err: BaseException, what: str) -> str:
     return str(err) if isinstance(err, AttnExplorerError) else f"{what}: {err}"
 
 
-def predict(behaviour, interventions, position, target, versus, cancelled) -> dict:
+def _same_prediction(drawn: dict, result: dict) -> bool:
+    """Whether ``result`` (a job's answer) is the prediction already drawn from its progress."""
+    return all(drawn.get(key) is result.get(key) for key in ("baseline", "intervened", "target"))
+
+
+def predict(behaviour, interventions, position, target, versus, cancelled, on_prediction=None) -> dict:
     """The panel's prediction: a target that is not one token is said in the panel, and the
-    rest still shown."""
+    rest still shown. ``on_prediction(result)``: as ``Behaviour.predict``'s."""
     from ...models.sources import ModelError
 
     problem = None
@@ -307,8 +330,13 @@ def predict(behaviour, interventions, position, target, versus, cancelled) -> di
         problem, target, versus = str(err), None, None
     if target is None:
         versus = None
+    def drawn_first(result):
+        if problem:
+            result["target_error"] = problem
+        on_prediction(result)
+
     result = behaviour.predict(behaviour.effective(interventions), position, TOP, target, versus, lens=True,
-                               cancelled=cancelled)
+                               cancelled=cancelled, on_prediction=None if on_prediction is None else drawn_first)
     if problem:
         result["target_error"] = problem
     return result
