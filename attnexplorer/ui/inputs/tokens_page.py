@@ -91,6 +91,11 @@ class TokensPage(QWidget):
         layout.addStretch(1)  # room left over goes below, not into empty table rows
 
         self._preset_name = None
+        # What the token column's width and the source box last followed: an edit of numbers
+        # (a typed cell, a dragged slider) changes neither, and measuring the header, the
+        # scroll bar and the fonts again on each one was a third of this page's share of an edit.
+        self._width_for = None
+        self._source_for = None
         document.session_changed.connect(self._on_session_changed)
         self._on_session_changed(session)
 
@@ -184,7 +189,10 @@ class TokensPage(QWidget):
         view.setMinimumWidth(rows + token + masked + bar + 2 * view.frameWidth())
 
     def _on_session_changed(self, session) -> None:
-        self._keep_token_column_readable(session.n)
+        width_for = (session.n, self.token_model.columnCount())
+        if width_for != self._width_for:
+            self._width_for = width_for
+            self._keep_token_column_readable(session.n)
         if self.d_spin.value() != session.d:  # setting the same value again still repaints
             with QSignalBlocker(self.d_spin):
                 self.d_spin.setValue(session.d)
@@ -203,6 +211,9 @@ class TokensPage(QWidget):
             SENTENCE_HINT if session.n <= MAX_SENTENCE_TOKENS else
             f"{session.n:,} tokens are too many to show as a sentence; edit them in the table below, "
             "or type a new sentence and press Enter")
+        if session.preset is self._source_for and session.preset is not None:
+            return  # the same preset (an immutable value): its generator and the box as they are
+        self._source_for = session.preset
         has_generator = self._preset() is not None
         item = self.source_combo.model().item(self.source_combo.findData("preset"))
         item.setEnabled(has_generator)
