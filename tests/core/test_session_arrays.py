@@ -149,3 +149,28 @@ def test_a_prepared_array_starts_its_chain_from_the_file_written_ahead(big):
                     w_key=np.ones((1, 4, 4)), w_value=np.ones((1, 4, 4)))
     assert not edits.prepare_edit(small, "W_q")
     assert not edits.prepare_edit(small, "W_o")  # this session has no output projection
+
+
+@needs_memfd
+def test_a_long_chain_starts_again_from_a_file_written_ahead(big):
+    # Each edit of a chain writes again every page written since the chain's file was made;
+    # past REFRESH_PAGES of them, a file holding the newest array is written off the caller's
+    # thread and the next edit starts from it, rewriting only its own page.
+    rng = np.random.default_rng(4)
+    s = big.replace(w_query=rng.normal(size=(HEADS, D, D)))
+    expected = np.array(s.w_query)
+    rows_per_page = mmap.PAGESIZE // (D * s.w_query.itemsize) or 1
+    gc.collect()
+    files = session_arrays.memory_file_bytes()
+    for k in range(session_arrays.REFRESH_PAGES):  # each edit on a page of its own
+        row = (k * rows_per_page) % D
+        s = edits.set_cell(s, "W_q", row, k % D, float(k), head=k * rows_per_page // D)
+        expected[k * rows_per_page // D, row, k % D] = float(k)
+    assert session_arrays.rewritten_pages(s.w_query) == session_arrays.REFRESH_PAGES
+    assert session_arrays.prepared(s.w_query)  # written ahead for the next edit
+    assert session_arrays.memory_file_bytes() - files == 2 * s.w_query.nbytes
+    after = edits.set_cell(s, "W_q", 1, 2, -3.0, head=HEADS - 1)
+    expected[HEADS - 1, 1, 2] = -3.0
+    assert copy_on_write(after.w_query) and session_arrays.rewritten_pages(after.w_query) == 1
+    np.testing.assert_array_equal(after.w_query, expected)
+    np.testing.assert_array_equal(SessionChange(s, after).undo(after).w_query, s.w_query)

@@ -99,6 +99,9 @@ def with_flat_values(base: np.ndarray, flat: np.ndarray, values) -> np.ndarray:
     a.flags.writeable = False
     _FROZEN[id(a)] = a
     _DERIVED[id(a)] = (weakref.ref(base), np.asarray(flat), weakref.ref(a))
+    # A long chain, or a whole copy (a large paste): the file the next edit starts from is
+    # written meanwhile, off this thread.
+    prepare_copy_on_write(a)
     if len(_DERIVED) > _DERIVED_SIZE:
         _DERIVED.popitem(last=False)
     return a
@@ -122,6 +125,12 @@ _COW_MIN_BYTES = 4 << 20
 # next edit starts a new memory file from its base (one whole copy), so an edit never copies
 # more than about one head's worth.
 COW_MAX_PAGES = 512
+# Each array of a chain has every page written since the chain's file was made copied again
+# (a page fault and 4 KB each): past this many such pages, a new file holding the newest
+# array is written off the caller's thread (``prepare_copy_on_write``) and the next edit
+# starts from it, so an edit rewrites at most about this many pages, and no edit waits for a
+# whole new file as the one after 512 pages did (22 ms for W_q at 16 heads of 512).
+REFRESH_PAGES = 64
 _PAGE = mmap.PAGESIZE
 # id(array) → (weak reference to it, its root, the flat positions written since the root, their
 # values): the chain an array made by ``_cow_copy`` belongs to.
@@ -174,39 +183,59 @@ def _copies_on_write(base: np.ndarray) -> bool:
     return base.nbytes >= _COW_MIN_BYTES and base.flags.c_contiguous and hasattr(os, "memfd_create")
 
 
+def _submit(base: np.ndarray):
+    """A Future of a memory file holding ``base``'s numbers, written on the preparing thread."""
+    global _PREPARER
+    if _PREPARER is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _PREPARER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnexplorer-copy-on-write")
+    return _PREPARER.submit(_CowRoot, base)
+
+
+def _ready(future) -> "_CowRoot | None":
+    """What ``future`` made, once done (None while it runs, or when it failed: no memory file)."""
+    if future is None or not future.done() or future.exception() is not None:
+        return None
+    return future.result()
+
+
 def prepare_copy_on_write(base: np.ndarray) -> bool:
     """Start writing the memory file that ``base``'s next edit starts its chain from, on a
-    thread of its own; True when one is being made or is ready.
+    thread of its own; True when one is being made or is ready, or ``base``'s chain has one.
 
     A chain's first edit otherwise writes the whole array into a new memory file on the
     caller's thread (about 22 ms for the 32 MB of W_q at 16 heads of 512 here, more than the
     plain copy an edit made before copy-on-write). A table calls this when the person starts
     typing into a cell, so that the file is ready by the time they press Enter; an edit that
     comes before it is ready waits for it (never longer than writing it itself would take).
-    Costs nothing for an array that copies whole (small, or no memory files here) or whose
-    file is made already."""
-    global _PREPARER
+    A long chain writes its next file ahead by itself (``REFRESH_PAGES``). Costs nothing for
+    an array that copies whole (small, or no memory files here) or whose file is made."""
     if _FROZEN.get(id(base)) is not base or not _copies_on_write(base):
         return False
     entry = _COW.get(id(base))
     if entry is not None and entry[0]() is base:
-        return True  # an array of a chain: its edit maps the chain's file
+        if entry[4] is None and _pages(entry[2], base.itemsize) >= REFRESH_PAGES:
+            # The chain's next file, from this array; edits made before it is written go on
+            # with the chain and note where they wrote (the pending refresh's positions).
+            _COW[id(base)] = entry[:4] + ((_submit(base), np.zeros(0, dtype=np.int64)),)
+        return True
     hit = _PREPARED.get(id(base))
     if hit is not None and hit[0]() is base:
         return True
-    if _PREPARER is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _PREPARER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnexplorer-copy-on-write")
     key = id(base)
-    _PREPARED[key] = (weakref.ref(base), _PREPARER.submit(_CowRoot, base))
+    _PREPARED[key] = (weakref.ref(base), _submit(base))
     weakref.finalize(base, _PREPARED.pop, key, None)
     return True
 
 
 def prepared(base: np.ndarray) -> bool:
-    """Whether a memory file prepared for ``base`` (``prepare_copy_on_write``) is there,
-    waiting for it while it is being written."""
+    """Whether a memory file written ahead for ``base`` (``prepare_copy_on_write``) or for
+    its chain's refresh is there, waiting for it while it is being written."""
+    entry = _COW.get(id(base))
+    if entry is not None and entry[0]() is base and entry[4] is not None:
+        entry[4][0].exception()  # waits
+        return _ready(entry[4][0]) is not None
     return _prepared_root(base) is not None
 
 
@@ -232,11 +261,27 @@ def _cow_copy(base: np.ndarray, flat, values) -> np.ndarray | None:
     if _pages(flat, base.itemsize) > COW_MAX_PAGES:
         return None  # most of a head or more: a whole copy costs about as much
     entry = _COW.get(id(base))
-    root = None
+    root, pending = None, None
     if entry is not None and entry[0]() is base:
-        written, written_values = _last_writes(np.concatenate([entry[2], flat]), np.concatenate([entry[3], values]))
-        if _pages(written, base.itemsize) <= COW_MAX_PAGES:
-            root = entry[1]
+        pending = entry[4]
+        refreshed = _ready(None if pending is None else pending[0])
+        if refreshed is None:
+            written, written_values = _last_writes(np.concatenate([entry[2], flat]), np.concatenate([entry[3], values]))
+            if _pages(written, base.itemsize) <= COW_MAX_PAGES:
+                root = entry[1]
+                if pending is not None:
+                    pending = (pending[0], np.concatenate([pending[1], flat]))
+            elif pending is not None:
+                pending[0].exception()  # waits: the file being written ahead is nearer done than a new one
+                refreshed = _ready(pending[0])
+        if refreshed is not None:
+            # The chain's next file is written: it holds an earlier array of this chain, and
+            # ``base`` differs from it only where the edits since then wrote.
+            since = np.unique(pending[1])
+            written, written_values = _last_writes(np.concatenate([since, flat]),
+                                                   np.concatenate([base.reshape(-1)[since], values]))
+            root = refreshed
+        pending = None if root is not entry[1] else pending
     if root is None:  # a new chain, from a file holding ``base``'s numbers
         root = _prepared_root(base)
         if root is None:
@@ -251,7 +296,7 @@ def _cow_copy(base: np.ndarray, flat, values) -> np.ndarray | None:
         return None
     a.reshape(-1)[written] = written_values
     key = id(a)
-    _COW[key] = (weakref.ref(a), root, written, np.array(written_values))
+    _COW[key] = (weakref.ref(a), root, written, np.array(written_values), pending)
     weakref.finalize(a, _COW.pop, key, None)
     return a
 
@@ -260,6 +305,13 @@ def copy_on_write(a: np.ndarray) -> bool:
     """Whether ``a`` was made as a copy-on-write copy (it shares unwritten pages with others)."""
     entry = _COW.get(id(a))
     return entry is not None and entry[0]() is a
+
+
+def rewritten_pages(a: np.ndarray) -> int:
+    """How many pages of ``a`` hold cells written since its chain's memory file was made
+    (each edit of the chain writes them again); 0 for an array not made copy-on-write."""
+    entry = _COW.get(id(a))
+    return _pages(entry[2], a.itemsize) if entry is not None and entry[0]() is a else 0
 
 
 def memory_file_bytes() -> int:
