@@ -16,6 +16,7 @@ rows and "is anything blocked" are worked out from the definition too, without t
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 
 import numpy as np
 
@@ -38,16 +39,45 @@ def _source_n(session: Session) -> int | None:
 
 def mask_and_blocked_rows(session: Session) -> tuple[np.ndarray, np.ndarray, bool]:
     """The dense engine's masks: the whole n × n_k mask (True = blocked), the fully blocked
-    query rows, and whether anything is blocked at all. All read-only."""
+    query rows, and whether anything is blocked at all. All read-only, and the same arrays
+    for the same mask and sizes (so their device copies are made once too)."""
     if session.mask.kind == "none":
         mask, rows = _unmasked(session.n, session.n_keys)
         return mask, rows, False
-    mask = session.mask.matrix(session.n, _source_n(session))
-    rows = mask.all(axis=1)
-    anything = bool(rows.any()) or bool(mask.any())
-    mask.flags.writeable = False
+    n, n_k = session.n, _source_n(session)
+    if n * session.n_keys > _KEPT_CELLS:
+        return _blocked_cells(session.mask, n, n_k)
+    return _kept_blocked_cells(session.mask, n, n_k)
+
+
+# Masks up to this many cells are kept: a Mask is an immutable value, and an edit of anything
+# else hands the same Mask on, so the next compute finds its arrays (and their device copy)
+# instead of making n × n_k cells again. A causal mask of 1,024 tokens is 1 MB.
+_KEPT_CELLS = 1 << 20
+_KEPT: OrderedDict = OrderedDict()
+_KEPT_MASKS = 4
+
+
+def _kept_blocked_cells(mask, n: int, n_k: int | None) -> tuple[np.ndarray, np.ndarray, bool]:
+    # The entry holds the Mask itself, so its id, part of the key, names no other while kept.
+    key = (id(mask), n, n_k)
+    hit = _KEPT.get(key)
+    if hit is not None and hit[0] is mask:
+        return hit[1]
+    value = _blocked_cells(mask, n, n_k)
+    _KEPT[key] = (mask, value)
+    if len(_KEPT) > _KEPT_MASKS:
+        _KEPT.popitem(last=False)
+    return value
+
+
+def _blocked_cells(mask, n: int, n_k: int | None) -> tuple[np.ndarray, np.ndarray, bool]:
+    matrix = mask.matrix(n, n_k)
+    rows = matrix.all(axis=1)
+    anything = bool(rows.any()) or bool(matrix.any())
+    matrix.flags.writeable = False
     rows.flags.writeable = False
-    return mask, rows, anything
+    return matrix, rows, anything
 
 
 def blocked_rows(session: Session) -> np.ndarray:

@@ -74,6 +74,13 @@ def device_tensor(array: np.ndarray, tdtype, dev):
                    lambda: _torch().tensor(array, dtype=tdtype, device=dev))
 
 
+def device_flags(array: np.ndarray, dev):
+    """The boolean ``array`` (a mask, the blocked rows) as a tensor on ``dev``, cached as
+    ``device_tensor`` caches (the engine's masks are kept read-only arrays)."""
+    return cached(_TENSOR_CACHE, _TENSOR_CACHE_SIZE, (array,), (id(array), dev, "flags"),
+                  lambda: _torch().tensor(array, device=dev))
+
+
 def projection_weights(session: Session, tdtype, dev, reading: bool = False):
     """W_q, W_k and W_v of every head side by side as one (d, H·d_k + H·d_k + H·d_v) matrix.
 
@@ -96,10 +103,20 @@ def projection_weights(session: Session, tdtype, dev, reading: bool = False):
 
     with _JOIN_LOCK:  # the window's worker and an export on the GUI thread may both get here
         joined = cached(_TENSOR_CACHE, _TENSOR_CACHE_SIZE, arrays, (*map(id, arrays), dev, tdtype, "qkv"), build)
-        _LAST_JOINED[(dev, tdtype)] = (tuple(weakref.ref(a) for a in arrays), joined)
+        last = _LAST_JOINED.get((dev, tdtype))
+        # A compute of an unchanged session finds its own entry there: new weak references
+        # would say the same thing again.
+        if last is None or last[1] is not joined or not _same(last[0], arrays):
+            _LAST_JOINED[(dev, tdtype)] = (tuple(weakref.ref(a) for a in arrays), joined)
         if reading:
-            _READERS[id(joined)] = _READERS.get(id(joined), 0) + 1
+            key = id(joined)
+            _READERS[key] = _READERS.get(key, 0) + 1
     return joined
+
+
+def _same(refs: tuple, arrays: tuple) -> bool:
+    """Whether the weak references ``refs`` name exactly ``arrays`` (W_q, W_k, W_v)."""
+    return refs[0]() is arrays[0] and refs[1]() is arrays[1] and refs[2]() is arrays[2]
 
 
 def done_reading(joined) -> None:

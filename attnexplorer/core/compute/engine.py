@@ -15,6 +15,7 @@ torch is imported lazily so that ``attnexplorer --help`` and the file tools stay
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 import time
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..kernel.attention import (INTERMEDIATES, STAGE_INTERMEDIATES, AttentionInputs, AttentionOverflow, attend, kv_head_map,
                         split_projections)
-from .device_inputs import cannot_overflow, device_tensor, done_reading, projection_weights
+from .device_inputs import cannot_overflow, device_flags, device_tensor, done_reading, projection_weights
 from .stage_inputs import positions_array, stage_bound, stage_tensors
 from ..errors import EngineError
 from .blocked_cells import mask_and_blocked_rows
@@ -414,15 +415,25 @@ def to_host(t) -> np.ndarray:
     return a
 
 
-@contextlib.contextmanager
-def engine_failures(device: str, dtype: str):
-    """Turn a failure of the device itself (out of memory, a missing kernel) inside the block
-    into the one-line ``EngineError`` a user sees, naming the device and dtype."""
-    try:
-        yield
-    except (RuntimeError, NotImplementedError, MemoryError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise EngineError(f"the engine failed on {device} ({dtype}): {first}") from None
+class engine_failures:
+    """``with engine_failures(device, dtype):`` turns a failure of the device itself (out of
+    memory, a missing kernel) inside the block into the one-line ``EngineError`` a user sees,
+    naming the device and dtype. A class, not a generator: it wraps every compute, and a
+    generator-based context manager costs several times more to enter and leave."""
+
+    __slots__ = ("device", "dtype")
+
+    def __init__(self, device: str, dtype: str):
+        self.device, self.dtype = device, dtype
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb):
+        if kind is None or not issubclass(kind, (RuntimeError, NotImplementedError, MemoryError)):
+            return False
+        first = str(err).strip().splitlines()[0] if str(err).strip() else kind.__name__
+        raise EngineError(f"the engine failed on {self.device} ({self.dtype}): {first}") from None
 
 
 def all_finite(t) -> bool:
@@ -452,13 +463,16 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     if not isinstance(session, Session):
         raise EngineError(f"compute() needs a Session, got {type(session).__name__}")
     dev, tdtype = resolve(device, dtype)
-    wanted = _KEEPABLE if keep is None else set(keep)
-    unknown = wanted - _KEEPABLE
-    if unknown:
-        raise EngineError(f"unknown intermediate(s): {', '.join(sorted(unknown))}; "
-                          f"choose from {', '.join(INTERMEDIATES + STAGE_INTERMEDIATES)}")
+    if keep is None:
+        wanted = _KEEPABLE
+    else:
+        wanted = set(keep)
+        unknown = wanted - _KEEPABLE
+        if unknown:
+            raise EngineError(f"unknown intermediate(s): {', '.join(sorted(unknown))}; "
+                              f"choose from {', '.join(INTERMEDIATES + STAGE_INTERMEDIATES)}")
     check_memory(session, dtype, device)  # refuse what cannot fit before allocating any of it
-    mask_np, blocked_rows_np, any_blocked = mask_and_blocked_rows(session)
+    masks = mask_and_blocked_rows(session)
     factor = session.scale.factor(session.d_k)
     # Decided from the inputs before any work: when nothing can overflow, the result need not
     # be searched for inf/NaN afterwards.
@@ -467,14 +481,16 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
     checked = cannot_overflow(session, factor, info.max, info.eps, stage_bound if staged else None)
     start = time.perf_counter()
     with engine_failures(device, dtype), torch.inference_mode():
-        with attention_inputs(session, tdtype, dev, (mask_np, blocked_rows_np, any_blocked),
-                              linear=reuse_linear) as inputs:
-            try:
-                # Unless the bound rules overflow out, the scores are looked at before masking.
-                t = attend(inputs, wanted, check_finite=None if checked else all_finite)
-            except AttentionOverflow:
-                raise overflow_error(dtype, device) from None
-        joined, scores, scaled, weights = t["joined"], t["scores"], t["scaled_scores"], t["weights"]
+        inputs, reading = build_attention_inputs(session, tdtype, dev, masks, reuse_linear, staged=staged)
+        try:
+            # Unless the bound rules overflow out, the scores are looked at before masking.
+            t = attend(inputs, wanted, check_finite=None if checked else all_finite)
+        except AttentionOverflow:
+            raise overflow_error(dtype, device) from None
+        finally:
+            if reading is not None:  # the products are made: an edit may write into it again
+                done_reading(reading)
+        scores, scaled, weights = t["scores"], t["scaled_scores"], t["weights"]
         head_out, output = t["head_outputs"], t["output"]
         # Past the scores, an overflow (in V, or a NaN weight row from +inf scores) always
         # reaches the small head outputs, so checking them and the output suffices.
@@ -484,14 +500,35 @@ def compute(session: Session, device: str = "cpu", dtype: str = "float32", keep=
         elapsed = (time.perf_counter() - start) * 1000.0
         if not finite:
             raise overflow_error(dtype, device)
-        fields = _results_to_host(session, wanted, joined, scores, scaled, weights, head_out, output,
-                                  qkv=(t["Q"], t["K"], t["V"]) if staged else None)
+        # On the CPU in float32/64 a host array is a view of the tensor's memory, made directly;
+        # elsewhere ``to_host`` copies (and widens half types).
+        host = _cpu_view if dev.type == "cpu" and tdtype.itemsize > 2 else to_host
+        fields = _results_to_host(session, wanted, t["joined"], scores, scaled, weights, head_out, output,
+                                  qkv=(t["Q"], t["K"], t["V"]) if staged else None, convert=host)
         if staged:
             fields.update(stages_to_host(session, wanted, t, inputs))
     if not staged:  # E is X, and the rest are absent: nothing to make
         fields.update(E=session.embeddings, X=session.embeddings, kv_head_of=kv_head_map(session.heads, session.heads))
-    return AttentionResult(session=session, scale_factor=factor, mask=mask_np, blocked_rows=blocked_rows_np,
-                           device=str(dev), dtype=dtype, compute_ms=elapsed, **fields)
+    return _new_result(fields, session=session, scale_factor=factor, mask=masks[0], blocked_rows=masks[1],
+                       device=str(dev), dtype=dtype, compute_ms=elapsed)
+
+
+# Every field of AttentionResult that has a default, with it.
+_RESULT_DEFAULTS = {f.name: f.default for f in dataclasses.fields(AttentionResult) if f.default is not dataclasses.MISSING}
+
+
+def _new_result(fields: dict, **more) -> AttentionResult:
+    """``AttentionResult(**fields, **more)`` made without the frozen dataclass's ``__init__``,
+    which sets its 29 fields one ``object.__setattr__`` at a time: about 3 µs of every compute,
+    a tenth of what it adds to the arithmetic at teaching sizes. The caller gives every field
+    without a default (``tests/core/test_engine_overhead.py`` checks that the result is the
+    constructor's)."""
+    result = object.__new__(AttentionResult)
+    values = result.__dict__
+    values.update(_RESULT_DEFAULTS)
+    values.update(fields)
+    values.update(more)
+    return result
 
 
 def carries(session: Session, name: str) -> bool:
@@ -532,18 +569,34 @@ def attention_inputs(session: Session, tdtype, dev, masks=None, linear=None, who
     ``AttentionInputs.linear`` (compute's reuse of the previous product; the fit leaves it
     None, as its weights change every step).
     """
-    torch = _torch()
-    stages = stage_tensors(session, tdtype, dev, dense_bias=whole) if uses_stages(session) else {}
+    inputs, reading = build_attention_inputs(session, tdtype, dev, masks, linear, whole)
+    try:
+        yield inputs
+    finally:
+        if reading is not None:
+            done_reading(reading)
+
+
+def build_attention_inputs(session: Session, tdtype, dev, masks=None, linear=None, whole: bool = True,
+                           staged: bool | None = None):
+    """``attention_inputs`` without the ``with``: ``(inputs, reading)``, where ``reading`` is
+    the joined projection weights the caller must pass to ``device_inputs.done_reading`` once
+    its products are made (None when there is none). ``compute`` calls this directly (a
+    generator-based ``with`` costs as much as the rest of its bookkeeping); ``staged``:
+    ``uses_stages(session)`` when the caller has it."""
+    if staged is None:
+        staged = uses_stages(session)
+    stages = stage_tensors(session, tdtype, dev, dense_bias=whole) if staged else {}
     stages.pop("alibi_slopes", None)
     mask = blocked_rows = None
     if whole:
         mask_np, blocked_rows_np, any_blocked = mask_and_blocked_rows(session) if masks is None else masks
         if any_blocked:
-            mask = torch.tensor(mask_np, device=dev)
-            blocked_rows = torch.tensor(blocked_rows_np, device=dev) if blocked_rows_np.any() else None
+            mask = device_flags(mask_np, dev)
+            blocked_rows = device_flags(blocked_rows_np, dev) if blocked_rows_np.any() else None
     joined = None if "w_q" in stages else projection_weights(session, tdtype, dev, reading=True)
     try:
-        yield AttentionInputs(
+        inputs = AttentionInputs(
             x=device_tensor(session.embeddings, tdtype, dev),
             # With a source, only the queries are made from X: stage_tensors has W_q alone.
             w_qkv=stages.pop("w_q") if joined is None else joined,
@@ -551,9 +604,11 @@ def attention_inputs(session: Session, tdtype, dev, masks=None, linear=None, who
             mask=mask, blocked_rows=blocked_rows,
             w_out=None if session.w_out is None else device_tensor(session.w_out, tdtype, dev),
             linear=linear, **stages)
-    finally:
+    except BaseException:
         if joined is not None:
             done_reading(joined)
+        raise
+    return inputs, joined
 
 
 def uses_stages(session: Session) -> bool:
@@ -604,37 +659,46 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _results_to_host(session, wanted, joined, scores, scaled, weights, head_out, output, qkv=None) -> dict:
+def _cpu_view(t) -> np.ndarray:
+    """``to_host`` for a CPU tensor in float32/float64: a read-only view of its memory."""
+    a = t.numpy()
+    a.flags.writeable = False
+    return a
+
+
+def _results_to_host(session, wanted, joined, scores, scaled, weights, head_out, output, qkv=None,
+                     convert=to_host) -> dict:
     """The intermediates in ``wanted`` as read-only host arrays; None for the others.
 
     On the CPU a host array is a view of the tensor's memory; elsewhere, or for half types
     (numpy has no bfloat16), it is a float32 copy. Views that numpy can make from another host
     array (Q, K and V from their joined product, the concatenation from the head outputs) cost
     no device transfer and no torch call. ``qkv``, when given, are the Q, K and V tensors to
-    copy one by one (a session with stages: RoPE, grouped or cross-attention keys).
+    copy one by one (a session with stages: RoPE, grouped or cross-attention keys). ``convert``
+    turns one tensor into its host array (``to_host``, or ``_cpu_view`` where that suffices).
     """
     host = dict.fromkeys(INTERMEDIATES)
     if qkv is not None:
         for name, t in zip(("Q", "K", "V"), qkv):
-            host[name] = to_host(t) if name in wanted else None
+            host[name] = convert(t) if name in wanted else None
     elif "Q" in wanted or "K" in wanted or "V" in wanted:
         # One host copy of the joined projections; numpy views keep its read-only flag.
-        q, k, v = split_projections(to_host(joined), session.heads, session.d_k, session.d_v)
+        q, k, v = split_projections(convert(joined), session.heads, session.d_k, session.d_v)
         host["Q"] = q if "Q" in wanted else None
         host["K"] = k if "K" in wanted else None
         host["V"] = v if "V" in wanted else None
     for name, t in (("scores", scores), ("scaled_scores", scaled), ("weights", weights)):
         if name in wanted:
-            host[name] = to_host(t)
+            host[name] = convert(t)
     concat_wanted = "concat" in wanted or ("output" in wanted and output is None)
     if "head_outputs" in wanted or concat_wanted:
-        per_head = to_host(head_out)
+        per_head = convert(head_out)
         if "head_outputs" in wanted:
             host["head_outputs"] = per_head
         if concat_wanted:
             host["concat"] = _concat(per_head, session.n)
     if "output" in wanted:
-        host["output"] = host["concat"] if output is None else to_host(output)
+        host["output"] = host["concat"] if output is None else convert(output)
     if "concat" not in wanted:
         host["concat"] = None
     return host

@@ -12,6 +12,7 @@ the process die with a MemoryError, ``compute`` refuses a session whose estimate
 
 from __future__ import annotations
 
+import functools
 import os
 
 from ..errors import EngineError
@@ -27,6 +28,13 @@ _ITEM_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
 def memory_limit() -> int:
     """Half of this machine's physical memory: the rest is for the window, the exported files
     and everything else running."""
+    return _half_of_physical_memory()
+
+
+@functools.lru_cache(maxsize=1)
+def _half_of_physical_memory() -> int:
+    # Asked once: the two sysconf calls cost more than the rest of ``check_memory``, which runs
+    # on every compute, and the machine's memory does not change while we run.
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):

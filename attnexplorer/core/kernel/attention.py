@@ -222,11 +222,14 @@ def attention_block(q, k, v=None, *, factor: float = 1.0, bias=None, mask=None, 
         raise ValueError(f"{heads} query heads cannot share {kv_heads} K/V heads evenly")
     # Grouped-query: the `group` query heads of one K/V head in one product, no copy of K.
     qg = q.reshape(kv_heads, group * r, q.shape[-1]) if group > 1 else q
+    # torch.bmm, not @: the same product (matmul of two 3-D tensors calls bmm), without
+    # matmul's broadcasting bookkeeping, which costs as much as the product at teaching sizes.
     if out is not None and "scores" in out and not grad:
         scores = torch.bmm(qg, k.mT, out=out["scores"][: heads * r * c].view(kv_heads, group * r, c))
     else:
-        scores = qg @ k.mT
-    scores = scores.view(heads, r, c)
+        scores = torch.bmm(qg, k.mT)
+    if group > 1:
+        scores = scores.view(heads, r, c)
     if observe is not None:
         observe("scores", scores)
     if until == "scores":
@@ -284,9 +287,9 @@ def attention_block(q, k, v=None, *, factor: float = 1.0, bias=None, mask=None, 
     if until == "weights":
         return AttentionBlock(scores, scaled, weights, None, lse, share)
     if group > 1:
-        head_out = (weights.view(kv_heads, group * r, c) @ v).view(heads, r, -1)
+        head_out = torch.bmm(weights.view(kv_heads, group * r, c), v).view(heads, r, -1)
     else:
-        head_out = weights @ v
+        head_out = torch.bmm(weights, v)
     return AttentionBlock(scores, scaled, weights, head_out, lse, share)
 
 

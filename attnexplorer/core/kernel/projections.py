@@ -9,6 +9,8 @@ torch is imported lazily, so that ``import attnexplorer.core`` stays light.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .norms import normalise, normalise_heads
@@ -46,9 +48,44 @@ def split_projections(joined, heads: int, d_k: int, d_v: int, kv_heads: int | No
         if host:
             qkv = joined.reshape(n, 3, heads, d_k).transpose(1, 2, 0, 3)
             return qkv[0], qkv[1], qkv[2]
+        if joined.is_inference():
+            return _kept_split(joined, heads, d_k)
         return joined.view(n, 3, heads, d_k).permute(1, 2, 0, 3).unbind(0)
     hk = heads * d_k
     return (_per_head(joined[:, :hk], heads),) + split_key_value(joined[:, hk:], kv_heads, d_k)
+
+
+# The views ``split_projections`` made last of an inference-mode product, by the product's id:
+# the engine's product of an unchanged session is the same tensor on every compute
+# (``projection_reuse``), and its three views cost as much as the product at teaching sizes.
+# Products are never written in place and their views are only read, so the views of one
+# product can be handed out again. Views made in inference mode do not hold their base
+# tensor, so the weak reference's callback drops an entry when its product dies: the views
+# never keep a product's memory alive longer than the product itself.
+_SPLITS: dict = {}
+_SPLITS_KEPT = 4
+
+
+def _kept_split(joined, heads: int, d_k: int):
+    key = id(joined)
+    hit = _SPLITS.get(key)
+    if hit is not None and hit[0]() is joined and hit[1] == (heads, d_k):
+        return hit[2]
+    n = joined.shape[0]
+    views = joined.view(n, 3, heads, d_k).permute(1, 2, 0, 3).unbind(0)
+    if len(_SPLITS) >= _SPLITS_KEPT:
+        _SPLITS.clear()
+    _SPLITS[key] = (weakref.ref(joined, _forget_split(key)), (heads, d_k), views)
+    return views
+
+
+def _forget_split(key: int):
+    def callback(ref):
+        hit = _SPLITS.get(key)
+        if hit is not None and hit[0] is ref:
+            del _SPLITS[key]
+
+    return callback
 
 
 def split_key_value(joined, kv_heads: int, d_k: int):
