@@ -211,7 +211,9 @@ class HeadScores:
         if s.kind == "first-token":
             return w[:, :, 0].sum(dim=1, dtype=torch.float64)
         if s.kind == "window":
-            return sum(_stripe(w, first, -k) for k in range(s.width))
+            # stripes past the block's first key are empty: a window wider than the text (window:10**9)
+            # reads every key, not a billion empty stripes
+            return sum(_stripe(w, first, -k) for k in range(min(s.width, first + rows)))
         if s.kind == "induction" and self.probe is not None:
             # the repeat's rows, each on the token just after its earlier copy (j = i − N + 1)
             p, size = self.probe.start, self.probe.repeat

@@ -365,3 +365,27 @@ def test_the_sweeps_picked_logit_is_the_models_logit(tiny_bert_mlm, decoder):
         row = torch.from_numpy(behaviour.run.final[picked.position])
         full = behaviour.logits(row[None])[0].double()
         assert abs(picked_logit(behaviour, picked)(row) - picked.logit(full)) < 1e-5
+
+
+def test_a_window_wider_than_the_text_reads_each_key_once(monkeypatch):
+    """``window:W`` with W past the text's length is the whole causal row (every key up to the
+    query); it used to walk W stripes, so ``--scores window:99999999999`` never finished."""
+    from attnexplorer.models import head_scores
+
+    rng = np.random.default_rng(1)
+    n, heads = 9, 2
+    weights = np.tril(rng.random((heads, n, n)))
+    weights /= weights.sum(-1, keepdims=True)
+    stripes = []
+    real = head_scores._stripe
+
+    def counted(*args):
+        stripes.append(args[2])
+        assert len(stripes) <= n * 3, "more stripes than the blocks' keys"
+        return real(*args)
+
+    monkeypatch.setattr(head_scores, "_stripe", counted)
+    scorer = HeadScores(parse_scores("window:99999999999"), list(range(n)), 1, heads)
+    for first in range(0, n, 4):
+        scorer(0, first, torch.from_numpy(weights[:, first:first + 4]).float())
+    assert np.abs(scorer.result()["window:99999999999"][0] - 1.0).max() < 1e-6   # the whole causal row
