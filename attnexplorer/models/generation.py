@@ -70,7 +70,10 @@ class Sampling:
     def pick(self, logits: torch.Tensor, position: int) -> int:
         if self.greedy:
             return int(torch.argmax(logits))
-        scores = logits.double() / self.temperature
+        # shifted so the largest score is 0 before dividing: a tiny temperature (5e-324) sends the
+        # rest to -inf instead of every score to ±inf, whose softmax is NaN (token 0 was drawn)
+        scores = logits.double()
+        scores = (scores - scores.max()) / self.temperature
         if self.top_k is not None and self.top_k < scores.shape[0]:
             cut = torch.topk(scores, self.top_k).values[-1]
             scores = scores.masked_fill(scores < cut, float("-inf"))

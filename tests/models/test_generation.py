@@ -232,3 +232,13 @@ def test_a_step_copies_no_weight_and_no_cache(decoder, monkeypatch):
         plain.step(token)
     assert plain.layout.copied == 0 and not plain.layout.enabled
     assert torch.max(torch.abs(plain.logits - generation.logits)) < TOL
+
+
+@pytest.mark.parametrize("temperature", [5e-324, 1e-310, 1e-30])
+def test_a_tiny_temperature_draws_the_most_likely_token(temperature):
+    """A temperature near 0 is greedy in the limit: logits / 5e-324 overflowed to ±inf, the
+    softmax made NaN and the draw fell on token 0 whatever the logits said."""
+    logits = torch.tensor([0.5, 3.0, -2.0, 2.9], dtype=torch.float32)
+    for position in range(5):
+        assert Sampling(greedy=False, temperature=temperature).pick(logits, position) == 1
+        assert Sampling(greedy=False, temperature=temperature, top_k=2, top_p=0.5).pick(logits, position) == 1
