@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from .forward import _Layers, family, threads_for
-from .interventions import Behaviour, Interventions
+from .interventions import Behaviour, Interventions, check_stream
 from .prediction import Scores
 from .sources import ModelError
 
@@ -316,6 +316,8 @@ class Generation:
                 if prefill and change is not None and change.residual is not None:
                     x = change.residual   # an edited layer input: the prompt's rows
                 x = self.model.layer(layer, x, run)
+            if self.changes:   # an edit can overflow the stream (interventions.check_stream); refused
+                check_stream(x, "at the last token")   # before the cache counts the rows
             self.cache.length = start + len(ids)
             # the prompt's prediction as the Predictions tab makes it; a step's over its row layout
             logits = self.model.unembed(x[-1:], F.linear if prefill else self.layout.linear)
@@ -365,8 +367,8 @@ class Generation:
         # woke the second thread for ~0.1 ms of work, and on a busy machine waited for it to be
         # scheduled (84 ms a step at load 6, more than the step's forward).
         with threads_for(1):
+            scores = self.scores()   # first: it refuses logits that are not finite, before any pick
             token_id = int(self.sampling.pick(self.logits, n) if token_id is None else token_id)
-            scores = self.scores()
             top = self.behaviour.top_tokens(scores, TOP)
             logits, rows = self._forward([token_id], n)
         self.ids.append(token_id)

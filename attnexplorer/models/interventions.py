@@ -256,6 +256,8 @@ class Behaviour:
         start = torch.from_numpy(self.run.layer_inputs[first])
         after, _ = forward_from(self.kind, self.loaded.config, self.loaded.weights, first, start,
                                 changes=changes, cancelled=cancelled, model=self.model, rows=rows)
+        for layer, stream in enumerate(after, start=first):
+            check_stream(stream, f"after layer {layer}")
         return cached[:first] + after
 
     def logits(self, residual):
@@ -282,6 +284,23 @@ class Behaviour:
 
     def top_tokens(self, scores: Scores, k: int, base: Scores | None = None) -> list[dict]:
         return self.predictor.top_tokens(scores, k, base)
+
+
+# |x| past this squares past float32's largest number (3.4e38): the next norm's mean(x²) is inf
+# and the row comes out as zeros (in the model's arithmetic and transformers' alike), so every
+# logit was 0 and the panel showed a uniform guess as the edited model's prediction.
+STREAM_LIMIT = 1.8e19
+
+
+def check_stream(stream, where: str) -> None:
+    """ModelError when an intervened residual stream holds NaN, infinity or a value whose square
+    float32 cannot hold: what the model would predict from it is its overflow, not its numbers."""
+    largest = float(stream.abs().max())   # NaN stays NaN: refused below too
+    if not largest < STREAM_LIMIT:
+        reached = f"reaches {largest:.3g}" if largest == largest and largest != float("inf") else "holds NaN or infinity"
+        raise ModelError(f"with these interventions the residual stream {where} {reached}: past {STREAM_LIMIT:.2g} "
+                         "the model's norm squares it beyond float32's range and reads zeros, so it predicts nothing; "
+                         "undo the edit that made a value this large")
 
 
 def _ablate(cuts, source, held=None):

@@ -244,6 +244,11 @@ def _row(residual: np.ndarray, position: int):
     return torch.from_numpy(np.ascontiguousarray(residual[position]))
 
 
+NOT_FINITE = ("the model's logits are NaN or infinite: a number on the way overflows float32 (an edited value "
+              "too large for the model to carry, or a weight or eps of the model that is not finite), so it predicts "
+              "nothing")
+
+
 class Scores:
     """One row's logits and probabilities (float64 numpy), the top tokens and the ranks of the
     tokens asked. A rank is counted, not sorted for: a full stable sort of SmolLM2's 49,152
@@ -253,6 +258,10 @@ class Scores:
         import torch
 
         logits = logits.double()
+        if not bool(torch.isfinite(logits).all()):
+            # a float32 overflow on the way (an edited value of 1e30 times the stream) is NaN here;
+            # its softmax showed every token at 1/V and argmax drew token 0, silently
+            raise ModelError(NOT_FINITE)
         self.logits = logits.numpy()
         self.probs = torch.softmax(logits, dim=-1).numpy()
 

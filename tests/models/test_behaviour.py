@@ -290,3 +290,30 @@ def test_patched_heads_in_more_layers_reuse_and_extend_the_patch_run(decoder):
     fresh = Behaviour(loaded, behaviour.run)
     assert np.array_equal(after_one, _ours(fresh, two))
     assert np.abs(after_one - _ours(behaviour, one)).max() > 1e-4
+
+
+@pytest.mark.parametrize("value", [1e30, 3e38])
+def test_an_edit_that_overflows_the_stream_is_refused_not_predicted_from_zeros(decoder, value):
+    """A W_o entry of 1e30 is a valid session, but the stream after that layer squares past
+    float32's range in the next norm: every logit came out 0 (a uniform guess, shown as the
+    edited model's prediction), and 3e38 made NaN, which crashed predict's table."""
+    loaded, behaviour, _reference_model = decoder
+    layer = 1
+    parts = loaded.layer_parts(behaviour.run, layer)
+    w_o = np.array(parts["W_o"], dtype=np.float32)
+    w_o[0, :] = value
+    parts["W_o"] = w_o
+    interventions = Interventions().with_edit(layer, session_from_dict(parts, "overflowing"))
+    with pytest.raises(ModelError, match=f"residual stream after layer {layer} .*float32"):
+        behaviour.predict(interventions, lens=True)
+    with pytest.raises(ModelError, match="float32"):
+        behaviour.residuals(interventions)
+    assert behaviour.predict(Interventions())["baseline"]["top"]   # the unedited model still predicts
+
+
+def test_logits_that_are_not_finite_are_refused():
+    from attnexplorer.models.prediction import Scores
+
+    with pytest.raises(ModelError, match="NaN or infinite"):
+        Scores(torch.tensor([0.5, float("nan"), 1.0]))
+    assert Scores(torch.tensor([0.5, 2.0, 1.0])).top(1).tolist() == [1]

@@ -242,3 +242,18 @@ def test_a_tiny_temperature_draws_the_most_likely_token(temperature):
     for position in range(5):
         assert Sampling(greedy=False, temperature=temperature).pick(logits, position) == 1
         assert Sampling(greedy=False, temperature=temperature, top_k=2, top_p=0.5).pick(logits, position) == 1
+
+
+def test_an_edit_that_overflows_the_stream_stops_generation_with_the_reason(decoder):
+    """Generating under an edited W_o of 1e30 drew token 0 at every step from zero (or NaN)
+    logits; it is refused, and the cache keeps no row of the refused token."""
+    from attnexplorer.io.session_file import session_from_dict
+
+    _folder, loaded, behaviour = decoder
+    parts = loaded.layer_parts(behaviour.run, 1)
+    w_o = np.array(parts["W_o"], dtype=np.float32)
+    w_o[0, :] = 1e30
+    parts["W_o"] = w_o
+    interventions = Interventions().with_edit(1, session_from_dict(parts, "overflowing"))
+    with pytest.raises(ModelError, match="float32"):
+        Generation(behaviour, interventions, stop=())
