@@ -18,6 +18,7 @@ against transformers' own ``output_attentions`` on every supported family.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,42 @@ def check_config(config: ModelConfig) -> None:
         raise NotNative("pretraining_tp > 1")
 
 
+# The config's numbers that the loader, the forward and the sessions count with. transformers'
+# own configs refuse a non-int size; here a null hidden_size opened and then crashed the model
+# window's title, 0 heads failed deep in torch, and a billion layers hung the open.
+_SIZES = ("num_hidden_layers", "num_attention_heads", "hidden_size")
+_EPS = ("layer_norm_eps", "layer_norm_epsilon", "rms_norm_eps")
+
+
+def check_sizes(config: ModelConfig, label: str) -> None:
+    """ModelError naming (as config.json names it) a size that is not a whole number ≥ 1, or a
+    norm's eps that is not a finite number (a NaN eps made every prediction NaN)."""
+    own = {common: name for common, name in ALIASES.get(config.model_type, {}).items()}
+    sizes = _SIZES + (("num_key_value_heads",) if getattr(config, "num_key_value_heads", None) is not None else ())
+    for key in sizes:
+        value = getattr(config, key, None)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            said = f" gives no {own.get(key, key)}" if value is None else f"'s {own.get(key, key)} is {value!r}"
+            raise ModelError(f"{label}: config.json{said}; it must be a whole number of at least 1")
+    for key in _EPS:
+        value = getattr(config, key, None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value)):   # its bounds: the session's, at import
+            raise ModelError(f"{label}: config.json's {key} is {value!r}; it must be a finite number")
+
+
+def check_layer_count(config: ModelConfig, weights: dict, label: str) -> None:
+    """ModelError when config.json counts more layers than the weights hold, said before the
+    list of every missing tensor is made (num_hidden_layers 10⁹ would be billions of names)."""
+    kind = FAMILIES[config.model_type].kind
+    held = {int(name.split(".")[_LAYER_DEPTH[kind]]) for name in weights
+            if _layer_part(kind, name) is not None}
+    layers = int(config.num_hidden_layers)
+    if layers > len(held):
+        key = ALIASES.get(config.model_type, {}).get("num_hidden_layers", "num_hidden_layers")
+        raise ModelError(f"{label}: config.json's {key} is {layers:,}, but the weights hold {len(held):,} layers")
+
+
 def _weight_files(folder: Path) -> list[Path]:
     index = folder / "model.safetensors.index.json"
     if index.is_file():
@@ -219,6 +256,10 @@ _UNUSED = {
 _UNUSED_PER_LAYER = {"bert": (), "gpt2": ("attn.bias", "attn.masked_bias"), "llama": ("self_attn.rotary_emb.inv_freq",)}
 
 
+# where a layer's number sits in its tensors' names: encoder.layer.N…, h.N…, layers.N…
+_LAYER_DEPTH = {"bert": 2, "gpt2": 1, "llama": 1}
+
+
 def _layer_part(kind: str, name: str) -> str | None:
     head = {"bert": "encoder.layer.", "gpt2": "h.", "llama": "layers."}[kind]
     if not name.startswith(head):
@@ -236,6 +277,11 @@ def check_tensors(config: ModelConfig, weights: dict, label: str) -> None:
     required = required_weights(config)
     from .decoders import own_name
 
+    not_numbers = [name for name in required if name in weights and not weights[name].is_floating_point()]
+    if not_numbers:   # an integer weight failed deep in torch ("mean(): could not infer output dtype")
+        raise ModelError(f"{label}: the weight {own_name(config, not_numbers[0])} holds "
+                         f"{str(weights[not_numbers[0]].dtype).replace('torch.', '')} numbers; a model's weights are "
+                         "floating point")
     missing = [own_name(config, name) for name in required if name not in weights]
     missing = list(dict.fromkeys(missing))   # Phi-3's q, k and v all come from its one qkv_proj
     if missing:
@@ -348,11 +394,13 @@ def open_folder(folder: Path) -> tuple[ModelConfig, dict[str, Any], NativeTokeni
     kind = getattr(config, "model_type", None)
     if kind not in FAMILIES:
         raise NotNative(f"model type {kind!r}")   # transformers then names what it is, or refuses it
+    check_sizes(config, folder.name)
     check_config(config)
     weights = read_weights(folder, FAMILIES[kind].kind, kind)
     if kind == "distilbert":
         weights = bert_names(weights)
     weights = canonical(config, weights)
+    check_layer_count(config, weights, folder.name)
     check_tensors(config, weights, folder.name)
     try:
         tokenizer = read_tokenizer(folder, kind)

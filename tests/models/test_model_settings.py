@@ -253,3 +253,43 @@ def test_import_model_shows_progress_only_for_a_first_gguf_open(tmp_path, model_
     (cache / CACHE_DONE).write_text("done")
     assert not first_gguf_open(source)
     assert not first_gguf_open(ModelSource(label="f", folder=tmp_path, gguf=None))
+
+
+# Hostile config.json sizes (a hand-edited or corrupt file): each was one of a traceback (a null
+# hidden_size opened, then crashed describing the model), a torch message from deep in the
+# forward (0 heads: "shape '[2, 0, 8]' is invalid"), a hang (a billion layers), or NaN
+# predictions shown as an empty table (a NaN eps).
+CONFIG_CASES = {
+    "no-hidden-size": ({"hidden_size": None}, "config.json gives no hidden_size"),
+    "text-hidden-size": ({"hidden_size": "32"}, "hidden_size is '32'"),
+    "fractional-hidden-size": ({"hidden_size": 32.5}, "hidden_size is 32.5"),
+    "no-heads": ({"num_attention_heads": 0}, "num_attention_heads is 0"),
+    "bool-heads": ({"num_attention_heads": True}, "num_attention_heads is True"),
+    "no-kv-heads": ({"num_key_value_heads": 0}, "num_key_value_heads is 0"),
+    "negative-layers": ({"num_hidden_layers": -1}, "num_hidden_layers is -1"),
+    "too-many-layers": ({"num_hidden_layers": 100_000}, "num_hidden_layers is 100,000, but the weights hold 2 layers"),
+    "nan-eps": ({"rms_norm_eps": float("nan")}, "rms_norm_eps is nan"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIG_CASES))
+def test_a_config_with_impossible_sizes_is_one_line_naming_the_key(tiny_llama, tmp_path, capsys, name):
+    changes, fragment = CONFIG_CASES[name]
+    folder = _variant(tiny_llama, tmp_path, name, **changes)
+    assert cli.main(["predict", str(folder), "--text", TEXT]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("attnexplorer: ") and "\n" not in err, err
+    assert fragment in err, err
+
+
+def test_integer_weights_are_refused_naming_the_tensor(tiny_llama, tmp_path):
+    # an int8 q_proj failed in torch: "self and mat2 must have the same dtype, but got Float and Char"
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    folder = _variant(tiny_llama, tmp_path, "int-weights")
+    weights = load_file(str(folder / "model.safetensors"))
+    weights["layers.1.self_attn.q_proj.weight"] = weights["layers.1.self_attn.q_proj.weight"].to(torch.int8)
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(ModelError, match=r"layers\.1\.self_attn\.q_proj\.weight holds int8 numbers"):
+        load_model(str(folder))
