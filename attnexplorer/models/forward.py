@@ -126,15 +126,18 @@ def window_blocked(rows: range, keys: int, window: int) -> torch.Tensor:
     return (j > i) | (j <= i - window)
 
 
-def _attend(q, k, v, scaling: float, causal: bool, blocked: torch.Tensor | None = None, softcap: float | None = None):
+def _attend(q, k, v, scaling: float, causal: bool, blocked: torch.Tensor | None = None, softcap: float | None = None,
+            key_offset: int = 0):
     """Every query row over every key: the kernel's block (``core.kernel.attention.attention_block``)
     as transformers' eager attention does it (blocked cells filled with ``finfo.min``, the
     softmax in float32). K and V have their own (K/V) heads; the kernel shares them without
-    copies. Returns the weights (H, n, n) and the heads' outputs side by side (n, H·d_v)."""
+    copies. Returns the weights (H, n, n) and the heads' outputs side by side (n, H·d_v).
+    ``key_offset``: the position of query row 0 among the keys (``_Layers.row``)."""
     from ..core.kernel.attention import attention_block
 
     block = attention_block(q, k, v, factor=scaling, mask=blocked, causal=causal and blocked is None,
-                            fill=torch.finfo(q.dtype).min, softmax_dtype=torch.float32, softcap=softcap)
+                            key_offset=key_offset, fill=torch.finfo(q.dtype).min, softmax_dtype=torch.float32,
+                            softcap=softcap)
     context = block.output.transpose(0, 1)
     return block.weights, context.reshape(context.shape[0], -1)
 
@@ -172,6 +175,10 @@ class _Layers:
     # The position of the first row a layer is given: 0 for a whole text; a cached generation
     # step (``generation``) runs its new rows from the cache's length on.
     position = 0
+    # The one row whose output a layer is asked for (a prediction's last layer: ``forward_from``'s
+    # ``read``), or None for every row: the layer then makes that row's query, attention, output
+    # projection and MLP only, its keys and values from every row, and returns that row (1 × d).
+    row: int | None = None
 
     def start(self, layer: int) -> None:
         self.check()
@@ -198,10 +205,13 @@ class _Layers:
         if change is not None:
             scaling = scaling if change.scaling is None else change.scaling
             blocked = change.blocked
+        first = 0 if self.row is None else self.row
+        if self.row is not None and blocked is not None:
+            blocked = blocked[first:first + q.shape[1]]
         if self.keep or (not self.record and (blocked is not None or q.shape[0] * q.shape[1] ** 2 * 4 <= self.block_bytes)):
             if blocked is None and window is not None:
-                blocked = window_blocked(range(q.shape[1]), k.shape[1], window)
-            weights, context = _attend(q, k, v, scaling, causal, blocked, softcap)
+                blocked = window_blocked(range(first, first + q.shape[1]), k.shape[1], window)
+            weights, context = _attend(q, k, v, scaling, causal, blocked, softcap, first)
             if self.observe is not None:
                 self.observe(layer, 0, weights)
             if self.record:
@@ -288,6 +298,9 @@ class _Family:
     its tensors through the layer's change, when there is one), then ``final_norm`` and
     ``unembed`` (the LM head). Splitting it so lets an intervention start at any layer from the
     cached residual stream instead of from the embeddings."""
+
+    # Whether ``layer`` makes only ``_Layers.row``'s output when asked (the decoders do).
+    one_row = False
 
     def __init__(self, config: Any, weights: Mapping[str, torch.Tensor]):
         self.config, self.weights = config, weights
@@ -395,6 +408,8 @@ def _conv1d(x, w, name):
 
 
 class _Gpt2(_Family):
+    one_row = True
+
     def __init__(self, config, weights):
         super().__init__(config, weights)
         self.d, self.H = int(config.hidden_size), int(config.num_attention_heads)
@@ -412,6 +427,8 @@ class _Gpt2(_Family):
         w, p, config = self.tensors(run, layer), f"h.{layer}.", self.config
         q, k, v = (_heads(t, self.H, self.dk) for t in _conv1d(self.ln(x, w, p + "ln_1"), w, p + "attn.c_attn")
                    .split(self.d, dim=-1))
+        if run.row is not None:   # one row asked for (``_Layers.row``): the fused product made every row's q too
+            q, x = q[:, run.row:run.row + 1], x[run.row:run.row + 1]
         scaling = self.dk ** -0.5 if config.scale_attn_weights else 1.0
         if config.scale_attn_by_inverse_layer_idx:
             scaling /= float(layer + 1)
@@ -428,6 +445,12 @@ class _Gpt2(_Family):
         return self._decoder_head("ln_f.weight", "wte.weight", True)
 
 
+def _rope_row(rope, row: int):
+    """``rope``'s angles of one position (``_Layers.row``)."""
+    cos, sin, dims, layout = rope
+    return cos[row:row + 1], sin[row:row + 1], dims, layout
+
+
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """transformers' LlamaRMSNorm: the kernel's one RMSNorm (``core.kernel.attention.normalise``)."""
     from ..core.kernel.attention import normalise
@@ -439,6 +462,8 @@ class _Llama(_Family):
     """Llama's block, and with ``decoders.Recipe``'s switches the Llama-shaped families read
     under its names: GPT-NeoX's LayerNorms, plain MLP and parallel residual, Gemma's scaled
     embeddings, partial or absent RoPE per layer."""
+
+    one_row = True
 
     def __init__(self, config, weights):
         from .decoders import recipe
@@ -499,15 +524,20 @@ class _Llama(_Family):
         r = self.recipe
         rope = self.rope(layer, x.shape[0], run.position)
         h = x if r.input_norm is None else self.norm(x, w, p + r.input_norm)
-        q, k, v = run.linears(h, w, (p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"))
+        row = run.row
+        if row is None:
+            q, k, v = run.linears(h, w, (p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"))
+        else:   # one row asked for (``_Layers.row``): its query, every row's keys and values
+            k, v = run.linears(h, w, (p + "self_attn.k_proj", p + "self_attn.v_proj"))
+            q, x = lin(h[row:row + 1], p + "self_attn.q_proj"), x[row:row + 1]
         q, k, v = _heads(q, H, hd), _heads(k, Hkv, hd), _heads(v, Hkv, hd)
         if r.qk_norm is not None:   # the kernel's QK-norm, before RoPE
             from ..core.kernel.attention import normalise_heads
 
             q = normalise_heads(q, "rms", w[p + "self_attn.q_norm.weight"], None, self.eps, over=r.qk_norm)
             k = normalise_heads(k, "rms", w[p + "self_attn.k_norm.weight"], None, self.eps, over=r.qk_norm)
-        if rope is not None:
-            q, k = rotate(q, rope), rotate(k, rope)   # K and V keep their Hkv heads: the kernel shares them
+        if rope is not None:   # K and V keep their Hkv heads: the kernel shares them
+            q, k = rotate(q, rope if row is None else _rope_row(rope, row)), rotate(k, rope)
         scaling = hd ** -0.5 if r.scaling is None else r.scaling
         context = run.heads(layer, run.attend(layer, q, k, v, scaling, causal=True, window=self.windows[layer],
                                               softcap=r.softcap))
@@ -595,7 +625,7 @@ def forward(kind: str, config: Any, weights: Mapping[str, torch.Tensor], ids: li
 
 def forward_from(kind: str, config: Any, weights: Mapping[str, torch.Tensor], start: int, x: torch.Tensor, *,
                  changes: Mapping[int, LayerChange] | None = None, capture=(), cancelled=None, model=None,
-                 rows: int | None = None) -> tuple[list[torch.Tensor], dict[int, torch.Tensor]]:
+                 rows: int | None = None, read: int | None = None) -> tuple[list[torch.Tensor], dict[int, torch.Tensor]]:
     """Run layers ``start…`` from ``x``, the residual stream entering layer ``start`` (a cached
     run's), with ``changes`` applied: what an intervention recomputes. Returns the residual
     stream after each of those layers (the last is the final one) and the captured layers'
@@ -605,7 +635,10 @@ def forward_from(kind: str, config: Any, weights: Mapping[str, torch.Tensor], st
     tables are then made once, not per call). ``rows``: run the text's first ``rows`` rows only,
     for a causal model (a decoder's row i reads rows ≤ i alone, so a prediction at position p
     needs rows 0…p); the changes' n-row tensors are cut to them, and ``changes[…].heads`` gets
-    those rows' heads' outputs (a head's mean over the text cannot be taken from them)."""
+    those rows' heads' outputs (a head's mean over the text cannot be taken from them).
+    ``read``: of the last layer's output only this row is read (a decoder's prediction): that
+    layer makes it alone (``_Layers.row``) unless the layer is changed, and the last residual
+    stream returned is that row (1 × d)."""
     changes = dict(changes or {})
     if rows is not None and rows < x.shape[0]:
         x, changes = x[:rows], {layer: _first_rows(change, rows) for layer, change in changes.items()}
@@ -618,6 +651,8 @@ def forward_from(kind: str, config: Any, weights: Mapping[str, torch.Tensor], st
             change = changes.get(layer)
             if change is not None and change.residual is not None:
                 x = change.residual
+            if read is not None and layer == model.layers - 1 and change is None and model.one_row:
+                run.row = read
             x = model.layer(layer, x, run)
             after.append(x)
         return after, run.contexts

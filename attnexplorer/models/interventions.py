@@ -240,9 +240,11 @@ class Behaviour:
         only (a later row cannot reach an earlier one), unless a head is mean-ablated (its mean is
         over the whole text)."""
         causal = self.kind != "bert" and not any(a.kind == "mean" for a in interventions.ablations)
-        return [a[position] for a in self._intervened(interventions, position + 1 if causal else None, cancelled)]
+        after = self._intervened(interventions, position + 1 if causal else None, cancelled, position)
+        # the last layer gave the position's row alone when it could (``forward_from``'s ``read``)
+        return [a[position] for a in after[:-1]] + [after[-1][position if after[-1].shape[0] > 1 else 0]]
 
-    def _intervened(self, interventions: Interventions, rows: int | None, cancelled) -> list:
+    def _intervened(self, interventions: Interventions, rows: int | None, cancelled, read: int | None = None) -> list:
         import torch
 
         from .forward import forward_from
@@ -255,7 +257,7 @@ class Behaviour:
         changes = self.changes(interventions)   # checks the interventions first
         start = torch.from_numpy(self.run.layer_inputs[first])
         after, _ = forward_from(self.kind, self.loaded.config, self.loaded.weights, first, start,
-                                changes=changes, cancelled=cancelled, model=self.model, rows=rows)
+                                changes=changes, cancelled=cancelled, model=self.model, rows=rows, read=read)
         for layer, stream in enumerate(after, start=first):
             check_stream(stream, f"after layer {layer}")
         return cached[:first] + after

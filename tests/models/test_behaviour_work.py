@@ -189,3 +189,29 @@ def test_the_unembedding_by_blocks_is_the_whole_product(decoder, monkeypatch):
     blocks = behaviour.logits(rows)
     assert blocks.shape == whole.shape and torch.allclose(blocks, whole, rtol=0, atol=1e-6)
     assert torch.equal(behaviour.logits(rows[-1]), torch.nn.functional.linear(model.final_norm(rows[-1]), weight, bias))
+
+
+def test_the_last_layer_makes_the_predicted_row_alone(decoder, monkeypatch):
+    """Of the last layer only the predicted row is read: it makes that row's query, attention,
+    output projection and MLP (its keys and values from every row), unless that layer is changed."""
+    loaded, behaviour = decoder
+    last, position = loaded.num_layers - 1, 5
+    mlp_rows = []
+    linear = forward_module._Layers.linear
+
+    def counting(self, x, w, name):
+        if name.endswith(("mlp.down_proj", "mlp.c_proj")):
+            mlp_rows.append(x.shape[0])
+        return linear(self, x, w, name)
+
+    monkeypatch.setattr(forward_module._Layers, "linear", counting)
+    monkeypatch.setattr(forward_module, "_conv1d", lambda x, w, name, real=forward_module._conv1d: (
+        mlp_rows.append(x.shape[0]) if name.endswith("mlp.c_proj") else None) or real(x, w, name))
+    zero = Interventions().with_ablation(0, 1, "zero")
+    rows = behaviour.rows_at(zero, position)
+    assert mlp_rows == [position + 1] * last + [1]
+    whole = behaviour.residuals(zero)
+    assert torch.allclose(rows[-1], whole[-1][position], rtol=1e-5, atol=1e-5)
+    mlp_rows.clear()
+    behaviour.rows_at(Interventions().with_ablation(last, 1, "zero"), position)   # the last layer changed: all rows
+    assert mlp_rows == [position + 1]

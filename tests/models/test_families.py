@@ -93,6 +93,14 @@ def test_the_logits_equal_transformers(family):
     theirs = _theirs(model, run.ids)[2]
     assert ours.shape == theirs.shape and np.abs(theirs).max() > 1.0
     assert np.abs(ours - theirs).max() < 1e-4
+    # a prediction's own route (``rows_at``: a decoder reruns the rows up to the position and
+    # makes the last layer's one row) gives the whole rerun's logits there
+    zero = Interventions().with_ablation(0, 1, "zero")
+    whole = behaviour.logits(behaviour.residuals(zero)[-1]).double().numpy()
+    assert np.abs(whole - ours).max() > 1e-4   # the ablation did something
+    for position in (2, len(run.ids) - 1):
+        row = behaviour.logits(behaviour.rows_at(zero, position)[-1]).double().numpy()
+        assert np.abs(row - whole[position]).max() < 1e-4, position
 
 
 def test_the_transformers_route_says_the_same(family):
