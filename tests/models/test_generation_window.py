@@ -392,3 +392,20 @@ def test_a_new_run_frees_the_old_generation(opened, qtbot):
     assert control.jobs.state["generation"].layout.copied > 0
     control.start(reference.loaded)
     qtbot.waitUntil(lambda: not control.jobs.state, timeout=30000)
+
+
+def test_the_heatmaps_count_rows_in_whole_numbers_on_a_tall_window(opened, qtbot):
+    """At 1920×1080 the new tokens' attention of 3 generated tokens was ticked 0, 0.5, 1, 1.5,
+    2, 2.5, 3: rows and keys are whole numbers."""
+    controller, control, _reference = opened
+    panel = controller.window.generation
+    controller.window.resize(1920, 1080)
+    controller.window.side_tabs.setCurrentWidget(panel)
+    controller.window.show()
+    qtbot.waitExposed(controller.window)
+    panel.run_count.setValue(3)
+    _click_and_wait(qtbot, control, panel.run_button, lambda s: s["steps"] == 3)
+    for heatmap in (panel.attention, panel.keys, panel.values):
+        for side in ("left", "bottom"):
+            labels = _axis_labels(heatmap.getPlotItem(), side)
+            assert labels and all(float(t) == int(float(t)) for t in labels), (side, labels)

@@ -44,11 +44,19 @@ def _size(size: int) -> str:
     return f"{size / 1024**2:.1f} MB" if size >= 1024**2 else f"{size / 1024:.1f} KB"
 
 
+class _WholeAxis(pg.AxisItem):
+    """An axis of row or column numbers: ticks only at whole numbers (a tall plot of 3
+    generated tokens was ticked 0, 0.5, 1, 1.5 …: there is no token 0.5)."""
+
+    def tickSpacing(self, minVal, maxVal, size):
+        return [(max(spacing, 1.0), offset) for spacing, offset in super().tickSpacing(minVal, maxVal, size)]
+
+
 class _Heatmap(pg.PlotWidget):
     """A matrix drawn row by row downwards (row 0 at the top), its newest row outlined."""
 
     def __init__(self, title: str, left: str, bottom: str):
-        super().__init__()
+        super().__init__(axisItems={"left": _WholeAxis("left"), "bottom": _WholeAxis("bottom")})
         self.setMenuEnabled(False)
         self.setTitle(title, size=SMALL_TITLE)   # four plots share the tab: a full-size title was clipped
         self.setLabel("left", left)
