@@ -190,6 +190,33 @@ def test_cancel_drops_the_load(win, qtbot, tiny_bert):
     assert controller.window.run is None and win.document.session is before and not win.errors
 
 
+
+def test_closing_the_main_window_closes_the_model_window_and_stops_its_work(win, qtbot, tiny_gpt2_lm):
+    """The model window outlived the main window whose tables it feeds (the app kept running, a
+    generation went on); and a load still in progress opened it after the main window closed."""
+    from attnexplorer.ui.model.controller import ModelController
+
+    win.model_controller = controller = ModelController(win, win.document, win.actions)
+    win.show()
+    controller.start(str(tiny_gpt2_lm), TEXT, 1)
+    qtbot.waitUntil(lambda: controller.behaviour.last_result is not None or bool(win.errors), timeout=120000)
+    assert controller.window.isVisible() and not win.errors
+    win.close()
+    assert not controller.window.isVisible()
+    # a load in progress when the main window closes never shows the model window
+    second = MainWindow(SessionDocument(build_preset("pronoun").session), AppSettings())
+    second.show_error = lambda title, text: win.errors.append(text)
+    second.ask_unsaved = lambda: "discard"
+    qtbot.addWidget(second)
+    second.model_controller = other = ModelController(second, second.document, second.actions)
+    second.show()
+    other.start(str(tiny_gpt2_lm), TEXT, 1)
+    second.close()
+    qtbot.wait(300)
+    assert other.window.run is None and not other.window.isVisible() and not win.errors
+    second.actions.autosaver.discard()
+    second.document.shutdown()
+
 def _held_load(monkeypatch, go):
     """``open_and_run`` made to wait for ``go``, report once, then fail: a load whose end is
     queued right behind its last report."""

@@ -176,6 +176,11 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         self.fit.runner.shutdown()  # the weights reached so far stay in the session
+        if self.model_controller is not None:
+            # The model window goes with the window whose tables it feeds: it stayed open, a
+            # generation running on, and a load in progress opened it after the app had closed.
+            self.model_controller.shutdown()
+            self.model_controller.window.close()
         if self.lesson_started():
             self.lesson.end()  # the layout remembered is the window's own, not a step's
         self.save_settings()
