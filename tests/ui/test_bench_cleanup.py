@@ -1,0 +1,41 @@
+"""Each window a bench row opens is gone, with what it held, once the row closes it (the
+fit's GUI block grew after the bench's earlier rows: their closed windows lived on hidden, and
+the next window's ``gc.freeze`` froze them out of the collector's reach)."""
+
+from __future__ import annotations
+
+import gc
+
+import shiboken6
+from PySide6.QtWidgets import QApplication
+
+from attnexplorer.core.inputs.presets import build_preset
+from ui_helpers import close_window, open_window
+
+
+def _main_windows() -> list:
+    return [w for w in QApplication.topLevelWidgets() if type(w).__name__ == "MainWindow"]
+
+
+def test_a_closed_bench_window_is_deleted_at_once(qapp):
+    before = len(_main_windows())
+    document, window = open_window(build_preset("pronoun").session)
+    document.compute.wait_idle(60.0)
+    assert len(_main_windows()) == before + 1
+    close_window(document, window)
+    # No event loop has run since: the window must not wait for one to be deleted.
+    assert not shiboken6.isValid(window)
+    assert len(_main_windows()) == before
+
+
+def test_windows_opened_one_after_another_do_not_pile_up(qapp):
+    """The third window is opened beside no other, and the objects frozen with it are about
+    those of the first, not three windows' worth."""
+    frozen = []
+    for _ in range(3):
+        document, window = open_window(build_preset("pronoun").session)
+        document.compute.wait_idle(60.0)
+        frozen.append(gc.get_freeze_count())
+        close_window(document, window)
+    assert len(_main_windows()) == 0
+    assert frozen[2] - frozen[1] < 2_000, frozen  # one window and its plots: about 30,000
