@@ -201,17 +201,38 @@ class LoadedModel:
 
             outputs = torch.stack(list(outputs))
         attentions = None if result.attentions is None else result.attentions.float().numpy()
+        layer_inputs = tuple(x.float().numpy() for x in result.layer_inputs)
+        final = None if result.final is None else result.final.float().numpy()
+        self._check_finite(layer_inputs, final)
         return ModelRun(
             text=text, ids=tuple(ids), pieces=tuple(pieces),
             tokens=tuple(readable_pieces(pieces, self.family.wordpiece)),
-            layer_inputs=tuple(x.float().numpy() for x in result.layer_inputs),
+            layer_inputs=layer_inputs,
             attentions=attentions,
             attention_outputs=outputs.float().numpy(),
             thumbnails=attentions if attentions is not None else result.thumbnails.numpy(),
             log_sum_exp=None if result.log_sum_exp is None else result.log_sum_exp.numpy(),
             output_rows=None if result.output_rows is None else result.output_rows.numpy(),
-            final=None if result.final is None else result.final.float().numpy(),
+            final=final,
         )
+
+    def _check_finite(self, layer_inputs, final) -> None:
+        """ModelError when the run's stream holds NaN or infinity (a NaN weight: the thumbnails
+        past it were blank and the prediction NaN, with no word why), naming the first layer it
+        reaches and, looked for only then, a weight that is not finite."""
+        streams = list(layer_inputs) + ([] if final is None else [final])
+        # a float64 sum is finite exactly when every entry is (float32 entries cannot overflow it)
+        bad = next((i for i, x in enumerate(streams) if not np.isfinite(np.add.reduce(x, axis=None, dtype=np.float64))),
+                   None)
+        if bad is None:
+            return
+        import torch
+
+        culprit = next((name for name, w in self.weights.items()
+                        if w.is_floating_point() and not bool(torch.isfinite(w).all())), None)
+        where = f"layer {bad}'s input" if bad < len(layer_inputs) else "the last layer's output"
+        why = f"the weight {culprit} is not finite" if culprit else "its config (an eps) or its size overflows float32"
+        raise ModelError(f"{self.source.label} gives NaN or infinity on this text from {where} on: {why}")
 
     def _check_own_forward(self, tokens: int) -> None:
         """A model opened through transformers runs a long text with the own forward: only where

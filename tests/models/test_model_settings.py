@@ -154,8 +154,21 @@ def test_a_model_with_a_nan_or_inf_weight_is_one_line_and_writes_nothing(tiny_ll
     assert cli.main(["import-model", str(folder), "--text", TEXT, "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("attnexplorer: ") and "\n" not in err and "Traceback" not in err, err
-    assert "layer 0 of poisoned" in err and "cannot be opened as a session" in err
+    # named where the run first meets it: the weight itself (it once read "layer 0 of poisoned:
+    # embeddings[0][0] is nan … cannot be opened as a session", naming no weight)
+    assert f"poisoned gives NaN or infinity on this text from layer {int(key.startswith('layers.'))}'s input on" in err, err
+    assert f"the weight {key} is not finite" in err, err
     assert not out.exists()
+
+
+def test_a_nan_weight_past_the_layer_asked_for_is_named_too(tiny_llama, tmp_path, capsys):
+    # a NaN in layer 0's MLP left layer 0's session finite: import wrote it, and the window
+    # opened the model with blank thumbnails from layer 1 on and NaN predictions, no word why
+    folder = _poisoned(tiny_llama, tmp_path, "late", "layers.0.mlp.up_proj.weight", float("nan"))
+    assert cli.main(["predict", str(folder), "--text", TEXT]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "late gives NaN or infinity on this text from layer 1's input on" in err and "\n" not in err, err
+    assert "layers.0.mlp.up_proj.weight is not finite" in err
 
 
 @pytest.mark.parametrize("eps", [-1e-5, 0.0])
