@@ -171,6 +171,43 @@ def test_an_edit_repaints_what_changed_not_the_whole_window(make_window, qtbot):
     assert not repainted, "preset controls whose values did not change repainted"
 
 
+def test_the_timings_repaint_their_labels_alone(make_window, qtbot):
+    # A label that does not paint its background makes Qt paint the status bar and the window
+    # behind it first: two more paints on every edit.
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QStatusBar
+
+    window = make_window("random")
+    doc = window.document
+    _edit_embedding(doc, 1.0)
+    assert doc.compute.wait_idle()
+    qtbot.wait(100)
+    bar = window.statusBar()
+    painted = []
+
+    class Watch(QObject):
+        def eventFilter(self, obj, event):
+            if event.type() == QEvent.Type.Paint and isinstance(obj, QWidget):
+                painted.append((obj, event.region().boundingRect()))
+            return False
+
+    watch = Watch()
+    QApplication.instance().installEventFilter(watch)
+    try:
+        for value in (2.0, 3.0):
+            _edit_embedding(doc, value)
+            assert doc.compute.wait_idle()
+            for _ in range(3):
+                QApplication.processEvents()
+    finally:
+        QApplication.instance().removeEventFilter(watch)
+    labels = {id(window.compute_label), id(window.draw_label)}
+    assert [obj for obj, _ in painted if id(obj) in labels], "the timings were not repainted"
+    assert not [obj for obj, _ in painted if isinstance(obj, QStatusBar)]
+    under_bar = bar.geometry()
+    assert not [rect for obj, rect in painted if obj is window and rect.intersects(under_bar)]
+
+
 def test_an_edit_that_leaves_the_title_as_it_was_does_not_set_it_again(make_window, qtbot):
     # setWindowModified, even to the value it had, made the title again and sent the window a
     # ModifiedChange event (through every application event filter) on every edit.

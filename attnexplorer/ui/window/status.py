@@ -53,6 +53,9 @@ class StatusLine:
             label.setText(widest)
             label.setFixedSize(label.sizeHint())
             label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            # It paints its own background (the bar's colour): a label that does not makes Qt
+            # paint the status bar and the window behind it first, on every edit.
+            label.setAutoFillBackground(True)
 
     def on_result_started(self, _result) -> None:
         self._draw_started = time.perf_counter()
