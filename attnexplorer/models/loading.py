@@ -218,12 +218,16 @@ class LoadedModel:
 
     def _check_finite(self, layer_inputs, final) -> None:
         """ModelError when the run's stream holds NaN or infinity (a NaN weight: the thumbnails
-        past it were blank and the prediction NaN, with no word why), naming the first layer it
-        reaches and, looked for only then, a weight that is not finite."""
+        past it were blank and the prediction NaN, with no word why), or a value the next norm
+        squares past float32's range (``interventions.STREAM_LIMIT``: an edited model saved and
+        opened again predicted from zeros), naming the first layer it reaches and, looked for
+        only then, a weight that is not finite."""
+        from .interventions import STREAM_LIMIT
+
         streams = list(layer_inputs) + ([] if final is None else [final])
-        # a float64 sum is finite exactly when every entry is (float32 entries cannot overflow it)
-        bad = next((i for i, x in enumerate(streams) if not np.isfinite(np.add.reduce(x, axis=None, dtype=np.float64))),
-                   None)
+        # max and min, not abs (no copy); NaN propagates through both
+        largest = [max(float(np.max(x)), -float(np.min(x))) for x in streams]
+        bad = next((i for i, value in enumerate(largest) if not value < STREAM_LIMIT), None)
         if bad is None:
             return
         import torch
@@ -231,8 +235,14 @@ class LoadedModel:
         culprit = next((name for name, w in self.weights.items()
                         if w.is_floating_point() and not bool(torch.isfinite(w).all())), None)
         where = f"layer {bad}'s input" if bad < len(layer_inputs) else "the last layer's output"
-        why = f"the weight {culprit} is not finite" if culprit else "its config (an eps) or its size overflows float32"
-        raise ModelError(f"{self.source.label} gives NaN or infinity on this text from {where} on: {why}")
+        if culprit:
+            why = f"the weight {culprit} is not finite (NaN or infinity)"
+        elif largest[bad] == largest[bad] and largest[bad] != float("inf"):
+            why = (f"its stream reaches {largest[bad]:.3g}, past {STREAM_LIMIT:.2g}, which its norm squares beyond "
+                   "float32's range (it would predict from zeros)")
+        else:
+            why = "its stream is NaN or infinity (its config's eps, or a value past float32's range)"
+        raise ModelError(f"{self.source.label} cannot run on this text from {where} on: {why}")
 
     def _check_own_forward(self, tokens: int) -> None:
         """A model opened through transformers runs a long text with the own forward: only where

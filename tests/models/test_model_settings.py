@@ -156,7 +156,7 @@ def test_a_model_with_a_nan_or_inf_weight_is_one_line_and_writes_nothing(tiny_ll
     assert err.startswith("attnexplorer: ") and "\n" not in err and "Traceback" not in err, err
     # named where the run first meets it: the weight itself (it once read "layer 0 of poisoned:
     # embeddings[0][0] is nan … cannot be opened as a session", naming no weight)
-    assert f"poisoned gives NaN or infinity on this text from layer {int(key.startswith('layers.'))}'s input on" in err, err
+    assert f"poisoned cannot run on this text from layer {int(key.startswith('layers.'))}'s input on" in err, err
     assert f"the weight {key} is not finite" in err, err
     assert not out.exists()
 
@@ -167,7 +167,7 @@ def test_a_nan_weight_past_the_layer_asked_for_is_named_too(tiny_llama, tmp_path
     folder = _poisoned(tiny_llama, tmp_path, "late", "layers.0.mlp.up_proj.weight", float("nan"))
     assert cli.main(["predict", str(folder), "--text", TEXT]) == 2
     err = capsys.readouterr().err.strip()
-    assert "late gives NaN or infinity on this text from layer 1's input on" in err and "\n" not in err, err
+    assert "late cannot run on this text from layer 1's input on" in err and "\n" not in err, err
     assert "layers.0.mlp.up_proj.weight is not finite" in err
 
 
@@ -306,3 +306,15 @@ def test_integer_weights_are_refused_naming_the_tensor(tiny_llama, tmp_path):
     save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
     with pytest.raises(ModelError, match=r"layers\.1\.self_attn\.q_proj\.weight holds int8 numbers"):
         load_model(str(folder))
+
+
+
+def test_a_model_whose_stream_overflows_its_norm_is_refused(tiny_llama, tmp_path, capsys):
+    """A W_o row of 1e30 (an edited model saved by export-model and opened again) keeps every
+    number finite, but the next RMSNorm squares 5e29 to infinity and reads zeros: every logit
+    was 0 and predict showed a uniform guess as the model's prediction."""
+    folder = _poisoned(tiny_llama, tmp_path, "overflowing", "layers.0.self_attn.o_proj.weight", 1e30)
+    assert cli.main(["predict", str(folder), "--text", TEXT]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "overflowing cannot run on this text from layer 1's input on: its stream reaches" in err, err
+    assert "\n" not in err
