@@ -12,7 +12,6 @@ import gc
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 from typing import Sequence
 
@@ -65,22 +64,16 @@ def median_of(rows: Sequence[dict], figures: Sequence[str]) -> dict:
     return out
 
 
-def _quiet_offscreen(mode, context, message) -> None:
-    # Qt's offscreen platform warns on every dock and window it lays out that it cannot pass
-    # size hints on; that says nothing about the figures, so only that line is dropped.
-    if "does not support propagateSizeHints" not in message:
-        print(message, file=sys.stderr)
-
-
 def start_app():
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     os.environ.setdefault("ATTNEXPLORER_CONFIG_DIR", settings_dir())  # no real settings or recovery files
     from PySide6.QtCore import qInstallMessageHandler
 
     from ..ui.app import make_app
+    from ..ui.exports.figures import quiet_offscreen
 
     if os.environ["QT_QPA_PLATFORM"] == "offscreen":
-        qInstallMessageHandler(_quiet_offscreen)
+        qInstallMessageHandler(quiet_offscreen)
     return make_app()
 
 

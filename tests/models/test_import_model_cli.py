@@ -153,3 +153,20 @@ def test_import_model_writes_the_model_windows_figures(tiny_gpt2_lm, tmp_path, c
     from xml.sax.saxutils import escape
 
     assert all(f">{escape(entry['token'])}</text>" in svg for entry in top), [e["token"] for e in top]
+
+
+def test_import_model_figures_print_no_qt_platform_noise(tiny_gpt2, tmp_path):
+    """Drawn offscreen in a process of its own, the model window's figures printed Qt's "This
+    plugin does not support propagateSizeHints()" between import-model's own two lines."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "QT_QPA_PLATFORM"}
+    done = subprocess.run([sys.executable, "-m", "attnexplorer", "import-model", str(tiny_gpt2), "--text", TEXT,
+                           "--layer", "1", "--out", str(tmp_path / "l.json"), "--figures", "png",
+                           "--out-figures", str(tmp_path / "figures")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 2 and "figures" in lines[1], done.stderr

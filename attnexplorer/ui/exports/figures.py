@@ -33,6 +33,7 @@ File names written by ``figure_batch.export_figures``: ``figures/<kind>.<fmt>`` 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -119,13 +120,25 @@ def dashboard_size(panels: Sequence, title: str | None = None, cell: tuple[int, 
     return round(n.width()), round(n.height())
 
 
+def quiet_offscreen(mode, context, message) -> None:
+    """A Qt message handler for the offscreen platform: Qt warns on every window it lays out there
+    that it cannot pass size hints on ("This plugin does not support propagateSizeHints()"),
+    which says nothing about the figures, so only that line is dropped."""
+    if "does not support propagateSizeHints" not in message:
+        print(message, file=sys.stderr)
+
+
 def ensure_app() -> QApplication:
     """The running QApplication, or a new one on the offscreen platform (no display needed)."""
-    from PySide6.QtCore import QCoreApplication
+    from PySide6.QtCore import QCoreApplication, qInstallMessageHandler
 
     app = QCoreApplication.instance()
     if app is None:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        if os.environ["QT_QPA_PLATFORM"] == "offscreen":
+            # import-model --figures drew the model window offscreen and printed that warning
+            # between its own two lines
+            qInstallMessageHandler(quiet_offscreen)
         app = QApplication(["attnexplorer"])
     elif not isinstance(app, QApplication):
         raise FigureError("figures need a QApplication, but a non-widget Qt application is running")
