@@ -39,3 +39,23 @@ def test_windows_opened_one_after_another_do_not_pile_up(qapp):
         close_window(document, window)
     assert len(_main_windows()) == 0
     assert frozen[2] - frozen[1] < 2_000, frozen  # one window and its plots: about 30,000
+
+
+def test_a_closed_window_frees_its_document_and_plots(qapp):
+    """Nothing outside the window keeps its parts: a lambda connected to the document's
+    signals (the Fit dock's target editor, the compute box) kept the closed window's document,
+    editor and plots alive, 14 menus and 2 plot views a window."""
+    import weakref
+
+    import pyqtgraph as pg
+
+    gc.collect()
+    views_before = len(pg.ViewBox.AllViews)
+    document, window = open_window(build_preset("pronoun").session)
+    document.compute.wait_idle(60.0)
+    held = [weakref.ref(document), weakref.ref(window.fit.editor), weakref.ref(window.controls)]
+    close_window(document, window)
+    del document, window
+    gc.collect()
+    assert [ref() for ref in held] == [None, None, None]
+    assert len(pg.ViewBox.AllViews) == views_before

@@ -32,7 +32,9 @@ class ComputeBox(QGroupBox):
         layout = form(self)
         layout.addRow("device", self.device_combo)
         layout.addRow("dtype", self.dtype_combo)
-        document.compute.failed.connect(lambda _msg: self.sync())
+        # A method, not a lambda: PySide holds a lambda strongly, out of the collector's sight,
+        # so the document kept this box (and through it itself) alive after its window closed.
+        document.compute.failed.connect(self._on_failed)
         document.result_changed.connect(self._on_first_result)
         self.sync()
         if document.result is not None:
@@ -49,6 +51,9 @@ class ComputeBox(QGroupBox):
         dtype = self.dtype_combo.currentData()
         if dtype and dtype != self.document.compute.dtype:
             user_actions.set_compute_options(self.document, dtype=dtype)
+
+    def _on_failed(self, _message: str) -> None:
+        self.sync()
 
     def _on_first_result(self, _result) -> None:
         """The engine has run, so torch is in: list every device and dtype it offers."""

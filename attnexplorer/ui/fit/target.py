@@ -89,7 +89,10 @@ class FitTargetEditor(QObject):
         self._refresh_timer.setInterval(0)
         self._refresh_timer.timeout.connect(self.refresh_target)
         document.session_changed.connect(self._on_session_changed)
-        document.selection.changed.connect(lambda _s: self._refresh_later())
+        # A method, not a lambda: PySide holds a lambda strongly, out of the collector's sight,
+        # so the document's selection kept this editor (and through it the closed window's
+        # document and plots) alive after the window was gone.
+        document.selection.changed.connect(self._on_selection_changed)
 
     def widgets(self) -> tuple:
         """What a running fit disables: every control of the target."""
@@ -260,6 +263,9 @@ class FitTargetEditor(QObject):
             return
         if self.target_kind != "head" and self._drawn_for is not None and _same_target_inputs(self._drawn_for, session):
             return  # a weight or embedding edit: the target shown is still the one (no redraw)
+        self._refresh_later()
+
+    def _on_selection_changed(self, _selection) -> None:
         self._refresh_later()
 
     def _refresh_later(self) -> None:
