@@ -109,3 +109,23 @@ def test_a_mask_made_custom_unchanged_is_still_a_step():
     t = s.replace(mask=Mask("custom", blocked=s.mask.matrix(6)))
     change = SessionChange(s, t)
     assert change.undo(t).mask is s.mask and change.redo(s).mask == t.mask and change.nbytes == 0
+
+
+def test_undo_restores_an_array_that_came_in_fortran_order():
+    """A real model's layer hands its weights over transposed (``x @ W``: Fortran order). The
+    session kept that order, where ``reshape(-1)`` is a copy: undoing a W_o cell edit wrote the
+    old numbers into a temporary, and the tables kept the edit while the history said undone."""
+    from attnexplorer.core.inputs.session_arrays import with_flat_values
+
+    session = big_session(heads=2, d=8)
+    rows = session.w_value.shape[0] * session.w_value.shape[2]   # heads × d_v
+    w_out = np.asfortranarray(np.arange(float(rows * 3)).reshape(3, rows).T / 7.0)   # transposed, as a model's
+    session = session.replace(w_out=w_out)
+    assert session.w_out.flags.c_contiguous
+    edited = np.array(session.w_out)
+    edited[0, :] = 5.0
+    after = session.replace(w_out=edited)
+    back = SessionChange(session, after).undo(after)
+    assert np.array_equal(back.w_out, session.w_out)
+    flat = np.array([1, 2])
+    assert np.array_equal(with_flat_values(session.w_out, flat, [9.0, 9.0]).reshape(-1)[flat], [9.0, 9.0])

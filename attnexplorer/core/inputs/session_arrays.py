@@ -46,7 +46,10 @@ def frozen_matrix(value, where: str, ndim: int) -> np.ndarray:
     # Strings like "1.5" would convert silently and booleans are not weights; refuse both.
     if raw.dtype.kind not in "iuf":
         raise SessionError("must hold numbers only", where)
-    a = np.array(raw, dtype=np.float64)  # always a copy: the caller's array stays theirs
+    # always a copy (the caller's array stays theirs), and in C order: a model layer's transposed
+    # weights came in Fortran order, where ravel() and reshape(-1) copy, so with_flat_values wrote
+    # into a temporary and undoing a cell edit of a real model's W_q or W_o changed nothing
+    a = np.array(raw, dtype=np.float64, order="C")
     if a.ndim != ndim:
         raise SessionError(f"must be {ndim}-dimensional, got shape {a.shape}", where)
     if not np.isfinite(a).all():
