@@ -339,3 +339,20 @@ def test_the_prediction_is_drawn_before_its_logit_lens(opened, qtbot, monkeypatc
     expected = reference.predict(Interventions().with_ablation(1, 2, "zero"), top=10, lens=True)
     assert [e["id"] for e in result["intervened"]["top"]] == [e["id"] for e in expected["intervened"]["top"]]
     assert controller.window.predictions.result["intervened"] is result["intervened"]
+
+
+def test_edit_undo_in_the_tables_restores_the_models_numbers_and_its_prediction(model_in_window, tiny_llama_lm, qtbot):
+    """A Llama layer's W_o (o_proj transposed) came in Fortran order: Edit ▸ Undo of a W_o edit
+    moved the history back but left the edited numbers in the tables, and the prediction kept
+    the edit."""
+    window, controller = model_in_window(tiny_llama_lm, TEXT)
+    control = controller.behaviour
+    doc = window.document
+    session = doc.session
+    w = np.array(session.w_out)
+    w[0, :] += 3.0
+    doc.edit(session.replace(w_out=w), "Edit W_o")
+    _wait(qtbot, control, lambda res: res["intervened"] is not None)
+    window.undo_action.trigger()
+    assert np.array_equal(doc.session.w_out, session.w_out)
+    _wait(qtbot, control, lambda res: res["intervened"] is None)
