@@ -140,10 +140,13 @@ def end_probe(*windows) -> None:
     interpreter exits. Left to the interpreter, a probe's globals are cleared in no fixed order,
     and a window destroyed after the QApplication crashed the process at exit (exit -11 after
     its figures were printed: about one fresh MiniLM open in three)."""
+    import shiboken6
     from PySide6.QtCore import QCoreApplication, QEvent
     from PySide6.QtWidgets import QApplication
 
     for window in windows:
+        if not shiboken6.isValid(window):  # already gone: closing the main window closes the model window
+            continue
         window.close()
         window.deleteLater()
     QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
