@@ -126,6 +126,11 @@ def test_a_prepared_array_starts_its_chain_from_the_file_written_ahead(big):
     # then maps it instead of writing a second one.
     rng = np.random.default_rng(2)
     s = big.replace(w_query=rng.normal(size=(HEADS, D, D)))  # a fresh array, no chain yet
+    # The files are counted process-wide: let a file an earlier test asked for be written
+    # first (one preparing thread, first come first served, so waiting for a file asked for
+    # now waits for those), and keep this one alive until the end.
+    earlier = big.replace(w_key=rng.normal(size=(HEADS, D, D)))
+    assert edits.prepare_edit(earlier, "W_k") and session_arrays.prepared(earlier.w_key)
     gc.collect()
     files = session_arrays.memory_file_bytes()
     assert edits.prepare_edit(s, "W_q")
@@ -149,6 +154,7 @@ def test_a_prepared_array_starts_its_chain_from_the_file_written_ahead(big):
                     w_key=np.ones((1, 4, 4)), w_value=np.ones((1, 4, 4)))
     assert not edits.prepare_edit(small, "W_q")
     assert not edits.prepare_edit(small, "W_o")  # this session has no output projection
+    assert session_arrays.prepared(earlier.w_key)
 
 
 @needs_memfd
