@@ -18,30 +18,33 @@ def _main_windows() -> list:
 
 
 def test_a_closed_bench_window_is_deleted_at_once(qapp):
+    # Another test on the same worker may have left a window that this close deletes too:
+    # this test's own window is what it follows.
     before = len(_main_windows())
     document, window = open_window(build_preset("pronoun").session)
     document.compute.wait_idle(60.0)
-    assert len(_main_windows()) == before + 1
+    assert window in _main_windows()
     close_window(document, window)
     # No event loop has run since: the window must not wait for one to be deleted.
     assert not shiboken6.isValid(window)
-    assert len(_main_windows()) == before
+    assert len(_main_windows()) <= before
 
 
 def test_windows_opened_one_after_another_do_not_pile_up(qapp):
     """The third window is opened beside no other, and the objects frozen with it are about
     those of the first, not three windows' worth."""
-    # Counted among this test's own windows: another test on the same worker may still hold one.
+    # Followed by this test's own windows: another test on the same worker may have left one,
+    # which a close here may delete too.
     before = len(_main_windows())
     frozen = []
     for _ in range(3):
         document, window = open_window(build_preset("pronoun").session)
         document.compute.wait_idle(60.0)
         frozen.append(gc.get_freeze_count())
-        assert len(_main_windows()) == before + 1
+        assert window in _main_windows() and len(_main_windows()) <= before + 1
         close_window(document, window)
         assert not shiboken6.isValid(window)
-    assert len(_main_windows()) == before
+    assert len(_main_windows()) <= before
     assert frozen[2] - frozen[1] < 2_000, frozen  # one window and its plots: about 30,000
 
 
