@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import numpy as np
@@ -53,6 +54,25 @@ def make_window(qtbot, isolated):
     for window in made:
         window.actions.autosaver.discard()
         window.document.shutdown()
+
+
+@contextlib.contextmanager
+def _watching(record):
+    """Every event the application delivers while inside goes to ``record(obj, event)`` first
+    (an application-wide filter that lets each event through)."""
+    from PySide6.QtCore import QObject
+
+    class Watch(QObject):
+        def eventFilter(self, obj, event):
+            record(obj, event)
+            return False
+
+    watch = Watch()
+    QApplication.instance().installEventFilter(watch)
+    try:
+        yield
+    finally:
+        QApplication.instance().removeEventFilter(watch)
 
 
 def _edit_embedding(doc, value=0.5, i=0, j=0):
@@ -114,7 +134,7 @@ def test_edit_through_document_redraws_visible_panels(make_window):
 def test_an_edit_repaints_what_changed_not_the_whole_window(make_window, qtbot):
     """The timings in the status bar change on every edit; they must not make the window lay
     itself out and repaint everything, nor may controls whose values did not change repaint."""
-    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtCore import QEvent
 
     window = make_window("random")
     window.resize(1280, 800)  # the preset's sliders in view
@@ -130,15 +150,13 @@ def test_an_edit_repaints_what_changed_not_the_whole_window(make_window, qtbot):
     qtbot.wait(200)
     painted, relaid = [], []
 
-    class Watch(QObject):
-        def eventFilter(self, obj, event):
-            # The area painted, not its bounding box, of widgets: on a real X server the
-            # top-level QWindows get paint (expose) events of their own too.
-            if event.type() == QEvent.Type.Paint and isinstance(obj, QWidget):
-                painted.append((obj, sum(r.width() * r.height() for r in event.region())))
-            elif event.type() == QEvent.Type.LayoutRequest and obj is window and timing_only:
-                relaid.append(obj)
-            return False
+    def record(obj, event):
+        # The area painted, not its bounding box, of widgets: on a real X server the
+        # top-level QWindows get paint (expose) events of their own too.
+        if event.type() == QEvent.Type.Paint and isinstance(obj, QWidget):
+            painted.append((obj, sum(r.width() * r.height() for r in event.region())))
+        elif event.type() == QEvent.Type.LayoutRequest and obj is window and timing_only:
+            relaid.append(obj)
 
     timing_only = False
 
@@ -146,9 +164,7 @@ def test_an_edit_repaints_what_changed_not_the_whole_window(make_window, qtbot):
         for _ in range(3):
             QApplication.processEvents()
 
-    watch = Watch()
-    QApplication.instance().installEventFilter(watch)
-    try:
+    with _watching(record):
         for value in (2.0, 3.0):
             _edit_embedding(doc, value)
             assert doc.compute.wait_idle()
@@ -158,8 +174,6 @@ def test_an_edit_repaints_what_changed_not_the_whole_window(make_window, qtbot):
         window.last_draw_ms = 12345.6
         window.status.refresh()
         settle()
-    finally:
-        QApplication.instance().removeEventFilter(watch)
     assert painted, "the edit repainted nothing"
     area = window.width() * window.height()
     assert not [a for obj, a in painted if obj is window and a > area / 2]
@@ -174,7 +188,7 @@ def test_an_edit_repaints_what_changed_not_the_whole_window(make_window, qtbot):
 def test_the_timings_repaint_their_labels_alone(make_window, qtbot):
     # A label that does not paint its background makes Qt paint the status bar and the window
     # behind it first: two more paints on every edit.
-    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtCore import QEvent
     from PySide6.QtWidgets import QStatusBar
 
     window = make_window("random")
@@ -185,22 +199,16 @@ def test_the_timings_repaint_their_labels_alone(make_window, qtbot):
     bar = window.statusBar()
     painted = []
 
-    class Watch(QObject):
-        def eventFilter(self, obj, event):
-            if event.type() == QEvent.Type.Paint and isinstance(obj, QWidget):
-                painted.append((obj, event.region().boundingRect()))
-            return False
+    def record(obj, event):
+        if event.type() == QEvent.Type.Paint and isinstance(obj, QWidget):
+            painted.append((obj, event.region().boundingRect()))
 
-    watch = Watch()
-    QApplication.instance().installEventFilter(watch)
-    try:
+    with _watching(record):
         for value in (2.0, 3.0):
             _edit_embedding(doc, value)
             assert doc.compute.wait_idle()
             for _ in range(3):
                 QApplication.processEvents()
-    finally:
-        QApplication.instance().removeEventFilter(watch)
     labels = {id(window.compute_label), id(window.draw_label)}
     assert [obj for obj, _ in painted if id(obj) in labels], "the timings were not repainted"
     assert not [obj for obj, _ in painted if isinstance(obj, QStatusBar)]
@@ -211,7 +219,7 @@ def test_the_timings_repaint_their_labels_alone(make_window, qtbot):
 def test_an_edit_that_leaves_the_title_as_it_was_does_not_set_it_again(make_window, qtbot):
     # setWindowModified, even to the value it had, made the title again and sent the window a
     # ModifiedChange event (through every application event filter) on every edit.
-    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtCore import QEvent
 
     window = make_window("random")
     doc = window.document
@@ -221,15 +229,11 @@ def test_an_edit_that_leaves_the_title_as_it_was_does_not_set_it_again(make_wind
     assert window.isWindowModified()
     seen = []
 
-    class Watch(QObject):
-        def eventFilter(self, obj, event):
-            if obj is window and event.type() in (QEvent.Type.ModifiedChange, QEvent.Type.WindowTitleChange):
-                seen.append(event.type())
-            return False
+    def record(obj, event):
+        if obj is window and event.type() in (QEvent.Type.ModifiedChange, QEvent.Type.WindowTitleChange):
+            seen.append(event.type())
 
-    watch = Watch()
-    QApplication.instance().installEventFilter(watch)
-    try:
+    with _watching(record):
         for value in (2.0, 3.0):
             _edit_embedding(doc, value, i=1)
             assert doc.compute.wait_idle()
@@ -237,8 +241,6 @@ def test_an_edit_that_leaves_the_title_as_it_was_does_not_set_it_again(make_wind
         assert not seen and window.windowTitle() == title and window.isWindowModified()
         doc.undo_stack.setClean()  # saved: the mark goes, with the one event that says so
         QApplication.processEvents()
-    finally:
-        QApplication.instance().removeEventFilter(watch)
     assert not window.isWindowModified() and QEvent.Type.ModifiedChange in seen
 
 
@@ -329,7 +331,7 @@ def test_a_compute_and_a_status_message_lay_out_nothing(make_window, qtbot):
     """A message shown in the status bar or timing out, and an edit's compute, repaint what
     changed: in a 16,384-token window each layout of the window (every dock, the Query panel's
     16,384 bars) held the GUI thread 20-48 ms."""
-    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtCore import QEvent
     from PySide6.QtWidgets import QStatusBar
 
     window = make_window("random")
@@ -343,15 +345,11 @@ def test_a_compute_and_a_status_message_lay_out_nothing(make_window, qtbot):
     bar = window.statusBar()
     laid_out = []
 
-    class Watch(QObject):
-        def eventFilter(self, obj, event):
-            if event.type() == QEvent.Type.LayoutRequest and isinstance(obj, (MainWindow, QDockWidget, QStatusBar)):
-                laid_out.append(f"{type(obj).__name__} {obj.objectName()}")
-            return False
+    def record(obj, event):
+        if event.type() == QEvent.Type.LayoutRequest and isinstance(obj, (MainWindow, QDockWidget, QStatusBar)):
+            laid_out.append(f"{type(obj).__name__} {obj.objectName()}")
 
-    watch = Watch()
-    QApplication.instance().installEventFilter(watch)
-    try:
+    with _watching(record):
         with qtbot.waitSignal(doc.result_changed, timeout=20000):
             _edit_embedding(doc, 2.0)
         assert doc.compute.wait_idle()
@@ -361,8 +359,6 @@ def test_a_compute_and_a_status_message_lay_out_nothing(make_window, qtbot):
         qtbot.waitUntil(lambda: bar.currentMessage() == "" and window.status.message_label.text() == "")
         for _ in range(3):
             QApplication.processEvents()
-    finally:
-        QApplication.instance().removeEventFilter(watch)
     assert not laid_out, laid_out
     # a message that needs more lines still makes room for them
     label = window.status.message_label
