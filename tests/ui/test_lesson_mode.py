@@ -144,6 +144,29 @@ def test_presenter_mode_is_readable_from_the_back(win, qtbot):
     assert weights.view.numbers.zoom == 1.0 and weights.view.numbers.font_px <= 12
 
 
+def test_presenter_mode_enlarges_a_legend_with_its_plot(win):
+    # The sine lesson's last step shows the signal plot, whose legend is a row of its own:
+    # pyqtgraph's legends ignore their view's zoom, and this one stayed at 8 pt beside 25-px ticks.
+    lesson = teach(win, "sine", step=5)
+    signal = next(p for p in win.panels if p.kind == "signal")
+    assert signal.isVisible()
+    label = signal.legend.items[0][1]
+    assert label.text == "clean"
+
+    def drawn_scale():
+        return label.deviceTransform(signal.canvas.viewportTransform()).m22()
+
+    assert drawn_scale() == pytest.approx(1.0, rel=0.02)
+    lesson.presenter.enter(screens=[])
+    win.showNormal()
+    win.resize(1920, 1080)
+    settle(win)
+    assert drawn_scale() == pytest.approx(2.25, rel=0.02)
+    lesson.presenter.leave()
+    settle(win)
+    assert drawn_scale() == pytest.approx(1.0, rel=0.02)
+
+
 def test_the_notes_follow_the_steps(win):
     lesson = teach(win, step=3)
     notes = lesson.presenter.show_notes(win.screen())

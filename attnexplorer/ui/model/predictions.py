@@ -22,6 +22,8 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPoint, QPointF, Qt
 from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton, QSplitter, QTableView,
                                QTabWidget, QVBoxLayout, QWidget)
 
+from ..panels import theme
+
 
 UNEDITED, INTERVENED = (70, 110, 190), (235, 130, 40)
 TARGET_HINT = "A token to follow its probability and rank (a pair: their logit difference, as IOI studies report)"
@@ -102,14 +104,6 @@ class LensTable(_RowsTable):
         self.endResetModel()
 
 
-def _legend_below(widget: pg.GraphicsLayoutWidget, columns: int) -> pg.LegendItem:
-    """A legend in the row under the plot, where it covers no bar or curve; tight rows (the
-    default spacing took 60 px of the dock's bars)."""
-    legend = pg.LegendItem(colCount=columns, labelTextSize="8pt", verSpacing=-6)
-    widget.addItem(legend, row=1, col=0)
-    return legend
-
-
 def _table(model) -> QTableView:
     view = QTableView()
     view.setModel(model)
@@ -154,7 +148,7 @@ class TokenBars(pg.GraphicsLayoutWidget):
             self.bars.append(item)
         self.legend = None
         if legend and len(series) > 1:
-            self.legend = _legend_below(self, len(series))
+            self.legend = theme.legend_below(self, 1, len(series))
             for (name, _colour), item in zip(series, self.bars):
                 self.legend.addItem(item, name)
         self.scene().sigMouseClicked.connect(self._on_click)
@@ -372,7 +366,7 @@ class LogitLensPanel(QWidget):
             "target_edited": self.plot.plot([], [], pen=pg.mkPen(*INTERVENED, width=2, style=Qt.PenStyle.DashLine),
                                             name="picked token, intervened"),
         }
-        self.legend = _legend_below(self.plot_widget, 2)
+        self.legend = theme.legend_below(self.plot_widget, 1, 2)
         for name, curve in self.curves.items():
             self.legend.addItem(curve, curve.name())
         self.table_model = LensTable(self)

@@ -121,8 +121,7 @@ class EmbeddingPanel(FigurePanel):
         # Room around the arrow tips for their labels ("k: dog"), which would be clipped.
         self.plot.getViewBox().setDefaultPadding(0.12)
         # The legend is a row of its own under the plot: inside, it hid arrows and points.
-        self.legend = pg.LegendItem(colCount=2, labelTextSize="8pt", verSpacing=-6, horSpacing=12)
-        self.figure.addItem(self.legend, row=2, col=0)
+        self.legend = theme.legend_below(self.figure, 2, 2, horSpacing=12)
         self.key_arrows = pg.PlotDataItem(connect="pairs", pen=pg.mkPen(theme.KEY_COLOR, width=1.2), name="keys k (first 2 dims)")
         self.key_arrow = pg.PlotDataItem(connect="pairs", pen=pg.mkPen(theme.SELECTED_KEY_COLOR, width=2.5), name="selected key")
         self.query_arrow = pg.PlotDataItem(connect="pairs", pen=pg.mkPen(theme.QUERY_COLOR, width=2.5), name="query q (first 2 dims)")

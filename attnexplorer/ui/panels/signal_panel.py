@@ -49,8 +49,7 @@ class SignalPanel(FigurePanel):
         self.setToolTip("The shaded bump is the selected query's weight row (scaled to peak 1): "
                         "the samples it averages.")
         # The legend is a row of its own under the plot: inside, it hid the curves.
-        self.legend = pg.LegendItem(colCount=2, labelTextSize="8pt", verSpacing=-6, horSpacing=12)
-        self.figure.addItem(self.legend, row=2, col=0)
+        self.legend = theme.legend_below(self.figure, 2, 2, horSpacing=12)
         self.weight_fill = pg.PlotDataItem(pen=pg.mkPen(theme.SELECTION_COLOR, width=1),
                                            fillLevel=0.0, brush=pg.mkBrush(255, 140, 0, 50))
         self.clean = pg.PlotDataItem(pen=theme.cosmetic_pen("#555555", 2.0, Qt.PenStyle.DashLine), name="clean")

@@ -96,6 +96,19 @@ def axis_values(plot, shown: bool) -> None:
         axis.setStyle(showValues=shown)
 
 
+def legend_below(layout, row: int, columns: int, **spacing) -> pg.LegendItem:
+    """A legend in row ``row`` of graphics layout ``layout``, under its plot, where it covers no
+    curve or bar; tight rows (the default spacing took 60 px of a dock's height).
+
+    pyqtgraph makes every legend ignore its view's transformation (for a legend floating over a
+    plot's corner). One laid out in a row of its own must not: presenter mode draws each scene
+    zoom times larger, and such a legend stayed at 8 pt beside 25-px ticks."""
+    legend = pg.LegendItem(colCount=columns, labelTextSize="8pt", verSpacing=-6, **spacing)
+    legend.setFlag(legend.GraphicsItemFlag.ItemIgnoresTransformations, False)
+    layout.addItem(legend, row=row, col=0)
+    return legend
+
+
 def monospace_font(point_size: int = 10) -> QFont:
     font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
     font.setPointSize(point_size)
