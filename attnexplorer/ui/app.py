@@ -144,7 +144,12 @@ def _open_window(args):
     from .document import SessionDocument
     from .window import MainWindow
     from .settings import AppSettings
+    from ..core.compute.torch_libraries import preload
 
+    # torch's libraries load on another core while the window is built (without Python's
+    # lock), so the first compute's import of torch after the first paint is shorter. Started
+    # only now: the loader's lock would hold up the window's own Qt and numpy libraries above.
+    preload()
     settings = AppSettings()
     try:
         lesson = lesson_for_args(args)
