@@ -37,3 +37,43 @@ def _refuse_known_bad_binding() -> None:
 
 
 _refuse_known_bad_binding()
+
+
+def _read_sources_cheaply() -> None:
+    """Make PySide6's import hook answer from the bytes of a module's file.
+
+    Once PySide6 is imported, it asks of every module imported afterwards whether its source
+    mentions "PySide6" (``shibokensupport.feature._mod_uses_pyside``, for its opt-in
+    ``__feature__`` switches) through ``inspect.getsource``: the file is read, decoded, split
+    into lines and kept in ``linecache``. torch's import on the compute thread brings in some
+    880 modules after PySide6: 0.13-0.2 s of that thread's processor time, on the way to the
+    first result, and 16 MB of their source text kept; the window's own modules, pyqtgraph's
+    and our own, some 50 ms more before the first paint. The same question answered from the
+    file's bytes gives the same answer (the name is ASCII, source files an ASCII-compatible
+    encoding) at a fraction of the cost; anything that is not a plain ``.py`` file on disk
+    still goes the hook's own way. A PySide6 without that hook is left as it is.
+    """
+    try:
+        import PySide6  # noqa: F401 - its import installs the hook (a window imports it next anyway)
+    except ImportError:
+        return  # the first Qt import says what is missing
+    feature = sys.modules.get("shibokensupport.feature")
+    original = getattr(feature, "_mod_uses_pyside", None)
+    if original is None or getattr(original, "reads_bytes", False):
+        return
+
+    def uses_pyside(module) -> bool:
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and path.endswith(".py"):
+            try:
+                with open(path, "rb") as source:
+                    return b"PySide6" in source.read()
+            except OSError:
+                pass
+        return original(module)
+
+    uses_pyside.reads_bytes = True
+    feature._mod_uses_pyside = uses_pyside
+
+
+_read_sources_cheaply()
