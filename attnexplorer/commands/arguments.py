@@ -186,13 +186,13 @@ def _add_intervention_args(p: argparse.ArgumentParser, patch: bool = True) -> No
                    help="minilm, smollm2, a folder in Hugging Face layout or a .gguf file")
     p.add_argument("--ablate", metavar="L.H[,L.H…]", help="heads to ablate, e.g. 0.0,17.4 (layer.head)")
     if patch:
-        p.add_argument("--ablation", choices=("zero", "mean", "patch"), default="zero",
+        p.add_argument("--ablation", choices=("zero", "mean", "patch"),
                        help="zero (the head's output is 0, default), mean (its mean over the text's positions) or "
                             "patch (its output on --patch-text)")
         p.add_argument("--patch-text", metavar="TEXT2",
                        help="the second text, of the same token length, for --ablation patch")
     else:
-        p.add_argument("--ablation", choices=("zero", "mean"), default="zero",
+        p.add_argument("--ablation", choices=("zero", "mean"),
                        help="zero (the head's output is 0, default) or mean (its mean over the prompt's positions, "
                             "held for the new tokens)")
     p.add_argument("--layer", type=int, action="append", metavar="L",

@@ -34,6 +34,8 @@ def _text(args) -> str | None:
             return Path(args.text_file).read_text(encoding="utf-8")
         except FileNotFoundError:
             raise ModelError(f"--text-file {args.text_file}: no such file") from None
+        except IsADirectoryError:
+            raise ModelError(f"--text-file {args.text_file} is a folder: give a UTF-8 text file") from None
         except (OSError, UnicodeDecodeError) as err:
             raise ModelError(f"--text-file {args.text_file}: cannot read it as UTF-8 text ({err})") from None
     return args.text
@@ -55,6 +57,8 @@ def _check_first(args):
             parse_probe(given)    # a malformed probe costs no load
     from ..models.head_scores import DEFAULT, parse_scores
 
+    if args.scores is not None and not args.scores.strip():   # it fell back to every score
+        raise ModelError("--scores is empty: give scores such as previous-token,induction (or leave it out for all)")
     scores = parse_scores(args.scores or DEFAULT)
     if args.attribution is not None and args.attribution not in ATTRIBUTIONS:
         raise ModelError(f"--attribution {args.attribution!r}: choose dla, ablate:zero, ablate:mean or ablate:patch")

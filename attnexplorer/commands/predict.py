@@ -41,6 +41,13 @@ def _check_first(args) -> None:
     text = getattr(args, "text", None)
     if text is not None and not text.strip():
         raise ModelError("--text is empty: give the sentence the model should read")
+    if args.ablate is not None and not args.ablate.strip():
+        raise ModelError("--ablate is empty: give heads as LAYER.HEAD, e.g. 3.1,17.4")
+    # --ablation says how the --ablate heads are ablated: alone it would be silently ignored
+    # (the default, zero, is set here so that a given one can be told from it)
+    if args.ablation is not None and not args.ablate:
+        raise ModelError(f"--ablation {args.ablation} needs --ablate L.H[,L.H…]: the heads it ablates")
+    args.ablation = args.ablation or "zero"
     patch_text = getattr(args, "patch_text", None)   # generate has no patched heads
     if args.ablation == "patch" and not (patch_text or "").strip():
         raise ModelError("--ablation patch needs --patch-text: the second text a patched head takes its output from")

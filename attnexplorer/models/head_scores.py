@@ -85,8 +85,12 @@ def _pattern(path: str, part: str) -> Score:
         target = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise ModelError(f"--scores {part}: no file {path}") from None
+    except IsADirectoryError:
+        raise ModelError(f"--scores {part}: {path} is a folder, not a .npy file") from None
     except (OSError, ValueError) as err:
-        raise ModelError(f"--scores {part}: cannot read {path} as a .npy array ({err})") from None
+        # numpy's refusal of a non-.npy file talks of pickles and allow_pickle: not the user's words
+        why = "not a NumPy .npy file" if "pickle" in str(err) else str(err)
+        raise ModelError(f"--scores {part}: cannot read {path} as a .npy array ({why})") from None
     if target.ndim != 2 or target.shape[0] != target.shape[1] or not np.issubdtype(target.dtype, np.number):
         raise ModelError(f"--scores {part}: the target must be a square (n × n) array of numbers, got {target.shape}")
     target = target.astype(np.float64)

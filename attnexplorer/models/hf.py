@@ -137,6 +137,8 @@ def load_model(folder: Path, gguf: str | None, label: str, say: Progress, check:
     except (ModelError, Cancelled):
         raise
     except Exception as err:
+        if "ignore_mismatched_sizes" in str(err):   # its report, naming the tensor, went to the log only
+            _mismatch(auto, folder, gguf, label)
         raise ModelError(f"{label}: cannot load the weights: {first_line(err)}") from None
     _check_loading(model, info, label)
     model.eval()
@@ -147,6 +149,22 @@ def load_model(folder: Path, gguf: str | None, label: str, say: Progress, check:
             head["lm_head.weight"] = model.get_output_embeddings().weight.detach()
         model = model.base_model
     return model, head
+
+
+def _mismatch(auto, folder: Path, gguf: str | None, label: str) -> None:
+    """ModelError naming the first tensor whose shape is not the config's (with both shapes),
+    read from a second load that lets transformers go past it (only on this failure's path)."""
+    import torch
+
+    try:
+        with offline():
+            _, info = auto.from_pretrained(str(folder), gguf_file=gguf, local_files_only=True, dtype=torch.float32,
+                                           ignore_mismatched_sizes=True, output_loading_info=True)
+    except Exception:
+        return   # the caller says what transformers said
+    for key, found, wanted in sorted(info.get("mismatched_keys", ()), key=lambda m: m[0]):
+        raise ModelError(f"{label}: the weight {key} is {'×'.join(map(str, found))}, but this model's config makes it "
+                         f"{'×'.join(map(str, wanted))}: the weights are not the config's model")
 
 
 def _check_loading(model, info: dict, label: str) -> None:

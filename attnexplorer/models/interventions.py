@@ -100,6 +100,8 @@ def parse_heads(text: str, layers: int, heads: int, label: str) -> list[tuple[in
             raise ModelError(f"--ablate {part}: layer {layer} is out of range: {label} has layers 0..{layers - 1}")
         if head >= heads:
             raise ModelError(f"--ablate {part}: head {head} is out of range: {label} has heads 0..{heads - 1}")
+        if (layer, head) in out:   # as --layer refuses a layer named twice
+            raise ModelError(f"--ablate {text!r} names head {layer}.{head} twice")
         out.append((layer, head))
     return out
 

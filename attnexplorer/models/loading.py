@@ -380,6 +380,9 @@ def _load_with_transformers(source, folder, gguf, from_cache, notes, say, check)
     say(0.1, f"reading {source.label}'s configuration")
     config = hf.load_config(folder, gguf, source.label)
     family = family_for(config)
+    from .native import check_activation
+
+    check_activation(config, source.label)
     check()
     say(0.2, f"dequantising {source.label} (about half a minute, once)" if gguf else f"loading {source.label}'s weights")
     model, head = hf.load_model(folder, gguf, source.label, say, check, family.decoder)

@@ -122,13 +122,35 @@ def read_config(folder: Path) -> ModelConfig:
     return ModelConfig(data)
 
 
-def check_config(config: ModelConfig) -> None:
-    """NotNative when the forward here does not implement something this config asks for."""
+def activation_setting(config: Any) -> tuple[str, Any]:
+    """(the config key that names the activation, the activation it names)."""
     from .decoders import activation
 
+    if FAMILIES[config.model_type].kind == "llama":
+        key = "hidden_activation" if config.model_type in ("gemma2", "gemma3_text") else "hidden_act"
+        return key, activation(config)
+    key = {"gpt2": "activation_function", "distilbert": "activation"}.get(config.model_type, "hidden_act")
+    return key, getattr(config, key, None)
+
+
+def check_activation(config: Any, label: str) -> None:
+    """ModelError when the config names an activation neither attnexplorer's forward nor
+    transformers has (transformers said only ``'bogus'``, a KeyError, as it built the model)."""
+    key, act = activation_setting(config)
+    if act in ACTIVATIONS:
+        return
+    from transformers.activations import ACT2FN
+
+    if not isinstance(act, str) or act not in ACT2FN:
+        others = sorted(set(ACT2FN) - set(ACTIVATIONS))
+        raise ModelError(f"{label}: unknown activation {act!r} (the config's {key}); attnexplorer runs "
+                         f"{', '.join(ACTIVATIONS)} (and, through transformers, {', '.join(others)})")
+
+
+def check_config(config: ModelConfig) -> None:
+    """NotNative when the forward here does not implement something this config asks for."""
+    _, act = activation_setting(config)
     kind = FAMILIES[config.model_type].kind
-    act = getattr(config, {"gpt2": "activation_function", "distilbert": "activation"}.get(config.model_type, "hidden_act"),
-                  None) if kind != "llama" else activation(config)
     if act not in ACTIVATIONS:
         raise NotNative(f"activation {act!r}")
     if kind == "llama" and int(getattr(config, "pretraining_tp", 1) or 1) != 1:
@@ -193,13 +215,14 @@ def read_weights(folder: Path, kind: str, model_type: str | None = None) -> dict
     if not files:
         raise NotNative("no *.safetensors weights")
     tensors: dict[str, Any] = {}
-    try:
-        for path in files:
+    for path in files:
+        try:
             with safe_open(str(path), framework="pt") as fh:
                 for key in fh.keys():
                     tensors[key] = fh.get_tensor(key)
-    except (OSError, SafetensorError) as err:
-        raise ModelError(f"{folder.name}: cannot read the weights: {err}") from None
+        except (OSError, SafetensorError) as err:   # named: a sharded model has several files
+            raise ModelError(f"{folder.name}: cannot read the weights in {path.name} (empty, cut short or not "
+                             f"safetensors): {err}") from None
     marker = MARKERS.get(model_type, MARKERS[kind])
     prefixes = [k[:-len(marker)] for k in tensors if k.endswith(marker)]
     if not prefixes:
@@ -295,6 +318,81 @@ def check_tensors(config: ModelConfig, weights: dict, label: str) -> None:
         more = f" and {len(unexpected) - 1} more" if len(unexpected) > 1 else ""
         raise ModelError(f"{label}: the weights hold {own_name(config, sorted(unexpected)[0])}{more}, which this {config.model_type} model's "
                          "config does not have (a layer or bias it does not use); refusing rather than guessing")
+
+
+def expected_shapes(config: ModelConfig) -> dict[str, tuple]:
+    """The shape the config gives each tensor the forward reads (by its name after ``canonical``);
+    None for a size the config does not state. A tensor missing here is not checked."""
+    from .model_config import head_dim, num_heads
+
+    kind, d = FAMILIES[config.model_type].kind, int(config.hidden_size)
+    vocab, positions = getattr(config, "vocab_size", None), getattr(config, "max_position_embeddings", None)
+    if kind == "bert":
+        inner = getattr(config, "hidden_dim" if config.model_type == "distilbert" else "intermediate_size", None)
+        top = {"embeddings.word_embeddings.weight": (vocab, d), "embeddings.position_embeddings.weight": (positions, d),
+               "embeddings.token_type_embeddings.weight": (getattr(config, "type_vocab_size", None), d)}
+        per = {f"attention.self.{m}.{t}": shape for m in ("query", "key", "value")
+               for t, shape in (("weight", (d, d)), ("bias", (d,)))}
+        per.update({"attention.output.dense.weight": (d, d), "intermediate.dense.weight": (inner, d),
+                    "intermediate.dense.bias": (inner,), "output.dense.weight": (d, inner)})
+        for name in ("embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias"):
+            top[name] = (d,)
+        for name in ("attention.output.dense.bias", "output.dense.bias", "attention.output.LayerNorm.weight",
+                     "attention.output.LayerNorm.bias", "output.LayerNorm.weight", "output.LayerNorm.bias"):
+            per[name] = (d,)
+        layer = "encoder.layer.{}."
+    elif kind == "gpt2":
+        inner = getattr(config, "n_inner", None) or 4 * d
+        top = {"wte.weight": (vocab, d), "wpe.weight": (positions, d)}
+        per = {"attn.c_attn.weight": (d, 3 * d), "attn.c_attn.bias": (3 * d,), "attn.c_proj.weight": (d, d),
+               "mlp.c_fc.weight": (d, inner), "mlp.c_fc.bias": (inner,), "mlp.c_proj.weight": (inner, d)}
+        for name in ("ln_1.weight", "ln_1.bias", "ln_2.weight", "ln_2.bias", "attn.c_proj.bias", "mlp.c_proj.bias"):
+            per[name] = (d,)
+        layer = "h.{}."
+    else:
+        heads, size = num_heads(config), head_dim(config)
+        kv = int(getattr(config, "num_key_value_heads", None) or heads) * size
+        inner = getattr(config, "intermediate_size", None)
+        top = {"embed_tokens.weight": (vocab, d)}
+        per = {"self_attn.q_proj.weight": (heads * size, d), "self_attn.k_proj.weight": (kv, d),
+               "self_attn.v_proj.weight": (kv, d), "self_attn.o_proj.weight": (d, heads * size),
+               "self_attn.q_proj.bias": (heads * size,), "self_attn.k_proj.bias": (kv,), "self_attn.v_proj.bias": (kv,),
+               "self_attn.o_proj.bias": (d,), "mlp.down_proj.weight": (d, inner), "mlp.down_proj.bias": (d,)}
+        for m in ("gate_proj", "up_proj"):
+            per.update({f"mlp.{m}.weight": (inner, d), f"mlp.{m}.bias": (inner,)})
+        from .decoders import recipe
+
+        r = recipe(config)
+        for norm in (r.input_norm, r.attention_out_norm, r.mlp_in_norm, r.mlp_out_norm):
+            if norm:
+                per.update({f"{norm}.weight": (d,), f"{norm}.bias": (d,)})
+        layer = "layers.{}."
+    shapes = dict(top)
+    for i in range(int(config.num_hidden_layers)):
+        shapes.update({layer.format(i) + name: shape for name, shape in per.items()})
+    return shapes
+
+
+def check_shapes(config: ModelConfig, weights: dict, label: str) -> None:
+    """ModelError naming the first tensor whose shape is not the one the config gives it (with
+    both shapes): the forward failed on it deep in torch ("the expanded size of the tensor (60)
+    must match the existing size (72)"), naming neither the tensor nor the config."""
+    from .decoders import own_name
+
+    def said(shape):
+        return "×".join(str(n) for n in shape)
+
+    for name, shape in expected_shapes(config).items():
+        tensor = weights.get(name)
+        if tensor is None:
+            continue
+        found = tuple(tensor.shape)
+        if len(found) != len(shape) or any(want is not None and int(want) != got for want, got in zip(shape, found)):
+            own = own_name(config, name)
+            part = f" (its {name.rsplit('.', 2)[-2]} part)" if own != name and own.rsplit(".", 1)[0] != name.rsplit(".", 1)[0] else ""
+            want = said("?" if n is None else n for n in shape)
+            raise ModelError(f"{label}: the weight {own}{part} is {said(found)}, but this {config.model_type} model's "
+                             f"config makes it {want}: the weights are not the config's model")
 
 
 class NativeTokenizer:
@@ -402,6 +500,7 @@ def open_folder(folder: Path) -> tuple[ModelConfig, dict[str, Any], NativeTokeni
     weights = canonical(config, weights)
     check_layer_count(config, weights, folder.name)
     check_tensors(config, weights, folder.name)
+    check_shapes(config, weights, folder.name)
     try:
         tokenizer = read_tokenizer(folder, kind)
     except NotNative:

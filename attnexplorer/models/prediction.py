@@ -42,7 +42,8 @@ class Predictor:
     def target_id(self, text: str, what: str = "--target") -> int:
         ids = self.runs.loaded.tokenizer.encode_plain(text)
         if len(ids) != 1:
-            shown = " + ".join(repr(self.runs.loaded.tokenizer.piece(i)) for i in ids) or "no token"
+            # each piece as the window shows tokens (␣happy, not GPT-2's byte-level Ġhappy)
+            shown = " + ".join(repr(self.token(i)) for i in ids) or "no token"
             raise ModelError(f"{what} {text!r} is {len(ids)} tokens ({shown}), not one: "
                              "pick a single token (a leading space is part of a word's token)")
         return ids[0]

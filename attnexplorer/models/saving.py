@@ -77,6 +77,23 @@ def folded_weights(behaviour, interventions) -> dict:
     return weights
 
 
+def _check_runs(behaviour, interventions, weights) -> None:
+    """ModelError when the edited model would not run on its text: a weight that is NaN or
+    infinite, or a residual stream past what float32's norms can square (a weight edited to
+    1e38). The prediction refuses such an edit (``check_stream``); saved, it would have loaded
+    in transformers and predicted NaN, so the window and ``export-model`` refuse it here."""
+    import torch
+
+    own = behaviour.loaded.weights
+    for name, tensor in weights.items():   # the edited ones: the model's own were checked at open
+        if tensor is not own.get(name) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ModelError(f"cannot save: the edited weight {name} holds NaN or infinity")
+    try:
+        behaviour.residuals(behaviour.effective(interventions))
+    except ModelError as err:
+        raise ModelError(f"cannot save: {err}") from None
+
+
 def _config(loaded) -> dict:
     source = loaded.source
     folder = gguf_cache_folder(source) if source.gguf else source.folder
@@ -101,6 +118,7 @@ def save_edited_model(behaviour, interventions, out) -> Path:
     if not out.parent.is_dir():
         raise ModelError(f"{out}: the folder {out.parent} does not exist")
     weights = folded_weights(behaviour, interventions)
+    _check_runs(behaviour, interventions, weights)
     architecture, prefix = TASK[loaded.family.name]
     if loaded.family.kind == "bert" and behaviour.problem:   # an encoder without its masked-LM head stays a BertModel
         architecture, prefix = BASE[loaded.family.name], ""

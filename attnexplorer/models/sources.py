@@ -110,9 +110,12 @@ def _check_model_type(config: Path, spec: str) -> None:
     from .families import FAMILIES, unsupported
 
     try:
-        kind = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError, AttributeError) as err:
-        raise ModelError(f"{spec}: config.json is not a JSON object: {err}") from None
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ModelError(f"{spec}: config.json is not valid JSON: {err}") from None
+    if not isinstance(data, dict):   # a list said "'list' object has no attribute 'get'"
+        raise ModelError(f"{spec}: config.json holds a JSON {type(data).__name__}, not an object of settings")
+    kind = data.get("model_type")
     if kind not in FAMILIES:
         raise ModelError(f"{spec}: {unsupported(kind)}")
 

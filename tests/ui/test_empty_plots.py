@@ -44,12 +44,25 @@ def test_the_heads_tab_heatmap_and_colour_bar_wait_for_a_score(qtbot):
     qtbot.addWidget(panel)
     panel.show()
     QApplication.processEvents()
-    assert not _written(panel.plot) and not panel.colour_bar.isVisible()
+    assert not _written(panel.plot) and not panel.colour_bar.isVisible() and not panel.hint.toPlainText()
     panel.set_scores({"previous-token": np.linspace(0, 1, 12).reshape(3, 4)})
-    assert not _written(panel.plot) and not panel.colour_bar.isVisible()   # "none" chosen
+    _uncoloured_grid(panel, 3, 4)   # "none" chosen: the heads' grid, uncoloured, with a hint
     panel.colour_by("previous-token")
     assert panel.shown == "previous-token"
     assert _written(panel.plot) and panel.colour_bar.isVisible()
+    assert not panel.blank.isVisible() and not panel.hint.isVisible()
     panel.colour_by("none")
-    assert not _written(panel.plot) and not panel.colour_bar.isVisible()
+    _uncoloured_grid(panel, 3, 4)
     panel.shutdown()
+
+
+def _uncoloured_grid(panel, layers, heads):
+    """"Colour by: none" draws the layers × heads grid in grey with a hint, not an empty frame."""
+    assert panel.shown is None and not panel.colour_bar.isVisible() and panel.image.image is None
+    assert _written(panel.plot)
+    assert panel.blank.isVisible() and panel.blank.image is not None
+    rect = panel.blank.mapRectToParent(panel.blank.boundingRect())
+    assert (rect.width(), rect.height()) == (heads, layers)
+    assert panel.hint.isVisible() and "Colour by" in panel.hint.toPlainText()
+    ticks = panel.plot.getAxis("bottom")._tickLevels[0]
+    assert [label for _, label in ticks] == [str(h) for h in range(heads)]

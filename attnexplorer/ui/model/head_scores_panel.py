@@ -125,6 +125,13 @@ class HeadScoresPanel(QWidget):
         self.plot.addItem(self.image)
         self.colour_bar = pg.ColorBarItem(colorMap=pg.colormap.get("viridis"), interactive=False, width=12)
         self.colour_bar.setImageItem(self.image, insert_in=self.plot)
+        # "Colour by: none" (the default) draws the layers × heads grid uncoloured, with a hint,
+        # rather than an empty frame that read as a plot that failed to draw
+        self.blank = pg.ImageItem(axisOrder="row-major")
+        self.plot.addItem(self.blank)
+        self.hint = pg.TextItem("", color=(60, 60, 60), anchor=(0.5, 0.5))
+        self.hint.setZValue(1)
+        self.plot.addItem(self.hint)
         axis_values(self.plot, False)   # no score shown yet
         self.colour_bar.hide()
         self.shown: str | None = None
@@ -281,21 +288,49 @@ class HeadScoresPanel(QWidget):
         """The heatmap of the score shown: head across, layer down."""
         self.shown = name
         self.plot.setTitle("" if name is None else name)
-        axis_values(self.plot, values is not None)
         self.colour_bar.setVisible(values is not None)
+        self.blank.setVisible(values is None)
+        self.hint.setVisible(values is None)
         if values is None:
             self.image.clear()
+            self._draw_blank()
             return
+        axis_values(self.plot, True)
         layers, heads = values.shape
         low, high = float(np.nanmin(values)), float(np.nanmax(values))
         self.image.setImage(np.asarray(values, dtype=np.float32), levels=(low, high if high > low else low + 1e-9))
         self.colour_bar.setLevels((low, high if high > low else low + 1e-9))
         self.image.setRect(-0.5, -0.5, heads, layers)
+        self._grid(layers, heads)
+
+    def _grid(self, layers: int, heads: int) -> None:
+        """The axes of a layers × heads map: its ticks and range."""
         step = max(1, -(-layers // 6))   # at most six layer labels: the tab's plot is short
         self.plot.getAxis("left").setTicks([[(float(layer), str(layer)) for layer in range(0, layers, step)]])
         self.plot.getAxis("bottom").setTicks([[(float(head), str(head)) for head in range(heads)]])
         self.plot.setXRange(-0.5, heads - 0.5, padding=0)
         self.plot.setYRange(-0.5, layers - 0.5, padding=0)
+
+    def _draw_blank(self) -> None:
+        """No score chosen: the model's heads as light grey cells (white lines between them)
+        under a hint; before any scores, the hint alone on an axis-less frame."""
+        shape = next(iter(self.scores.values())).shape if self.scores else None
+        if shape is None:
+            axis_values(self.plot, False)   # no model yet: nothing to count
+            self.blank.clear()
+            self.hint.setText("")
+            return
+        layers, heads = shape
+        cell = 8 if layers * heads <= 4096 else 1   # SmolLM2: 30 × 9; a huge model needs no lines
+        grid = np.full((layers * cell, heads * cell, 3), 232, dtype=np.uint8)
+        if cell > 1:
+            grid[::cell], grid[:, ::cell] = 255, 255
+        self.blank.setImage(grid, levels=(0, 255))
+        self.blank.setRect(-0.5, -0.5, heads, layers)
+        axis_values(self.plot, True)
+        self._grid(layers, heads)
+        self.hint.setText("Colour by a score above\nto colour and rank the heads")
+        self.hint.setPos((heads - 1) / 2, (layers - 1) / 2)
 
     def export_item(self):
         return self.plot_widget.ci if self.shown is not None else None

@@ -104,6 +104,24 @@ class LensTable(_RowsTable):
         self.endResetModel()
 
 
+def _legend_entries(legend: pg.LegendItem, entries: list[tuple]) -> None:
+    """The legend lists ``entries`` ((item, name) pairs) only: a series with nothing drawn (the
+    interventions' bars when there are none, a picked token's curve when none is picked) has no
+    entry. Rebuilt only when the entries change (a prediction redraws on every edit)."""
+    names = tuple(name for _item, name in entries)
+    if getattr(legend, "shown_names", None) == names:
+        return
+    legend.clear()
+    for item, name in entries:
+        legend.addItem(item, name)
+    legend.shown_names = names
+
+
+def _key_text(series) -> str:
+    """The dock's legend, a line of coloured squares and names."""
+    return " ".join(f"<span style='color:rgb{colour}'>■</span> {name}" for name, colour in series)
+
+
 def _table(model) -> QTableView:
     view = QTableView()
     view.setModel(model)
@@ -146,11 +164,8 @@ class TokenBars(pg.GraphicsLayoutWidget):
             item = pg.BarGraphItem(x0=[], y=[], height=step * 0.95, width=[], brush=pg.mkBrush(*colour))
             self.plot.addItem(item)
             self.bars.append(item)
-        self.legend = None
-        if legend and len(series) > 1:
-            self.legend = theme.legend_below(self, 1, len(series))
-            for (name, _colour), item in zip(series, self.bars):
-                self.legend.addItem(item, name)
+        self.names = [name for name, _colour in series]
+        self.legend = theme.legend_below(self, 1, len(series)) if legend and len(series) > 1 else None
         self.scene().sigMouseClicked.connect(self._on_click)
 
     def set_bars(self, tokens, ids, *values) -> None:
@@ -162,6 +177,8 @@ class TokenBars(pg.GraphicsLayoutWidget):
             item.setOpts(x0=np.zeros(len(probs)), y=y[:len(probs)] + offset, width=probs)
         if self.legend is not None:
             self.legend.setVisible(bool(self.tokens))
+            _legend_entries(self.legend, [(item, name) for item, name, probs in zip(self.bars, self.names, values)
+                                          if len(probs)])
         self.plot.getAxis("left").setTicks([[(float(i), t) for i, t in enumerate(self.tokens)]])
         # Room beside 0 and 1 for their labels: at the axis' very ends (padding 0.02) they reached
         # past the plot and pyqtgraph hid them, so the origin went unlabelled.
@@ -251,6 +268,7 @@ class PredictionsPanel(QWidget):
         self.table = _table(self.table_model)
         self.table.verticalHeader().show()
         self.table.setMinimumHeight(TABLE_MIN_HEIGHT)
+        self.key = None
         if tables_row:
             # the dock: the bars or the table, each with the whole height (both squeezed the bars)
             split = QTabWidget()
@@ -258,9 +276,8 @@ class PredictionsPanel(QWidget):
             split.addTab(self.plot_widget, "Bars")
             split.addTab(self.table, "Table")
             # the legend in the tab bar's corner: inside the plot it took a third of the bars' height
-            key = QLabel(" ".join(f"<span style='color:rgb{colour}'>■</span> {name}" for name, colour in
-                                  (("unedited", UNEDITED), ("with the interventions", INTERVENED))))
-            split.setCornerWidget(key, Qt.Corner.TopRightCorner)
+            self.key = QLabel(_key_text((("unedited", UNEDITED),)))
+            split.setCornerWidget(self.key, Qt.Corner.TopRightCorner)
         else:
             split = QSplitter(Qt.Orientation.Vertical)
             split.setChildrenCollapsible(False)
@@ -311,6 +328,9 @@ class PredictionsPanel(QWidget):
         top = result["baseline"]["top"]
         self._draw_bars([e["token"] for e in top], [e["id"] for e in top], [e["prob"] for e in top],
                         [e["prob"] for e in edited["baseline_top"]] if edited else [])
+        if self.key is not None:   # the dock's legend: the interventions' colour only when they are drawn
+            self.key.setText(_key_text((("unedited", UNEDITED),) + ((("with the interventions", INTERVENED),)
+                                                                     if edited else ())))
         self._say_target(_target_text(result))
 
     def _say_target(self, text: str) -> None:
@@ -367,8 +387,6 @@ class LogitLensPanel(QWidget):
                                             name="picked token, intervened"),
         }
         self.legend = theme.legend_below(self.plot_widget, 1, 2)
-        for name, curve in self.curves.items():
-            self.legend.addItem(curve, curve.name())
         self.table_model = LensTable(self)
         self.table = _table(self.table_model)
         self.note = QLabel("")
@@ -400,6 +418,8 @@ class LogitLensPanel(QWidget):
         self.curves["top_edited"].setData(*series("intervened", "top"))
         self.curves["target"].setData(*series("baseline", "target"))
         self.curves["target_edited"].setData(*series("intervened", "target"))
+        _legend_entries(self.legend, [(curve, curve.name()) for curve in self.curves.values()
+                                      if curve.xData is not None and len(curve.xData)])
         self.plot.setYRange(0, 1, padding=0.02)
         if len(layers):
             self.plot.setXRange(0, layers[-1], padding=0.02)
