@@ -113,6 +113,23 @@ def test_a_picked_token_a_pair_and_a_bad_one(opened, qtbot):
     panel.set_target(" dog ball", "")
     _wait(qtbot, control, lambda res: "target_error" in res)
     assert "not one" in panel.target_label.text() and panel.table_model.rowCount() == 10
+    # its pieces as the tables write tokens, as `predict --target` says them: not GPT-2's Ġdog
+    assert "'␣dog' + '␣ball'" in panel.target_label.text() and "Ġ" not in panel.target_label.text()
+
+
+def test_an_edit_that_overflows_the_stream_is_not_saved(opened, qtbot, tmp_path):
+    # the prediction refuses the edit; Save edited model refused nothing and wrote a model that
+    # transformers loads and that predicts NaN (export-model did the same; both refuse it now)
+    window, controller, control, reference = opened
+    doc = window.document
+    w = np.array(doc.session.w_value)
+    w[0] = 1e38
+    doc.edit(doc.session.replace(w_value=w), "Edit W_v")
+    qtbot.waitUntil(lambda: control.last_error is not None and "float32" in control.last_error, timeout=60000)
+    control.save(tmp_path / "huge")
+    qtbot.waitUntil(lambda: bool(window.errors), timeout=60000)
+    assert "cannot save" in window.errors[0] and "after layer 1" in window.errors[0]
+    assert not [p for p in tmp_path.iterdir() if "huge" in p.name]   # nor a half-written staging folder
 
 
 def test_a_patch_text_of_another_length_is_said_in_the_panel(opened, qtbot):
