@@ -119,6 +119,9 @@ def run() -> None:
     of one MiniLM layer spent a fifth of its time in it) and nothing of it is needed once
     the command is done. The window (no command word) exits the ordinary way, since Qt's
     objects save settings as they are destroyed."""
+    from .memory import steady_allocator
+
+    steady_allocator()  # big buffers reused the same way in every run (memory.py)
     argv = sys.argv[1:]
     code = main(argv)
     if argv and argv[0] in SUBCOMMANDS:
