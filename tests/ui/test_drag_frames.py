@@ -156,3 +156,32 @@ def test_a_frame_repaints_the_unchanged_curves_from_pixels(sine_drag, monkeypatc
     window.document.compute.wait_idle(60.0)
     settle()
     assert painted["noisy"] >= 1, painted
+
+
+def test_a_drag_relabels_the_query_charts_y_axes_only_when_the_bars_leave_them(sine_drag):
+    # The query panel's y axes follow the bars with nice ends; relabelling them (new tick texts,
+    # a new cached picture) on every step was the largest part of a τ drag's frame: two to
+    # three axes a frame. While the same row is redrawn an axis now stays as long as the bars
+    # fit it and fill at least half of it (query_panel.still_fits).
+    from pyqtgraph.graphicsItems.AxisItem import AxisItem
+
+    window, step, _ = sine_drag
+    query = next(p for p in window.panels if p.kind == "query")
+    axes = {query.score_chart.getAxis("left"), query.weight_chart.getAxis("left"), query.sum_chart.getAxis("left")}
+    relabels = collections.Counter()
+    real = AxisItem.generateDrawSpecs
+
+    def counted(axis, *args):
+        if axis in axes:
+            relabels.update([id(axis)])
+        return real(axis, *args)
+
+    AxisItem.generateDrawSpecs = counted
+    try:
+        frames = 12
+        for k in range(3, 3 + frames):
+            step(k)
+    finally:
+        AxisItem.generateDrawSpecs = real
+    assert max(relabels.values(), default=0) <= frames // 2, relabels
+    assert sum(relabels.values()) <= frames, relabels

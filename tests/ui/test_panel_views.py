@@ -582,3 +582,56 @@ def test_a_resized_panel_draws_its_axes_at_the_new_size(qtbot):
     finally:
         window.docks["explain"].show()  # the window remembers its layout: leave it as found
         close_window(document, window)
+
+
+def test_query_score_axis_stays_still_while_an_edit_redraws_the_same_row(sine, qtbot):
+    # A τ drag redraws the same row on every step: its y axis keeps its range (no new tick
+    # labels, no new cached axis picture) while the bars fit it and fill at least half of it;
+    # it moves when they leave it or shrink below half, and a click on another row refits.
+    from attnexplorer.core.inputs.session import Scale
+    from attnexplorer.ui.panels.query_panel import nice_y_range
+
+    panel = shown(qtbot, QueryPanel(sine))
+    sine.selection.set(query=30)
+    chart = panel.score_chart
+
+    def set_tau(tau):
+        sine.edit(sine.session.replace(scale=Scale("temperature", tau)), f"τ = {tau}", merge_key=("test", "tau"))
+        assert sine.compute.wait_idle(60)
+
+    def lowest_bar():
+        return float(np.min(chart.heights))
+
+    def fitted():  # the range a fresh fit gives these bars (nice ends, 3 % padding)
+        low, high = nice_y_range(chart.heights)
+        return round(low - 0.03 * (high - low), 6), round(high + 0.03 * (high - low), 6)
+
+    def y_range():
+        low, high = chart.vb.viewRange()[1]
+        return round(low, 6), round(high, 6)
+
+    relabelled = []
+    axis = chart.getAxis("left")
+    original = axis.generateDrawSpecs
+    axis.generateDrawSpecs = lambda *a: relabelled.append(1) or original(*a)
+    panel.grab()  # the row as clicked, painted
+    relabelled.clear()
+    start_range, start_low = y_range(), lowest_bar()
+    assert start_range[0] <= start_low < 0
+    for step in (1.05, 1.1, 1.15):  # scores shrink by up to 13 %: the axis stays
+        set_tau(0.004 * step)
+        panel.grab()  # painted
+        assert y_range() == start_range and start_range[0] <= lowest_bar()
+    assert relabelled == []
+    set_tau(0.004 / 3)  # scores three times as large: the axis grows to hold them
+    panel.grab()  # painted
+    assert y_range()[0] <= lowest_bar() < start_range[0] and relabelled
+    grown = y_range()
+    set_tau(0.004 * 4)  # a twelfth of that: under half the range, the axis shrinks to fit
+    panel.grab()  # painted
+    assert grown[0] < y_range()[0] and y_range() == fitted()
+    # Another row: a range fitted to its own bars, whatever was shown before.
+    set_tau(0.004 * 1.15)
+    sine.selection.set(query=5)
+    panel.grab()  # painted
+    assert y_range() == fitted()

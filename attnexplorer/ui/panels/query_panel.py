@@ -44,9 +44,31 @@ def nice_y_range(values: np.ndarray) -> tuple[float, float]:
     return (bottom, top) if top > bottom else (0.0, 1.0)
 
 
-def set_nice_y_range(plot: pg.PlotItem, values: np.ndarray, current):
-    """Give ``plot`` the nice range of ``values`` if it changed; returns the range now set."""
+# While the same row is redrawn after an edit (a slider dragged), the y range stays as it is
+# as long as the bars fit in it and fill at least this share of it: relabelling the axis
+# (new tick texts, a new cached picture) on every step of a drag was the largest part of a
+# τ drag's frame, two to three axes a frame.
+KEEP_SHARE = 0.5
+
+
+def still_fits(wanted: tuple[float, float], current, padding: float = 0.03) -> bool:
+    """Whether the range ``current`` (shown with ``padding``, a share of it, beyond each end)
+    can stay for bars whose nice range is ``wanted``: the bars are in sight, and they fill at
+    least ``KEEP_SHARE`` of it."""
+    if current is None:
+        return False
+    low, high = current
+    pad = padding * (high - low)
+    return (low - pad <= wanted[0] and wanted[1] <= high + pad
+            and (wanted[1] - wanted[0]) >= KEEP_SHARE * (high - low))
+
+
+def set_nice_y_range(plot: pg.PlotItem, values: np.ndarray, current, steady: bool = False):
+    """Give ``plot`` the nice range of ``values`` if it changed; returns the range now set.
+    ``steady`` (the same bars redrawn after an edit): keep ``current`` while it ``still_fits``."""
     wanted = nice_y_range(values)
+    if steady and still_fits(wanted, current):
+        return current
     if wanted != current:
         plot.setYRange(*wanted, padding=0.03)
     return wanted
@@ -93,9 +115,12 @@ class _BarChart(pg.PlotItem):
         """Every key's bar height as drawn (blocked keys included)."""
         return self._heights
 
-    def set_bars(self, heights: np.ndarray, labels, *, color=None, blocked=None, highlight=(), selected=None) -> None:
+    def set_bars(self, heights: np.ndarray, labels, *, color=None, blocked=None, highlight=(), selected=None,
+                 steady: bool = False) -> None:
         """Draw ``heights`` (one per key). ``blocked`` (bool per key) are hatched;
-        ``highlight`` is ``[(key, colour), …]`` drawn on top; ``selected`` is outlined."""
+        ``highlight`` is ``[(key, colour), …]`` drawn on top; ``selected`` is outlined.
+        ``steady``: the same row as last time, after an edit (the y range then moves only
+        when the bars leave it or shrink to under half of it: ``still_fits``)."""
         heights = np.asarray(heights, dtype=float)
         n = len(heights)
         x = np.arange(n) + 0.5
@@ -120,11 +145,11 @@ class _BarChart(pg.PlotItem):
             self.vb.setLimits(xMin=0, xMax=max(n, 1))
             self.setXRange(0, max(n, 1), padding=0)
         if self._fixed_y is None:
-            self._y_range = set_nice_y_range(self, heights, self._y_range)
+            self._y_range = set_nice_y_range(self, heights, self._y_range, steady)
         else:
-            self._y_range = self._fixed_or_zoomed(heights)
+            self._y_range = self._fixed_or_zoomed(heights, steady)
 
-    def _fixed_or_zoomed(self, heights: np.ndarray) -> tuple[float, float]:
+    def _fixed_or_zoomed(self, heights: np.ndarray, steady: bool = False) -> tuple[float, float]:
         """The fixed range (weights: 0 to 1, so rows compare at a glance), unless every bar
         is under a tenth of its top: a row over thousands of keys would be flat there, so the
         axis then goes up to a nice bound over its largest bar (the tick labels say how far)."""
@@ -132,6 +157,8 @@ class _BarChart(pg.PlotItem):
         finite = heights[np.isfinite(heights)]
         top = float(finite.max()) if finite.size else high
         wanted = (low, theme.nice_bound(top)) if 0 < top < low + 0.1 * (high - low) else (low, high)
+        if steady and wanted != (low, high) and self._y_range != (low, high) and still_fits(wanted, self._y_range, 0.02):
+            return self._y_range
         if wanted != self._y_range:
             self.setYRange(*wanted, padding=0.02)
         return wanted
@@ -177,6 +204,7 @@ class QueryPanel(FigurePanel):
         self.sum_chart.addItem(self.parts)
         self.totals = Bars(width=0.8, brush=pg.mkBrush(0, 0, 0, 0), pen=pg.mkPen("k", width=1.5))
         self._sum_y_range = None
+        self._drawn_row = None  # (head, query, keys, d_v) of the row drawn last
         self._sum_dims = self._sum_full_dims = -1
         self.sum_chart.addItem(self.totals)
         self._groups: list[tuple[str, np.ndarray]] = []
@@ -225,11 +253,15 @@ class QueryPanel(FigurePanel):
         blocked = result.mask[query]
         colors = self._key_colors(weights)
         keys = result.key_tokens  # the source's tokens in cross-attention
-        self.score_chart.set_bars(scores, keys, color=theme.QUERY_COLOR, blocked=blocked, selected=key)
+        # The same row as last drawn (an edit, a slider's step): its axes stay still while the
+        # bars fit them; another row (a click) gets ranges fitted to its own bars.
+        row_id = (head, query, len(scores), result.V is None or result.V.shape[2])
+        steady, self._drawn_row = row_id == self._drawn_row, row_id
+        self.score_chart.set_bars(scores, keys, color=theme.QUERY_COLOR, blocked=blocked, selected=key, steady=steady)
         self.weight_chart.set_bars(weights, keys, color=theme.CATEGORY_COLORS[-1],
-                                   highlight=list(colors.items()), selected=key)
+                                   highlight=list(colors.items()), selected=key, steady=steady)
         set_plot_title(self.weight_chart, self._weights_title(result, head, query, weights))
-        self._draw_sum(result, head, query, weights)
+        self._draw_sum(result, head, query, weights, steady)
 
     def redraw_selection(self) -> None:
         self.redraw()
@@ -259,7 +291,7 @@ class QueryPanel(FigurePanel):
         shown, _ = self._contributors(weights)
         return {k: theme.CATEGORY_COLORS[i] for i, k in enumerate(shown)}
 
-    def _draw_sum(self, result, head: int, query: int, weights: np.ndarray) -> None:
+    def _draw_sum(self, result, head: int, query: int, weights: np.ndarray, steady: bool = False) -> None:
         if result.V is None or result.head_outputs is None:
             self.parts.clear()
             self.totals.setOpts(x=[], height=[], y0=[])
@@ -296,7 +328,7 @@ class QueryPanel(FigurePanel):
             self.sum_chart.getAxis("bottom").set_labels(feature_names("v", d_v))
             self.sum_chart.vb.setLimits(xMin=0, xMax=max(d_v, 1))
             self.sum_chart.setXRange(0, max(d_v, 1), padding=0)
-        self._sum_y_range = set_nice_y_range(self.sum_chart, np.concatenate([up, down, total]), self._sum_y_range)
+        self._sum_y_range = set_nice_y_range(self.sum_chart, np.concatenate([up, down, total]), self._sum_y_range, steady)
         self._groups = groups
         # Key labels: the source's tokens in cross-attention, which may outnumber the queries.
         self.legend.set_entries([(repr(result.key_tokens[k]), theme.CATEGORY_COLORS[i]) for i, k in enumerate(shown)]
