@@ -120,6 +120,12 @@ def run_predict(args) -> int:
     if args.versus is not None and args.target is None:
         raise ModelError("--versus needs --target: the logit difference is target − versus")
     behaviour, interventions = open_with_interventions(args)
+    asked = [flag for flag, given in (("--target", args.target), ("--versus", args.versus),
+                                      ("--position", args.position), ("--logit-lens", args.logit_lens or None))
+             if given is not None]
+    if behaviour.problem and asked:   # they were ignored: only the embeddings' cosine was printed
+        raise ModelError(f"{', '.join(asked)} {'need' if len(asked) > 1 else 'needs'} a prediction of tokens, which {behaviour.loaded.source.label} "
+                         f"does not make: {behaviour.problem}")
     result = behaviour.predict(interventions, args.position, args.top, args.target, args.versus, args.logit_lens)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=1))

@@ -102,3 +102,10 @@ def test_a_broken_model_folder_says_which_file(tiny_gpt2_lm, tmp_path, capsys):
     empty = _copy(tiny_gpt2_lm, tmp_path, "empty-weights")
     (empty / "model.safetensors").write_bytes(b"")
     _refused(capsys, ["predict", str(empty), "--text", TEXT], "cannot read the weights in model.safetensors")
+
+
+def test_an_encoder_without_a_head_refuses_prediction_flags(tiny_bert, capsys):
+    # they were ignored: the command printed the embeddings' cosine and exit status 0
+    _refused(capsys, ["predict", str(tiny_bert), "--text", TEXT, "--target", " dog", "--logit-lens"],
+             "--target, --logit-lens need a prediction of tokens", "without a masked-LM head")
+    _refused(capsys, ["predict", str(tiny_bert), "--text", TEXT, "--position", "1"], "--position needs a prediction of tokens")
