@@ -27,6 +27,8 @@ size (layers × 2 × K/V heads × n × d_k numbers, their bytes): nothing n × n
 
 from __future__ import annotations
 
+import operator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,6 +160,29 @@ class KVCache:
 ROW_LAYOUT_BYTES = 1024**3
 
 
+def _one_row_blas():
+    """numpy's OpenBLAS, as threadpoolctl controls it, or None (numpy built on another BLAS, or
+    threadpoolctl missing: torch's product then). Its one-row product over the input × output
+    layout streams the weights near the memory's read rate; torch's (MKL's sgemm on this AMD
+    CPU) does not: SmolLM2's 121 matrices, 538 MB, in 33 ms of CPU against 43 (and 27 for a bare
+    sum of the same bytes), back to back at load 9."""
+    global _BLAS
+    if _BLAS is False:
+        _BLAS = None
+        try:
+            import numpy  # noqa: F401 - loaded before threadpoolctl looks for its BLAS
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            return None
+        found = [lib for lib in ThreadpoolController().select(internal_api="openblas").lib_controllers
+                 if "numpy" in lib.filepath]
+        _BLAS = found[0] if found else None
+    return _BLAS
+
+
+_BLAS = False   # not looked for yet
+
+
 class RowLayout:
     """The weight matrices a step reads, each transposed once into a contiguous input × output
     copy (``linear``: ``x·Wᵀ + b`` as ``addmm(b, x, Wᵀ)``, for one row only; several rows, as
@@ -170,6 +195,7 @@ class RowLayout:
         matrices = sum(t.numel() * t.element_size() for t in weights.values() if t.dim() == 2)
         self.enabled = matrices <= ROW_LAYOUT_BYTES
         self.weights = weights
+        self.blas = _one_row_blas() if self.enabled else None
         # (the ids of the weights and biases read) → (those tensors, the weights' transposes side
         # by side, the biases joined or None, each weight's output width)
         self._transposed: dict[tuple, tuple] = {}
@@ -196,19 +222,41 @@ class RowLayout:
         if x.shape[0] != 1 or not self.enabled:
             return tuple(F.linear(x, weight, bias) for weight, bias in pairs)
         sources = tuple(t for pair in pairs for t in pair if t is not None)
-        key = tuple(id(t) for t in sources)
+        key = tuple(map(id, sources))
         found = self._transposed.get(key)
-        if found is None or any(a is not b for a, b in zip(found[0], sources)):   # ids of tensors since freed
+        if found is None or not all(map(operator.is_, found[0], sources)):   # ids of tensors since freed
             weights = [w for w, _ in pairs]
             bias = None if all(b is None for _, b in pairs) else torch.cat(
                 [torch.zeros(w.shape[0], dtype=w.dtype) if b is None else b for w, b in pairs])
-            found = (sources, torch.cat([w.t() for w in weights], dim=1).contiguous(), bias,
-                     [w.shape[0] for w in weights])
+            joined = torch.cat([w.t() for w in weights], dim=1).contiguous()
+            found = (sources, joined, bias, [w.shape[0] for w in weights],
+                     joined.numpy() if self.blas is not None and joined.dtype == torch.float32 else None)
             self._transposed[key] = found
             self.copied += 1
-        _, joined, bias, widths = found
-        out = torch.mm(x, joined) if bias is None else torch.addmm(bias, x, joined)
+        _, joined, bias, widths, rows = found
+        if rows is not None and x.dtype == torch.float32:   # numpy's OpenBLAS, one thread (``one_thread``)
+            out = torch.from_numpy(x.numpy() @ rows)
+            if bias is not None:
+                out += bias
+        else:
+            out = torch.mm(x, joined) if bias is None else torch.addmm(bias, x, joined)
         return out.split(widths, dim=1) if len(widths) > 1 else (out,)
+
+    @contextmanager
+    def one_thread(self):
+        """Inside it, the BLAS this layout's products call runs on the calling thread only (the
+        step's own: waking a second thread for each of a step's 121 products is what made a step
+        84 ms on a busy machine, see ``Generation.step``); put back after."""
+        blas = self.blas
+        threads = 1 if blas is None else blas.get_num_threads()
+        if threads == 1:
+            yield
+            return
+        blas.set_num_threads(1)
+        try:
+            yield
+        finally:
+            blas.set_num_threads(threads)
 
 
 class _Cached(_Layers):
@@ -308,7 +356,7 @@ class Generation:
         """Rows ``start…`` of the text through every layer over the cache: (the last row's
         logits, the last row's weights (layers, H, keys))."""
         # inference mode: no autograd bookkeeping at all (version counters, views) on ~1,000 small ops a step
-        with threads_for(len(ids)), torch.inference_mode():
+        with threads_for(len(ids)), self.layout.one_thread(), torch.inference_mode():
             run = _Cached(self.model.layers, self.cache, start, self.changes, self.layout)
             x = self.model.embed(torch.tensor(ids, dtype=torch.long), start=start)
             for layer in range(self.model.layers):
