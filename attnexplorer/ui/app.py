@@ -145,10 +145,12 @@ def _open_window(args):
     from .window import MainWindow
     from .settings import AppSettings
     from ..core.compute.torch_libraries import preload
+    import pyqtgraph  # noqa: F401 - the window's plots (it loads QtSvg, QtOpenGL, QtTest: see below)
 
     # torch's libraries load on another core while the window is built (without Python's
     # lock), so the first compute's import of torch after the first paint is shorter. Started
-    # only now: the loader's lock would hold up the window's own Qt and numpy libraries above.
+    # only once the window's own libraries are in (Qt's, numpy's, those pyqtgraph loads): the
+    # loader's lock, held while torch's initialisers run, would hold up a dlopen of theirs.
     preload()
     settings = AppSettings()
     try:
