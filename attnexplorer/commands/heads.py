@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from ..models.sources import ModelError, missing_dependencies, resolve
-from .model_output import LayerBar, check_figures, score_figures
+from .model_output import LayerBar, check_figures, make_folder, score_figures, writable_parent
 
 ATTRIBUTIONS = ("dla", "ablate:zero", "ablate:mean", "ablate:patch")
 
@@ -79,6 +79,7 @@ def _check_first(args):
         raise ModelError(f"--out {args.out} is a folder; give a file name such as scores.csv")
     if not out.parent.is_dir():
         raise ModelError(f"--out {args.out}: the folder {out.parent} does not exist")
+    writable_parent(out, "--out")
     return text, scores
 
 
@@ -116,6 +117,8 @@ def run_heads(args) -> int:
     if args.attribution is not None:
         columns.update(_attribution(args, Behaviour(loaded, run)))
     rows = head_table(loaded.num_layers, loaded.num_heads, columns)
+    if args.figure_formats:   # before the CSV: a folder that cannot be made writes nothing
+        make_folder(Path(args.out_figures), "--out-figures")
     atomic_write_text(Path(args.out), _csv(rows))
     if args.figure_formats:
         score_figures(columns, args.figure_formats, Path(args.out_figures))

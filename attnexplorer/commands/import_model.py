@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..models.sources import ModelError, missing_dependencies, resolve
-from .model_output import LayerBar, check_figures, figure_app, score_figures
+from .model_output import LayerBar, check_figures, figure_app, make_folder, score_figures, writable_parent
 
 
 def _json(session: dict) -> str:
@@ -47,6 +47,7 @@ def _check_first(args) -> bool:
         raise ModelError(f"--out {args.out} is a folder; give a file name such as layer0.json")
     elif not out.parent.is_dir():
         raise ModelError(f"--out {args.out}: the folder {out.parent} does not exist")
+    writable_parent(out, "--out")
     check_figures(args)
     return several
 
@@ -84,8 +85,10 @@ def run_import_model(args) -> int:
         if bar is not None:
             bar.close()
     out = Path(args.out)
+    if args.figure_formats:   # before the sessions: a folder that cannot be made writes nothing
+        make_folder(Path(args.out_figures), "--out-figures")
     if several:
-        out.mkdir(exist_ok=True)
+        make_folder(out, "--out")
     for layer in layers:
         # one layer's JSON at a time: SmolLM2's 30 as lists of floats at once would be gigabytes
         path = out / f"layer{layer}.json" if several else out

@@ -45,8 +45,31 @@ def check_figures(args) -> None:
     args.figure_formats = parse_formats(args.figures, FIGURE_FORMATS, "--figures")
     if bool(args.figure_formats) != (args.out_figures is not None):
         raise ModelError("give --figures FORMATS and --out-figures DIR together")
-    if args.out_figures is not None and not Path(args.out_figures).parent.is_dir():
-        raise ModelError(f"--out-figures {args.out_figures}: the folder {Path(args.out_figures).parent} does not exist")
+    if args.out_figures is not None:
+        folder = Path(args.out_figures)
+        if not folder.parent.is_dir():
+            raise ModelError(f"--out-figures {args.out_figures}: the folder {folder.parent} does not exist")
+        if folder.exists() and not folder.is_dir():
+            raise ModelError(f"--out-figures {args.out_figures} is a file; the figures go into a folder")
+        writable_parent(folder, "--out-figures")
+
+
+def writable_parent(path: Path, flag: str) -> None:
+    """ModelError, before the model is opened, when ``path`` cannot be made where it is asked
+    (a folder without write permission: the figures failed after the model had run)."""
+    import os
+
+    where = path if path.is_dir() else path.parent
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise ModelError(f"{flag} {path}: cannot write into {where} (no permission)")
+
+
+def make_folder(folder: Path, flag: str) -> None:
+    """``folder`` created if missing; ModelError (not a traceback) when it cannot be."""
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as err:
+        raise ModelError(f"{flag} {folder}: cannot create the folder: {err.strerror or err}") from None
 
 
 def figure_app() -> None:
@@ -69,7 +92,7 @@ def score_figures(columns: dict, formats: list[str], folder: Path, quiet: bool =
     from ..ui.exports.figures import export_panel
     from ..ui.model.head_scores_panel import HeadScoresPanel
 
-    folder.mkdir(exist_ok=True)
+    make_folder(folder, "--out-figures")
     panel = HeadScoresPanel()
     written = []
     try:

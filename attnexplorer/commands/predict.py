@@ -141,6 +141,9 @@ def run_export_model(args) -> int:
         raise ModelError(f"--out {args.out} exists and is not an empty folder: give a new folder")
     if not out.parent.is_dir():
         raise ModelError(f"--out {args.out}: the folder {out.parent} does not exist")
+    from .model_output import writable_parent
+
+    writable_parent(out, "--out")
     if args.ablation in ("mean", "patch") and args.ablate:
         raise ModelError(f"cannot save a {args.ablation} ablation: it replaces the head's output by one that depends "
                          "on the text, which no weight can hold; only zero ablations and edited weights can be saved")

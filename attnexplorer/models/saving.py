@@ -136,7 +136,10 @@ def save_edited_model(behaviour, interventions, out) -> Path:
         state[key] = tensor.detach().float().contiguous()
     config = _config(loaded)
     config["architectures"] = [architecture]
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    except OSError as err:   # a folder without write permission
+        raise ModelError(f"cannot write {out}: {err.strerror or err}") from None
     try:
         (staging / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
         save_file(state, str(staging / "model.safetensors"), metadata={"format": "pt"})

@@ -3,6 +3,7 @@
 written; the same refusal the window gives where the window has the same input."""
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -109,3 +110,21 @@ def test_an_encoder_without_a_head_refuses_prediction_flags(tiny_bert, capsys):
     _refused(capsys, ["predict", str(tiny_bert), "--text", TEXT, "--target", " dog", "--logit-lens"],
              "--target, --logit-lens need a prediction of tokens", "without a masked-LM head")
     _refused(capsys, ["predict", str(tiny_bert), "--text", TEXT, "--position", "1"], "--position needs a prediction of tokens")
+
+
+# A folder nothing can be created in, even by root (the CI's user may be either): Linux's /proc.
+UNWRITABLE = "/proc/attnexplorer-test"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_an_output_folder_that_cannot_be_made_is_one_line_and_nothing_is_written(tiny_gpt2_lm, tmp_path, capsys):
+    model = str(tiny_gpt2_lm)
+    _refused(capsys, ["export-model", model, "--ablate", "0.1", "--out", UNWRITABLE], f"cannot write {UNWRITABLE}")
+    session, scores = tmp_path / "layer0.json", tmp_path / "scores.csv"
+    _refused(capsys, ["import-model", model, "--text", TEXT, "--out", str(session), "--figures", "png",
+                      "--out-figures", UNWRITABLE], "cannot create the folder", out=session)
+    _refused(capsys, ["heads", model, "--text", TEXT, "--out", str(scores), "--figures", "png",
+                      "--out-figures", UNWRITABLE], "cannot create the folder", out=scores)
+    (tmp_path / "a-file").write_text("x")
+    _refused(capsys, ["import-model", model, "--text", TEXT, "--out", str(session), "--figures", "png",
+                      "--out-figures", str(tmp_path / "a-file")], "is a file", out=session)
