@@ -45,6 +45,10 @@ from typing import Any, Callable, Mapping, NamedTuple
 import torch
 import torch.nn.functional as F
 
+# at the top, not in the functions: a generation step runs layer() and its norms 30 times, and
+# each import statement there went through importlib's lookup again
+from ..core.kernel.attention import attention_block, normalise, rotate
+
 
 class Forward(NamedTuple):
     attentions: torch.Tensor | None     # (layers, H, n, n); None when not kept (a long text)
@@ -133,8 +137,6 @@ def _attend(q, k, v, scaling: float, causal: bool, blocked: torch.Tensor | None 
     softmax in float32). K and V have their own (K/V) heads; the kernel shares them without
     copies. Returns the weights (H, n, n) and the heads' outputs side by side (n, H·d_v).
     ``key_offset``: the position of query row 0 among the keys (``_Layers.row``)."""
-    from ..core.kernel.attention import attention_block
-
     block = attention_block(q, k, v, factor=scaling, mask=blocked, causal=causal and blocked is None,
                             key_offset=key_offset, fill=torch.finfo(q.dtype).min, softmax_dtype=torch.float32,
                             softcap=softcap)
@@ -254,7 +256,6 @@ class _Layers:
 
     def _blocks(self, layer: int, q, k, v, scaling: float, causal: bool, window: int | None = None,
                 softcap: float | None = None):
-        from ..core.kernel.attention import attention_block
         from ..core.compute.long.pooling import pool_grid, pool_rows
 
         heads, n, _ = q.shape
@@ -453,8 +454,6 @@ def _rope_row(rope, row: int):
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """transformers' LlamaRMSNorm: the kernel's one RMSNorm (``core.kernel.attention.normalise``)."""
-    from ..core.kernel.attention import normalise
-
     return normalise(x, "rms", weight, None, eps)
 
 
@@ -518,8 +517,6 @@ class _Llama(_Family):
 
         def lin(x, name):
             return run.linear(x, w, name)
-
-        from ..core.kernel.attention import rotate
 
         r = self.recipe
         rope = self.rope(layer, x.shape[0], run.position)

@@ -36,7 +36,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .forward import _Layers, family, threads_for
+from ..core.kernel.attention import attention_block
+from .forward import _Layers, family, threads_for, window_blocked
 from .interventions import Behaviour, Interventions, check_stream
 from .prediction import Scores
 from .sources import ModelError
@@ -275,9 +276,6 @@ class _Cached(_Layers):
         return self.layout.linears(x, [(w[name + ".weight"], w.get(name + ".bias")) for name in names])
 
     def attend(self, layer, q, k, v, scaling, causal, window=None, softcap=None):
-        from ..core.kernel.attention import attention_block
-        from .forward import window_blocked
-
         change = self.changes.get(layer)
         if change is not None and change.scaling is not None:
             scaling = change.scaling
