@@ -41,12 +41,14 @@ def test_the_bars_legend_and_the_dock_key_follow_the_interventions(qtbot, result
     assert _names(panel.legend) == ["unedited"]
 
 
-def test_the_lens_legend_lists_the_curves_drawn(qtbot, results):
+def test_the_lens_legend_lists_the_curves_drawn_over_whole_layers(qtbot, results):
     plain, ablated = results
     lens = LogitLensPanel()
     qtbot.addWidget(lens)
     lens.show_result(plain)
     assert _names(lens.legend) == ["top token, unedited"]
+    # the layer axis counts whole layers (a 3-layer model's read 0, 0.5, 1, 1.5, 2)
+    assert lens.plot.getAxis("bottom")._tickLevels == [[(0.0, "0"), (1.0, "1"), (2.0, "2")]]
     lens.show_result(ablated)
     assert _names(lens.legend) == ["top token, unedited", "top token, intervened", "picked token, unedited",
                                    "picked token, intervened"]

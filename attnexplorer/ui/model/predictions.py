@@ -423,6 +423,9 @@ class LogitLensPanel(QWidget):
         self.plot.setYRange(0, 1, padding=0.02)
         if len(layers):
             self.plot.setXRange(0, layers[-1], padding=0.02)
+        # whole layers only: a 3-layer model's axis read 0, 0.5, 1, 1.5 (no layer 0.5)
+        step = max(1, -(-len(layers) // 10))
+        self.plot.getAxis("bottom").setTicks([[(float(layer), str(int(layer))) for layer in layers[::step]]] or None)
 
     def export_item(self):
         return self.plot_widget.ci if self.result is not None and self.result.get("logit_lens") else None
