@@ -132,9 +132,20 @@ class PresetRef:
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
+# The newest token tuples that passed ``_checked_tokens``. An edit makes a new session that
+# keeps its tokens (``Session.replace``), and checking 16,384 of them again, one Python step
+# each, cost 2.5 ms of the GUI thread's processor time on every cell edit of a long session,
+# in the stretch that starts its compute (bench/long_window.py). A tuple of strings cannot
+# change, so the very same tuple checked once holds. Kept by reference (not ``id``), so a
+# freed tuple's reused id cannot pass.
+_CHECKED: collections.deque = collections.deque(maxlen=8)
+
+
 def _checked_tokens(value, where: str) -> tuple[str, ...]:
     """``value`` as a tuple of token strings, or SessionError naming ``where`` (``tokens`` or
     ``source.tokens``): one rule for every sequence of tokens a session holds."""
+    if type(value) is tuple and any(value is known for known in _CHECKED):
+        return value
     if isinstance(value, (str, bytes)):
         raise SessionError("must be a list of strings, not one string", where)
     try:
@@ -150,6 +161,8 @@ def _checked_tokens(value, where: str) -> tuple[str, ...]:
         i, bad = next((i, control_character(t)) for i, t in enumerate(tokens) if control_character(t))
         raise SessionError(f"holds the control character U+{ord(bad):04X}; tokens may not hold "
                            "control characters (tabs, line breaks, NUL, escapes)", f"{where}[{i}]")
+    if len(tokens) > 256:  # short ones cost less to check than to remember
+        _CHECKED.append(tokens)
     return tokens
 
 
