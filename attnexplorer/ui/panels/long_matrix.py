@@ -147,13 +147,23 @@ class PartialDraws:
     of the GUI thread: 26-53 ms of its own processor time at 16,384 tokens (the longest GUI
     block of ``bench/long_window.py``). One a turn, with the paint of the one drawn between,
     the longest stretch is one heatmap's. A heatmap asked again before its turn is drawn once,
-    with the newest report (each keeps only the newest)."""
+    with the newest report (each keeps only the newest).
+
+    The turns are ``TURN_MS`` apart, not 0: a zero-interval timer started in a draw fired in
+    the same pass of Qt's event loop as the paint that followed, so two heatmaps' draws and a
+    paint were still one block (two draws of 9 and 10 ms of processor time in one 180 ms gap
+    of ``bench/long_window.py``'s 1 ms timer, which never got its turn between them). A frame
+    apart, the event loop runs its timers and input between two draws; the last of three
+    heatmaps shows a report 2 × ``TURN_MS`` later, against 250 ms between reports."""
+
+    # A frame at 60 Hz: time for the draw's paint and every timer that is due before the next.
+    TURN_MS = 16
 
     def __init__(self):
         self._waiting: list = []
         self._timer = QTimer()
         self._timer.setSingleShot(True)
-        self._timer.setInterval(0)
+        # The first of a report's draws at the next turn (``ask``), the rest TURN_MS apart.
         self._timer.timeout.connect(self._next)
 
     def ask(self, panel) -> None:
@@ -161,7 +171,7 @@ class PartialDraws:
         if panel not in self._waiting:
             self._waiting.append(panel)
         if not self._timer.isActive():
-            self._timer.start()
+            self._timer.start(0)
 
     def forget(self, panel) -> None:
         """Drop ``panel``'s turn (it was disposed, or drew a result meanwhile)."""
@@ -177,7 +187,7 @@ class PartialDraws:
             return
         panel = self._waiting.pop(0)
         if self._waiting:
-            self._timer.start()  # the next one after this one's paint
+            self._timer.start(self.TURN_MS)  # the next one after this one's paint and a frame
         try:
             panel.draw_partial()
         except RuntimeError:  # its widgets were deleted with their window
