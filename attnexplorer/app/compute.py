@@ -38,6 +38,10 @@ INLINE_CELLS = 512 * 512 * 2
 LARGE_CELLS = 1 << 22
 # Seconds between progress reports of a long (streamed) compute.
 PROGRESS_S = 0.25
+# How much lower the background compute's priority is than the window's (a nice value: at 5 the
+# GUI thread weighs three times as much when it shares a core with the compute's threads; more
+# would starve the compute when other programs keep the cores busy, while it holds Python's lock).
+COMPUTE_NICE = 5
 
 
 def _compute_on_one_thread(session: Session, device: str, dtype: str, keep, pool: str = "max"):
@@ -81,7 +85,9 @@ class ComputeRunner:
         self.needs: frozenset[str] | None = None  # None: everything
         # How a long session's overviews pool cells into pixels ("max" or "mean").
         self.pool = "max"
-        self.jobs = JobRunner("attnexplorer-compute", post, PROGRESS_S)
+        # Below the GUI thread's priority: a long compute's torch threads yield a core to the
+        # window at once (``lower_priority``); inline computes run on the GUI thread as before.
+        self.jobs = JobRunner("attnexplorer-compute", post, PROGRESS_S, nice=COMPUTE_NICE)
         self.jobs.settled.connect(self._on_settled)
 
     @property

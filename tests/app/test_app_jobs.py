@@ -209,3 +209,41 @@ def test_a_stopped_job_ends_early_and_still_answers(runner, loop):
     runner.stop()
     assert loop.run_until(lambda: runner.idle)
     assert len(answers) == 1 and answers[0] >= 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own nice value is Linux's")
+def test_a_lowered_runner_works_below_the_app_threads_priority_and_so_do_its_torch_threads(loop):
+    # The window's compute runs below the GUI thread's priority, so its torch threads yield a
+    # core to the window at once (the 16,384-token window's longest block was half waiting).
+    import os
+
+    import torch
+
+    from attnexplorer.app import compute
+
+    def nice(tid):
+        return os.getpriority(os.PRIO_PROCESS, tid)
+
+    def threads():
+        return {int(t) for t in os.listdir("/proc/self/task")}
+
+    assert compute.COMPUTE_NICE > 0
+    here = nice(threading.get_native_id())
+    runner = JobRunner("lowered", loop.post, nice=3)
+    answers = []
+    try:
+        before = threads()
+
+        def work(job):
+            a = torch.ones(512, 512)
+            torch.mm(a, a)  # starts the worker's own team of torch threads, if it has more than one
+            return nice(threading.get_native_id()), {tid: nice(tid) for tid in threads() - before}
+
+        runner.submit(work, answers.append)
+        assert loop.run_until(lambda: runner.idle)
+    finally:
+        runner.shutdown()
+    mine, started = answers[0]
+    assert mine == min(19, here + 3)
+    assert all(value == mine for value in started.values()), started
+    assert nice(threading.get_native_id()) == here  # the app's thread keeps its priority
