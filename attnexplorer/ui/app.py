@@ -193,10 +193,17 @@ def _compute_after_first_paint(app, document) -> None:
     watcher = FirstPaint(document)
     fallback = QTimer(document)
     fallback.setSingleShot(True)
+    started = False
 
     def start() -> None:
-        if not fallback.isActive():
-            return  # started already
+        # Not ``fallback.isActive()``: a single-shot timer is no longer active in its own
+        # timeout, so a first paint later than the fallback (a second after the window was
+        # shown: a slow or busy machine) found the compute "started already", and it never was;
+        # every panel said "computing…" for good.
+        nonlocal started
+        if started:
+            return
+        started = True
         app.removeEventFilter(watcher)
         fallback.stop()
         compute = document.compute

@@ -300,3 +300,19 @@ def test_an_import_ending_after_the_close_draws_nothing_and_fails_nothing(settin
     assert not window.isVisible()
     document.shutdown()
     assert not document.compute.worker_thread.is_alive()
+
+
+def test_a_window_not_painted_within_a_second_computes_all_the_same(settings, qtbot):
+    """The first compute waits for the first paint, or a second at most. Regression: the
+    second's timer asked whether it was itself still active, which a single-shot timer is not
+    in its own timeout, so a first paint later than that (a busy machine: the bench's start-up
+    probe hung at "painted") never started the compute, and every panel said "computing…"."""
+    from attnexplorer.ui.app import _compute_after_first_paint
+    from attnexplorer.ui.document import SessionDocument
+
+    document = SessionDocument(build_preset("pronoun").session, compute=False)
+    _compute_after_first_paint(QApplication.instance(), document)  # no window: nothing paints
+    try:
+        qtbot.waitUntil(lambda: document.result is not None, timeout=60000)
+    finally:
+        document.shutdown()
