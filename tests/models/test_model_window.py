@@ -391,6 +391,23 @@ def test_the_heads_tab_colours_the_model_view_and_ranks_the_heads(win, qtbot, ti
     assert grid.colouring is None and panel.table.rowCount() == 0 and panel.export_item() is None
 
 
+def test_a_heads_tab_let_go_of_is_freed(qapp):
+    """Nothing of the tab's own (a connection to its child's signal) keeps it alive: a lambda on
+    its layer box did, so a tab drawn for ``heads --figures`` lived on till exit, where PySide6
+    6.12's deletion of it crashed the command (-11, "shared QObject was deleted directly")."""
+    import gc
+    import weakref
+
+    from attnexplorer.ui.model.head_scores_panel import HeadScoresPanel
+
+    panel = HeadScoresPanel()
+    gone = weakref.ref(panel)
+    panel.shutdown()
+    del panel
+    gc.collect()
+    assert gone() is None
+
+
 def test_the_heads_tab_attributes_a_token_on_a_job(win, qtbot, tiny_gpt2_lm):
     from attnexplorer.models.head_attribution import ablation_sweep, direct_logit_attribution, pick
     from attnexplorer.ui.model.controller import ModelController

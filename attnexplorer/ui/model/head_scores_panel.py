@@ -65,7 +65,7 @@ class HeadScoresPanel(QWidget):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.cellClicked.connect(self._on_row)
         self.layer_box = QComboBox()   # the ranked list of every layer, or of one
-        self.layer_box.currentIndexChanged.connect(lambda _i: self._on_colour(self.colour_box.currentText()))
+        self.layer_box.currentIndexChanged.connect(self._on_layer_choice)
         row = QHBoxLayout()
         row.addWidget(QLabel("Colour by"))
         row.addWidget(self.colour_box, 1)
@@ -250,6 +250,9 @@ class HeadScoresPanel(QWidget):
 
     def colour_by(self, name: str) -> None:
         self.colour_box.setCurrentText(name)
+
+    def _on_layer_choice(self, _index: int) -> None:
+        self._on_colour(self.colour_box.currentText())
 
     def _on_colour(self, name: str) -> None:
         from ...models.head_scores import definition
