@@ -89,7 +89,7 @@ def score_figures(columns: dict, formats: list[str], folder: Path, quiet: bool =
     import re
 
     figure_app()
-    from ..ui.exports.figures import export_panel
+    from ..ui.exports.figures import discard, export_panel
     from ..ui.model.head_scores_panel import HeadScoresPanel
 
     make_folder(folder, "--out-figures")
@@ -104,6 +104,7 @@ def score_figures(columns: dict, formats: list[str], folder: Path, quiet: bool =
                 written.append(export_panel(panel, folder / f"{stem}.{fmt}", width=640, height=480))
     finally:
         panel.shutdown()
+        discard(panel)
     if not quiet:
         print(f"{folder}: {len(written)} figures", file=sys.stderr)
     return written

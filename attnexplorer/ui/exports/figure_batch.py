@@ -13,7 +13,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from .figures import FIGURE_SIZE, ensure_app, export_dashboard, export_panel, exportable, session_title
+from .figures import FIGURE_SIZE, discard, ensure_app, export_dashboard, export_panel, exportable, session_title
 from .figure_paint import _check_format
 
 def zoom_to(panels, session, rows: tuple[int, int] | None, cols: tuple[int, int] | None = None) -> None:
@@ -116,6 +116,4 @@ def offscreen_panels(result, head: int | None = None):
         for p in panels:
             p.close()
             p.dispose()
-            p.deleteLater()
-        source.deleteLater()
-        QApplication.processEvents()
+        discard(*panels, source)

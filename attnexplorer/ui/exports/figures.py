@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QWidget
 
 from .figure_paint import (  # noqa: F401  (re-exported: callers and tests read them here)
     DASHBOARD_HEADER,
@@ -144,6 +144,24 @@ def ensure_app() -> QApplication:
         raise FigureError("figures need a QApplication, but a non-widget Qt application is running")
     return app
 
+
+def discard(*objects) -> None:
+    """Close and delete, now, the widgets (and other QObjects) a command drew its figures with.
+
+    ``deleteLater`` alone deletes nothing in a command: no event loop runs after it, and
+    ``processEvents`` does not deliver deferred deletions. What is left is deleted at exit by
+    PySide, which deletes every Qt object Python still owns one by one; with PySide6 6.12 one
+    deletion there let go of the last hold on a panel (a lambda connected to its own child's
+    signal), whose own deletion, run inside the first, freed objects twice, and
+    ``import-model --figures`` crashed at exit (-11, "shared QObject was deleted directly")
+    after writing its files. Deleted here, in order, nothing of the figures is left for that."""
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    for obj in objects:
+        if isinstance(obj, QWidget):
+            obj.close()
+        obj.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
 
 
 def session_title(session) -> str:

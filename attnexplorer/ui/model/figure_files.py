@@ -17,7 +17,7 @@ def write_model_figures(loaded, run, layers, formats: list[str], folder) -> list
     from PySide6.QtWidgets import QApplication
 
     from ...models.interventions import Behaviour
-    from ..exports.figures import export_panel
+    from ..exports.figures import discard, export_panel
     from .window import ModelWindow
 
     folder = Path(folder)
@@ -54,7 +54,6 @@ def write_model_figures(loaded, run, layers, formats: list[str], folder) -> list
                 QApplication.processEvents()
                 write(panel, stem)   # the size the 1280 × 800 window gives it, as Export figure… does
     finally:
-        window.close()
         window.head_scores.shutdown()   # its job runner's thread
-        window.deleteLater()
+        discard(window)
     return written
