@@ -183,12 +183,16 @@ def test_figure_commands_leave_no_widget_behind(tiny_gpt2, tmp_path, qapp):
     6.12 a deletion there that freed a panel held only by a lambda on its own child's signal
     deleted that child twice: exit -11 after the figures were written (the test above runs the
     crash's route; this one shows its cause on any Python and PySide6)."""
+    import shiboken6
     from PySide6.QtWidgets import QApplication
 
-    before = {id(w) for w in QApplication.topLevelWidgets()}
+    def widgets():   # by the Qt object: a widget Qt made (a popup) gets a new Python wrapper each time
+        return {shiboken6.getCppPointer(w)[0]: type(w).__name__ for w in QApplication.topLevelWidgets()}
+
+    before = widgets()
     assert cli.main(["import-model", str(tiny_gpt2), "--text", TEXT, "--layer", "1", "--out", str(tmp_path / "l.json"),
                      "--figures", "png", "--out-figures", str(tmp_path / "figures")]) == 0
     assert cli.main(["heads", str(tiny_gpt2), "--text", TEXT, "--out", str(tmp_path / "s.csv"),
                      "--figures", "png", "--out-figures", str(tmp_path / "heads")]) == 0
-    left = [type(w).__name__ for w in QApplication.topLevelWidgets() if id(w) not in before]
+    left = [name for address, name in widgets().items() if address not in before]
     assert left == [], sorted(set(left))
