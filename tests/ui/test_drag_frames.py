@@ -185,3 +185,19 @@ def test_a_drag_relabels_the_query_charts_y_axes_only_when_the_bars_leave_them(s
         AxisItem.generateDrawSpecs = real
     assert max(relabels.values(), default=0) <= frames // 2, relabels
     assert sum(relabels.values()) <= frames, relabels
+
+
+def test_a_frame_makes_no_graphics_item(sine_drag):
+    # A redraw that changes only numbers reuses its items: the same items in every canvas
+    # (issue 28: the query legend was rebuilt, item by item, on every redraw).
+    window, step, _ = sine_drag
+    canvases = [p.canvas for p in window.panels if p.is_on_screen and hasattr(p, "canvas")]
+    assert canvases
+
+    def items():
+        return [frozenset(id(item) for item in canvas.scene().items()) for canvas in canvases]
+
+    before = items()
+    for k in range(3, 7):
+        step(k)
+    assert items() == before
