@@ -9,7 +9,8 @@ kernel must map and zero again on first touch, depends on which sizes the proces
 to free before, not on the work. Measured (``attnexplorer bench``'s engine row at n = 2,048,
 bare torch beside the engine): one run faulted a whole 16 MB matrix in again on every call
 (4,064 page faults a call) and took twice the processor time of the same call in another
-run (112 against 56 ms), which made the ratio swing from 0.5 to 1.4 between runs.
+run (112 against 56 ms): a ratio of 0.48 where other runs gave 0.8–0.9. The same faults on
+the engine's side instead would give the 1.37× one full bench run once showed.
 
 ``steady_allocator`` fixes both thresholds at start, as the dynamic threshold would end up
 anyway after the first big block: blocks up to 32 MB stay on the heap and are reused, and
