@@ -54,3 +54,20 @@ def test_big_buffers_are_reused_without_page_faults_once_the_allocator_is_steady
 
     assert faults("steady") < 50
     assert faults("default") > 500  # the check can tell: glibc's defaults do fault them in again
+
+
+@pytest.mark.skipif(not GLIBC, reason="the variables are glibc's")
+def test_the_bench_measures_its_child_processes_with_the_apps_allocator():
+    # A bench row's `python -c` child never passes through cli.run: the environment the bench
+    # gives it must set the same thresholds, or its figures are of another allocator.
+    from attnexplorer.bench.harness import child_env
+
+    def faults(env) -> float:
+        done = subprocess.run([sys.executable, "-c", ROUNDS, "default"], capture_output=True, text=True,
+                              timeout=120, env=env)
+        assert done.returncode == 0, done.stderr
+        return float(done.stdout)
+
+    assert faults(child_env()) < 50
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    assert faults(plain) > 500

@@ -31,8 +31,16 @@ def settings_dir() -> str:
 
 def child_env() -> dict[str, str]:
     """The environment of a fresh process the bench measures: headless, with settings of its
-    own (``settings_dir``)."""
-    return {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTNEXPLORER_CONFIG_DIR": settings_dir()}
+    own (``settings_dir``), and glibc's allocator thresholds those of the app.
+
+    The app fixes them at start (``memory.steady_allocator``, from ``cli.run``), but a child
+    that runs ``python -c`` code (the large session, the long rows, the real models) never
+    passes there: glibc reads the same thresholds from these variables when the process
+    starts, so every measured process allocates as the app does."""
+    from ..memory import MMAP_THRESHOLD, TRIM_THRESHOLD
+
+    return {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ATTNEXPLORER_CONFIG_DIR": settings_dir(),
+            "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD), "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD)}
 
 
 def load_average() -> float | None:
