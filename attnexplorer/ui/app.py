@@ -144,14 +144,7 @@ def _open_window(args):
     from .document import SessionDocument
     from .window import MainWindow
     from .settings import AppSettings
-    from ..core.compute.torch_libraries import preload
-    import pyqtgraph  # noqa: F401 - the window's plots (it loads QtSvg, QtOpenGL, QtTest: see below)
 
-    # torch's libraries load on another core while the window is built (without Python's
-    # lock), so the first compute's import of torch after the first paint is shorter. Started
-    # only once the window's own libraries are in (Qt's, numpy's, those pyqtgraph loads): the
-    # loader's lock, held while torch's initialisers run, would hold up a dlopen of theirs.
-    preload()
     settings = AppSettings()
     try:
         lesson = lesson_for_args(args)
