@@ -202,36 +202,11 @@ def _compute_after_first_paint(app, document) -> None:
         compute = document.compute
         # Not when an edit made in the meantime has computed (or is computing) already.
         if compute.result is None and not compute.computing and compute.last_error is None:
-            _import_torch_at_the_apps_priority()
             QTimer.singleShot(0, lambda: compute.request(background=True))
 
     fallback.timeout.connect(start)
     fallback.start(1000)
     app.installEventFilter(watcher)
-
-
-def _import_torch_at_the_apps_priority() -> None:
-    """Import torch for the first compute on a thread of its own, at the app's priority.
-
-    The compute's worker runs below the window's priority (``app.compute.COMPUTE_NICE``), so
-    that a long compute yields a core to the window; torch's import, the whole of the first
-    compute's wait, is not such work: at that priority, with other programs busy, it got a
-    third of a core (1.3 s of processor time took 2.9-3.5 s). The worker's own ``import torch``
-    waits for this one (Python's lock on the module) and goes on from there. An import that
-    fails is the worker's to report (it tries again and says why); the thread is no daemon, so
-    a window closed meanwhile exits once the import is through, as the worker does."""
-    import threading
-
-    if "torch" in sys.modules:
-        return
-
-    def load() -> None:
-        try:
-            import torch  # noqa: F401
-        except Exception:  # noqa: BLE001 - reported by the compute's own import
-            pass
-
-    threading.Thread(target=load, name="attnexplorer-torch-import").start()
 
 
 def collect_after_first_result(document, collecting: bool) -> None:

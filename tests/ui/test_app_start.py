@@ -316,24 +316,3 @@ def test_a_window_not_painted_within_a_second_computes_all_the_same(settings, qt
         qtbot.waitUntil(lambda: document.result is not None, timeout=60000)
     finally:
         document.shutdown()
-
-
-def test_the_first_computes_torch_import_runs_at_the_apps_priority():
-    """The compute's worker runs below the window's priority; torch's import for the first
-    compute (all of its wait) runs on a thread at the app's own, and the worker's import then
-    finds it done. Checked in a fresh interpreter, where torch is not imported yet."""
-    code = (
-        "import os, sys, threading\n"
-        "from attnexplorer.ui.app import _import_torch_at_the_apps_priority\n"
-        "_import_torch_at_the_apps_priority()\n"
-        "(thread,) = [t for t in threading.enumerate() if t.name == 'attnexplorer-torch-import']\n"
-        "same = os.getpriority(os.PRIO_PROCESS, thread.native_id) == os.getpriority(os.PRIO_PROCESS, 0)\n"
-        "import torch\n"  # waits for that thread's import
-        "thread.join()\n"
-        "print('same', same, 'computes', float((torch.ones(2) @ torch.ones(2)).item()))\n"
-        "_import_torch_at_the_apps_priority()\n"
-        "print('again', [t.name for t in threading.enumerate() if t.name == 'attnexplorer-torch-import'])\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert "same True computes 2.0" in proc.stdout
-    assert "again []" in proc.stdout  # torch in: nothing more to import
