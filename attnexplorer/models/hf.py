@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
+from .errors import wrong_shape
 from .forward import Forward
 from .sources import Cancelled, ModelError, ModelSource, missing_dependencies
 
@@ -163,8 +164,7 @@ def _mismatch(auto, folder: Path, gguf: str | None, label: str) -> None:
     except Exception:
         return   # the caller says what transformers said
     for key, found, wanted in sorted(info.get("mismatched_keys", ()), key=lambda m: m[0]):
-        raise ModelError(f"{label}: the weight {key} is {'×'.join(map(str, found))}, but this model's config makes it "
-                         f"{'×'.join(map(str, wanted))}: the weights are not the config's model")
+        raise wrong_shape(label, key, found, wanted)
 
 
 def _check_loading(model, info: dict, label: str) -> None:

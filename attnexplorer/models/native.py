@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .decoders import canonical
+from .errors import wrong_shape
 from .families import FAMILIES, bert_names
 from .sources import ModelError
 
@@ -378,10 +379,6 @@ def check_shapes(config: ModelConfig, weights: dict, label: str) -> None:
     both shapes): the forward failed on it deep in torch ("the expanded size of the tensor (60)
     must match the existing size (72)"), naming neither the tensor nor the config."""
     from .decoders import own_name
-
-    def said(shape):
-        return "×".join(str(n) for n in shape)
-
     for name, shape in expected_shapes(config).items():
         tensor = weights.get(name)
         if tensor is None:
@@ -390,9 +387,7 @@ def check_shapes(config: ModelConfig, weights: dict, label: str) -> None:
         if len(found) != len(shape) or any(want is not None and int(want) != got for want, got in zip(shape, found)):
             own = own_name(config, name)
             part = f" (its {name.rsplit('.', 2)[-2]} part)" if own != name and own.rsplit(".", 1)[0] != name.rsplit(".", 1)[0] else ""
-            want = said("?" if n is None else n for n in shape)
-            raise ModelError(f"{label}: the weight {own}{part} is {said(found)}, but this {config.model_type} model's "
-                             f"config makes it {want}: the weights are not the config's model")
+            raise wrong_shape(label, own + part, found, shape, f"this {config.model_type} model")
 
 
 class NativeTokenizer:
